@@ -1,0 +1,1 @@
+"""Workloads, Grid-style scenarios, Spark jobs and plots that reproduce the paper's figures."""

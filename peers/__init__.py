@@ -1,0 +1,1 @@
+"""The EventCloud peer daemon: trio runtime, overlay membership and per-peer stores."""

@@ -1,0 +1,7 @@
+"""`python -m eventcloud` is the `eventcloud` command."""
+
+import sys
+
+from eventcloud.cli import main
+
+sys.exit(main())

@@ -1,0 +1,75 @@
+"""Planning one-time SPARQL queries over the overlay: which quad patterns to gather.
+
+The entry peer does not evaluate SPARQL itself across peers; it gathers, for each triple
+pattern of the query, the quads that could match it (a box in the 4-D space: fixed terms
+are points, variables whole axes) and evaluates the query locally over that union. A
+pattern with a property path or a term we cannot place widens to everything, which is
+always correct, only slower.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rdflib import Literal as RLiteral
+from rdflib import URIRef, Variable
+from rdflib.paths import Path as RPath
+from rdflib.plugins.sparql import prepareQuery
+from rdflib.plugins.sparql.parserutils import CompValue
+
+from eventcloud.model import IRI, Literal, ModelError, Term
+
+Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
+EVERYTHING: Pattern = (None, None, None, None)
+
+
+class QueryPlanError(ValueError):
+    """The query text is not SPARQL we can run."""
+
+
+def _term(node: Any) -> Term | None:
+    try:
+        if isinstance(node, URIRef):
+            return IRI(str(node))
+        if isinstance(node, RLiteral):
+            if node.language:
+                return Literal(str(node), language=node.language)
+            return Literal(str(node), str(node.datatype) if node.datatype else Literal("").datatype)
+    except ModelError:
+        return None
+    return None  # variables and blank nodes match anything
+
+
+def candidate_patterns(text: str) -> list[Pattern]:
+    """The distinct quad patterns (g, s, p, o) whose matches the query may read."""
+    try:
+        query = prepareQuery(text)
+    except Exception as exc:  # rdflib raises pyparsing and several other error types
+        raise QueryPlanError(f"invalid SPARQL: {exc}") from None
+    patterns: dict[Pattern, None] = {}
+    widen = False
+
+    def visit(node: Any, graph: Term | None) -> None:
+        nonlocal widen
+        if isinstance(node, CompValue):
+            if node.name == "Graph":
+                term = node.get("term")
+                graph = _term(term) if isinstance(term, URIRef) else None
+            if node.name == "BGP":
+                for s, p, o in node.get("triples", []):
+                    if isinstance(p, RPath):
+                        widen = True
+                        continue
+                    patterns.setdefault((graph, _term(s), _term(p), _term(o)))
+            if node.name in ("ServiceGraphPattern",):
+                raise QueryPlanError("SERVICE is not supported in one-time queries")
+            for value in node.values():
+                visit(value, graph)
+        elif isinstance(node, (list, tuple)):
+            for item in node:
+                visit(item, graph)
+
+    visit(query.algebra, None)
+    if widen or not patterns:
+        return [EVERYTHING]
+    return list(patterns)

@@ -1,0 +1,127 @@
+"""A local cluster: N real peer processes on this machine, joined one after the other.
+
+Used by `eventcloud cluster`, the demo, the experiment scripts and the multi-process tests.
+Each peer is `python -m eventcloud peer …` with its own data directory; the cluster reads
+the address each one prints once it serves (so port 0 works), and stops them with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_LISTENING = re.compile(r"listening on (\S+)")
+
+
+class ClusterError(RuntimeError):
+    """A peer process failed to start or stop."""
+
+
+class LocalCluster:
+    def __init__(self, peers: int, *, data_dir: str | Path | None = None, port: int = 0,
+                 algorithm: str = "osma", mapping: str = "local-name", host: str = "127.0.0.1",
+                 start_timeout: float = 60.0, log_level: str = "warning") -> None:
+        if peers < 1:
+            raise ClusterError("a cluster needs at least one peer")
+        self.size = peers
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="eventcloud-"))
+        self.port = port
+        self.algorithm = algorithm
+        self.mapping = mapping
+        self.host = host
+        self.start_timeout = start_timeout
+        self.log_level = log_level
+        self.processes: list[subprocess.Popen] = []
+        self.addresses: list[str] = []
+        self.commands: list[list[str]] = []
+
+    @property
+    def entry(self) -> str:
+        return self.addresses[0]
+
+    def command(self, index: int) -> list[str]:
+        port = 0 if self.port == 0 else self.port + index
+        cmd = [sys.executable, "-m", "eventcloud", "peer", "--listen", f"{self.host}:{port}",
+               "--data-dir", str(self.data_dir / f"peer-{index}"), "--algorithm", self.algorithm,
+               "--mapping", self.mapping, "--log-level", self.log_level]
+        if index > 0:
+            cmd += ["--join", self.addresses[0]]
+        return cmd
+
+    def start(self, progress=None) -> None:
+        for index in range(self.size):
+            self.start_peer(index)
+            if progress is not None:
+                progress(index + 1, self.size)
+
+    def start_peer(self, index: int, command: list[str] | None = None) -> str:
+        """Start peer `index` (again, with the same command, after a stop)."""
+        cmd = command or (self.commands[index] if index < len(self.commands) else self.command(index))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        address = self._await_address(proc, index)
+        if index < len(self.processes):
+            self.processes[index] = proc
+            self.addresses[index] = address
+        else:
+            self.processes.append(proc)
+            self.addresses.append(address)
+            self.commands.append(cmd)
+        return address
+
+    def _await_address(self, proc: subprocess.Popen, index: int) -> str:
+        assert proc.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ClusterError(f"peer {index} exited with code {proc.returncode} before serving "
+                                   f"(see its messages above)")
+            if selector.select(timeout=0.2):
+                line = proc.stdout.readline()
+                match = _LISTENING.search(line)
+                if match:
+                    return match.group(1)
+        proc.kill()
+        raise ClusterError(f"peer {index} did not start within {self.start_timeout:g} s")
+
+    def stop_peer(self, index: int, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        proc = self.processes[index]
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+    def stop(self) -> None:
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for index in range(len(self.processes)):
+            self.stop_peer(index)
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> "LocalCluster":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,238 @@
+"""Client operations on stored data: publish (storage side), find, count, one-time SPARQL,
+delete and status.
+
+Publishing routes an event's quads toward their owners in one pass: each peer keeps the
+quads it owns and forwards the others grouped by next hop, so a quad is stored exactly
+once. One-time SPARQL gathers, for each triple pattern of the query, the candidate quads
+from the zones that cover the pattern's box, loads them into an in-memory store and
+evaluates the query there (pyoxigraph), so every SPARQL 1.1 form is available.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+import pyoxigraph as ox
+import trio
+
+from eventcloud.model import IRI, CompoundEvent, Literal, Quad
+from eventcloud.protocol import (
+    ProtocolError,
+    event_from_wire,
+    event_to_wire,
+    field_of,
+    pattern_from_wire,
+    quad_from_wire,
+    quad_to_wire,
+    term_from_wire,
+    term_to_wire,
+)
+from eventcloud.rpc import ConnectionLost, OperationError, RpcConnection
+from eventcloud.sparql_query import QueryPlanError, candidate_patterns
+from eventcloud.transport import Unreachable
+from peers.node import Peer
+from peers.store import quad_to_ox
+
+log = logging.getLogger(__name__)
+
+#: Called with (graph, fresh quads stored here, size, publication time, whole event or None,
+#: first time this peer sees the event); the pub/sub engine plugs in here.
+StoredHook = Callable[[IRI, list[Quad], int, int, "CompoundEvent | None", bool], Awaitable[None]]
+
+
+async def _ignore(*args: Any) -> None:
+    return None
+
+
+class Queries:
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+        self.on_stored: StoredHook = _ignore
+        peer.handlers.update({
+            "overlay_info": self._on_info,
+            "publish": self._on_publish,
+            "deliver": self._on_deliver,
+            "find": self._on_find,
+            "count": self._on_count,
+            "sparql": self._on_sparql,
+            "delete": self._on_delete,
+            "status": self._on_status,
+        })
+        peer.local_ops.update({
+            "deliver_local": self._local_deliver,
+            "find_local": self._local_find,
+            "count_local": self._local_count,
+            "delete_local": self._local_delete,
+            "status_local": self._local_status,
+        })
+
+    async def _on_info(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        peer = self.peer
+        return {"id": peer.id, "address": peer.address, "space": peer.space.to_dict(), "algorithm": peer.state.algorithm}
+
+    # --- publishing -----------------------------------------------------------------------
+
+    async def _on_publish(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        event = event_from_wire(body.get("ev"))
+        published = self.peer.clock.now()
+        self.peer.counters["events_published"] += 1
+        await self.deliver(event, published)
+        return {"g": event.graph.value, "t": published, "n": len(event)}
+
+    async def deliver(self, event: CompoundEvent, published: int) -> None:
+        """Store every quad of `event` on its owner; returns when all are stored."""
+        body = {"g": event.graph.value, "n": len(event), "t": published,
+                "q": [[term_to_wire(q.s), q.p.value, term_to_wire(q.o)] for q in event.quads]}
+        if self.peer.state.algorithm == "osma":
+            body["ce"] = event_to_wire(event)
+        await self._deliver(body)
+
+    async def _on_deliver(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        await self._deliver(body)
+        return {}
+
+    async def _deliver(self, body: dict[str, Any]) -> None:
+        peer = self.peer
+        graph = IRI(field_of(body, "g", str))
+        triples = field_of(body, "q", list)
+        mine: list[Quad] = []
+        groups: dict[str, list[Any]] = {}
+        from eventcloud.geometry import next_hop
+
+        for item in triples:
+            if not isinstance(item, list) or len(item) != 3:
+                raise ProtocolError("invalid triple in delivery", code="bad-request")
+            quad = Quad(graph, term_from_wire(item[0]), IRI(item[1]) if isinstance(item[1], str) else term_from_wire(item[1]), term_from_wire(item[2]))
+            hop = next_hop(peer.zone, peer.neighbour_zones(), peer.space.point(quad))
+            if hop is None:
+                mine.append(quad)
+            else:
+                groups.setdefault(hop, []).append(item)
+
+        async def forward(hop: str, items: list[Any]) -> None:
+            neighbour = peer.state.neighbours.get(hop)
+            sub = {**body, "q": items}
+            try:
+                if neighbour is None:
+                    raise Unreachable("neighbour vanished")
+                await peer.call(neighbour.address, "deliver", sub)
+            except (Unreachable, ConnectionLost) as exc:
+                log.info("peer %s: delivery via %s failed (%s); routing quads one by one", peer.id, hop, exc)
+                for item in items:
+                    quad = Quad(graph, term_from_wire(item[0]), IRI(item[1]), term_from_wire(item[2]))
+                    await peer.route(peer.space.point(quad), "deliver_local", {**body, "q": [item]})
+
+        async with trio.open_nursery() as nursery:
+            for hop, items in groups.items():
+                nursery.start_soon(forward, hop, items)
+            if mine:
+                await self._store(graph, mine, body)
+
+    async def _local_deliver(self, body: dict[str, Any]) -> dict[str, Any]:
+        graph = IRI(field_of(body, "g", str))
+        quads = [Quad(graph, term_from_wire(i[0]), IRI(i[1]), term_from_wire(i[2])) for i in field_of(body, "q", list)]
+        await self._store(graph, quads, body)
+        return {}
+
+    async def _store(self, graph: IRI, quads: list[Quad], body: dict[str, Any]) -> None:
+        peer = self.peer
+        size = field_of(body, "n", int)
+        published = field_of(body, "t", int)
+        known = peer.store.event_info(graph) is not None
+        fresh = quads
+        if known:
+            stored = set(peer.store.find(graph, None, None, None))
+            fresh = [q for q in quads if q not in stored]
+        new = peer.store.add_quads(graph, quads, size, published)
+        peer.counters["quads_stored"] += len(fresh)
+        whole = event_from_wire(body["ce"]) if "ce" in body else None
+        await self.on_stored(graph, fresh, size, published, whole, new)
+
+    # --- finding and counting -------------------------------------------------------------
+
+    async def find(self, pattern: tuple[Any, Any, Any, Any]) -> list[Quad]:
+        box = self.peer.space.pattern_box(pattern)
+        results = await self.peer.multicast(box, "find_local", {"p": [None if t is None else term_to_wire(t) for t in pattern]})
+        return [quad_from_wire(q) for chunk in results for q in chunk]
+
+    async def _on_find(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        quads = await self.find(pattern_from_wire(body.get("p")))
+        return {"quads": [quad_to_wire(q) for q in quads]}
+
+    async def _local_find(self, body: dict[str, Any]) -> list[Any]:
+        pattern = pattern_from_wire(body.get("p"))
+        zone, space = self.peer.zone, self.peer.space
+        return [quad_to_wire(q) for q in self.peer.store.find(*pattern) if zone.contains(space.point(q))]
+
+    async def _on_count(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        pattern = pattern_from_wire(body.get("p", [None] * 4))
+        box = self.peer.space.pattern_box(pattern)
+        counts = await self.peer.multicast(box, "count_local", {"p": body.get("p", [None] * 4)})
+        return {"count": sum(counts)}
+
+    async def _local_count(self, body: dict[str, Any]) -> int:
+        pattern = pattern_from_wire(body.get("p"))
+        zone, space = self.peer.zone, self.peer.space
+        return sum(1 for q in self.peer.store.find(*pattern) if zone.contains(space.point(q)))
+
+    # --- one-time SPARQL ------------------------------------------------------------------
+
+    async def _on_sparql(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        text = field_of(body, "query", str)
+        try:
+            patterns = candidate_patterns(text)
+        except QueryPlanError as exc:
+            raise OperationError(str(exc), code="bad-query") from None
+        started = time.perf_counter()
+        gathered: set[Quad] = set()
+        if any(p == (None, None, None, None) for p in patterns) or not patterns:
+            patterns = [(None, None, None, None)]
+        for pattern in patterns:
+            gathered.update(await self.find(pattern))
+        store = ox.Store()
+        store.extend([quad_to_ox(q) for q in gathered])
+        try:
+            result = store.query(text, use_default_graph_as_union=True)
+        except (SyntaxError, ValueError, OSError) as exc:
+            raise OperationError(f"query failed: {exc}", code="bad-query") from None
+        reply: dict[str, Any] = {"candidates": len(gathered), "seconds": time.perf_counter() - started}
+        if isinstance(result, ox.QueryTriples):
+            reply["form"] = "graph"
+            reply["ntriples"] = result.serialize(format=ox.RdfFormat.N_TRIPLES).decode()
+        else:
+            reply["form"] = "boolean" if isinstance(result, ox.QueryBoolean) else "solutions"
+            reply["json"] = result.serialize(format=ox.QueryResultsFormat.JSON).decode()
+        return reply
+
+    # --- deleting ---------------------------------------------------------------------------
+
+    async def _on_delete(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        graph = term_from_wire(field_of(body, "g", str))
+        box = self.peer.space.pattern_box((graph, None, None, None))
+        removed = await self.peer.multicast(box, "delete_local", {"g": graph.value})
+        return {"removed": sum(removed)}
+
+    async def _local_delete(self, body: dict[str, Any]) -> int:
+        return self.peer.store.delete_event(IRI(field_of(body, "g", str)))
+
+    # --- status -----------------------------------------------------------------------------
+
+    async def _on_status(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        peers = await self.peer.multicast(self.peer.space.whole_space(), "status_local", {})
+        return {"peers": sorted(peers, key=lambda p: p["id"]), "space": self.peer.space.to_dict(),
+                "algorithm": self.peer.state.algorithm}
+
+    async def _local_status(self, body: dict[str, Any]) -> dict[str, Any]:
+        peer = self.peer
+        return {
+            "id": peer.id,
+            "address": peer.address,
+            "zone": peer.zone.to_wire(),
+            "quads": peer.store.count(),
+            "events": len(peer.store.events()),
+            "subscriptions": int(peer.counters.get("subscriptions", 0)),
+            "neighbours": {k: n.address for k, n in sorted(peer.state.neighbours.items())},
+            "counters": {k: v for k, v in sorted(peer.counters.items()) if k != "subscriptions"},
+        }

@@ -22,7 +22,8 @@ xsd:decimal); the parking value is CityBench's vacancy count, totalspaces - vehi
 The data carry no time zone: literals stay zone-less, and the graph IRI's timestamp_ms reads
 the time as UTC. The graph is `event_graph(<sensor>, timestamp_ms, <data row number>)`.
 An empty cell is a missing reading (its observation is left out); a row with no reading at
-all yields no event. Anything else malformed raises `CityBenchError` naming file and line.
+all, or a blank line, yields no event. Anything else malformed raises `CityBenchError`
+naming file and line.
 """
 
 from __future__ import annotations
@@ -38,7 +39,16 @@ from typing import Callable, Iterator, Mapping
 from eventcloud.model import IRI, RDF, XSD, CompoundEvent, Literal, Quad, event_graph
 from eventcloud.rdfio import RDFInputError
 
-__all__ = ["CityBenchError", "KINDS", "STREAMS", "StreamKind", "read_stream", "sample_events"]
+__all__ = [
+    "CityBenchError",
+    "KINDS",
+    "STREAMS",
+    "Reading",
+    "StreamKind",
+    "property_iri",
+    "read_stream",
+    "sample_events",
+]
 
 SSN = "http://purl.oclc.org/NET/ssnx/ssn#"
 SAO = "http://purl.oclc.org/NET/sao/"
@@ -111,7 +121,11 @@ KINDS: Mapping[str, StreamKind] = MappingProxyType(
         "weather": StreamKind(
             "weather",
             "TIMESTAMP",
-            (Reading("hum", "Humidity", _INT), Reading("tempm", "Temperature", _DEC), Reading("wspdm", "WindSpeed", _DEC)),
+            (
+                Reading("hum", "Humidity", _INT),
+                Reading("tempm", "Temperature", _DEC),
+                Reading("wspdm", "WindSpeed", _DEC),
+            ),
             None,
             "",
         ),
@@ -183,7 +197,7 @@ def read_stream(path: str | Path, *, limit: int | None = None) -> Iterator[Compo
         return
     name = str(path)
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise CityBenchError(name, None, f"cannot read file: {exc.strerror or exc}") from None
     with handle:
@@ -281,6 +295,8 @@ def _row_converter(
         return found
 
     def convert(row: list[str], number: int, line: int) -> CompoundEvent | None:
+        if not row:  # a blank line
+            return None
         if len(row) != width:
             raise CityBenchError(name, line, f"expected {width} fields as in the header, found {len(row)}")
         stamp = row[index[kind.time_column]].strip()

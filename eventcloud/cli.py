@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "--data-dir it returns with its zone and data. Stops on SIGTERM/Ctrl-C.")
     p.add_argument("--listen", type=_address, default="127.0.0.1:0", help="HOST:PORT to listen on (port 0: any free port)")
     p.add_argument("--join", type=_address, help="HOST:PORT of any peer of the overlay to join")
+    p.add_argument("--advertise", help="HOST[:PORT] other peers use to reach this one (default: the listen "
+                                       "address; this host's address when listening on 0.0.0.0)")
     p.add_argument("--data-dir", required=True, type=Path, help="directory for this peer's store and state")
     p.add_argument("--algorithm", choices=("osma", "csma"), default="osma",
                    help="matching algorithm of a new overlay (joining peers learn it) [osma]")
@@ -134,7 +136,7 @@ def run_peer_command(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = PeerConfig(listen=args.listen, join=args.join, data_dir=args.data_dir, algorithm=args.algorithm,
-                        space=CoordinateSpace(mapping=args.mapping))
+                        space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise)
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:

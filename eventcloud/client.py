@@ -134,7 +134,7 @@ class Client:
         first, so a malformed file publishes nothing."""
         from eventcloud.rdfio import read_events
 
-        events = read_events(path, format, source=self.source)
+        events = read_events(path, format, source=self.source, sequence=next(self._sequence))
         quads = 0
         for event in events:
             await self.publish(event)
@@ -238,11 +238,16 @@ async def connect(address: str, *, transport: Transport | None = None, source: s
     conn = RpcConnection(stream, clock, name=f"client->{address}")
     client = Client(conn, source or f"client-{id(conn):x}")
     conn._on_push = client._on_push
+    failure: BaseException | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(conn.run)
         try:
             yield client
+        except BaseException as exc:  # re-raised below, not wrapped in the nursery's group
+            failure = exc
         finally:
             client._close_all()
             await conn.aclose()
             nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

@@ -28,9 +28,9 @@ async def publish(args: argparse.Namespace) -> int:
     from eventcloud.rdfio import RDFInputError, read_events
 
     events = []
-    for path in args.files:
-        try:
-            events.extend(read_events(path, args.format, source=args.source))
+    for index, path in enumerate(args.files):
+        try:  # the sequence number keeps graph IRIs of triple files read in one millisecond apart
+            events.extend(read_events(path, args.format, source=args.source, sequence=index))
         except RDFInputError as exc:
             print(f"eventcloud publish: {exc} (nothing was published)", file=sys.stderr)
             return 1

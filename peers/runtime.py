@@ -40,6 +40,21 @@ class PeerConfig:
     retry_window: float = 5.0
     max_frame: int = DEFAULT_MAX_FRAME
     workers: int = 4
+    seed: int | None = None               # for the join point; None: random
+    advertise: str | None = None          # HOST[:PORT] other peers use to reach this one
+
+
+def advertised_address(bound: str, advertise: str | None) -> str:
+    """The address other peers should use: --advertise if given; a wildcard bind
+    (0.0.0.0, ::) is replaced by this host's name so neighbours can reach it."""
+    import socket
+
+    host, _, port = bound.rpartition(":")
+    if advertise:
+        return advertise if ":" in advertise else f"{advertise}:{port}"
+    if host in ("0.0.0.0", "::", ""):
+        return f"{socket.gethostbyname(socket.gethostname())}:{port}"
+    return bound
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -81,6 +96,8 @@ async def run_peer(
     store = PeerStore(data_dir / "store" if data_dir is not None else None)
     clock = HybridClock(physical_ms, state.clock)
     peer = Peer(state, store, transport, clock, data_dir=data_dir, retry_window=config.retry_window)
+    if config.seed is not None:
+        peer.random.seed(config.seed)
     membership = Membership(peer)
     queries = Queries(peer)
     pubsub = PubSub(peer, queries, workers=config.workers)
@@ -100,10 +117,9 @@ async def run_peer(
         with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
                 peer.nursery = nursery
-                listen = config.listen
-                if restored is not None and config.listen.endswith(":0") and restored.address:
-                    listen = config.listen  # a fresh port is fine: neighbours learn it below
-                state.address = await nursery.start(transport.serve, listen, serve_connection)
+                listen = config.listen  # after a restart a new port is fine: neighbours learn it
+                bound = await nursery.start(transport.serve, listen, serve_connection)
+                state.address = advertised_address(bound, config.advertise)
                 await nursery.start(pubsub.run)
                 if restored is not None:
                     peer.persist()

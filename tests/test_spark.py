@@ -288,13 +288,17 @@ def test_replay_into_cluster(spark, tmp_path):
     if command is None:
         pytest.skip("the `eventcloud` command is not installed in this environment")
     directory = workloads.write(workloads.generate(events=50, subscriptions=1, seed=2), tmp_path / "wl")
+    errors = open(tmp_path / "cluster.err", "w")
     cluster = subprocess.Popen(
         [command, "cluster", "--peers", "3", "--port", "0", "--data-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=errors, text=True,
     )
     try:
         address = _first_line(cluster, timeout=60)
-        assert address, f"`eventcloud cluster` printed no address (exit code {cluster.poll()})"
+        assert address, (
+            f"`eventcloud cluster` printed no address (exit code {cluster.poll()}): "
+            + (tmp_path / "cluster.err").read_text()[-2000:]
+        )
         log = tmp_path / "replay.jsonl"
         stats = rp.replay(spark, directory, address, partitions=2, log=log, scenario="replay", run=0)
         assert (stats.events, stats.quads, stats.errors) == (50, 250, 0), stats.messages
@@ -313,8 +317,7 @@ def test_replay_into_cluster(spark, tmp_path):
         except subprocess.TimeoutExpired:
             cluster.kill()
             cluster.wait()
-        if cluster.stderr is not None:
-            cluster.stderr.close()
+        errors.close()
 
 
 def test_summary_rows_are_json_serialisable_for_other_tools():

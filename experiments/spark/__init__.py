@@ -37,6 +37,10 @@ def session(app: str, master: str | None = None, *, shuffle_partitions: int = 4)
         .config("spark.sql.session.timeZone", "UTC")
     )
     if master.startswith("local"):
+        # PySpark starts its Python workers with $PYSPARK_PYTHON (default: whatever `python3` is
+        # on PATH, which may lack pyoxigraph); make it this interpreter unless the user chose.
+        if not os.environ.get("PYSPARK_PYTHON"):
+            os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (
             builder.config("spark.pyspark.python", sys.executable)

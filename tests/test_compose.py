@@ -1,0 +1,33 @@
+"""compose/ runs the same CLI: every command there must parse with our own parser."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from eventcloud.cli import build_parser
+
+COMPOSE = Path(__file__).resolve().parents[1] / "compose"
+
+
+def compose_commands() -> list[list[str]]:
+    text = (COMPOSE / "docker-compose.yml").read_text()
+    return [json.loads(m.group(1)) for m in re.finditer(r"command:\s*(\[.*\])", text)]
+
+
+def test_every_compose_command_is_accepted_by_the_cli():
+    commands = compose_commands()
+    assert len(commands) == 2
+    for command in commands:
+        args = build_parser().parse_args(command)
+        assert args.command == "peer"
+    assert any("--join" in c for c in commands)
+
+
+def test_dockerfile_default_command_is_accepted_by_the_cli():
+    text = (COMPOSE / "Dockerfile").read_text()
+    entry = json.loads(re.search(r"ENTRYPOINT\s*(\[.*\])", text).group(1))
+    cmd = json.loads(re.search(r"CMD\s*(\[.*\])", text).group(1))
+    assert entry == ["eventcloud"]
+    assert build_parser().parse_args(cmd).command == "peer"

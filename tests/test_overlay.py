@@ -1,0 +1,197 @@
+"""The overlay in one process: joins, storage exactly once, queries, bad input, dead peers."""
+
+from __future__ import annotations
+
+import struct
+
+import msgpack
+import pytest
+import trio
+
+from eventcloud.client import ClientError
+from eventcloud.commands import partition_report
+from eventcloud.geometry import Zone
+from eventcloud.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
+from eventcloud.protocol import FrameDecoder
+from tests.overlay_harness import open_overlay
+
+EX = "http://example.org/"
+
+
+def sample_events(n: int, quads: int = 5, source: str = "s") -> list[CompoundEvent]:
+    events = []
+    for i in range(n):
+        g = event_graph(source, 1_000_000 + i, i)
+        triples = [(IRI(f"{EX}sensor/{i % 7}"), IRI(f"{EX}p{j}"),
+                    Literal(str(i * 10 + j), XSD + "integer") if j % 2 else IRI(f"{EX}thing/{i}-{j}"))
+                   for j in range(quads)]
+        events.append(CompoundEvent(g, tuple(make_quad(g, *t) for t in triples)))
+    return events
+
+
+COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
+
+
+def count_of(result) -> int:
+    return int(result["results"]["bindings"][0]["n"]["value"])
+
+
+async def test_joins_partition_the_space_and_quads_are_stored_exactly_once(autojump_clock):
+    async with open_overlay(8) as overlay:
+        async with overlay.client() as client:
+            status = await client.status()
+            assert len(status["peers"]) == 8
+            ok, report = partition_report(status)
+            assert ok, report
+            # neighbour tables are symmetric and exact
+            zones = {p["id"]: Zone.from_wire(p["zone"]) for p in status["peers"]}
+            for p in status["peers"]:
+                expected = {k for k, z in zones.items() if k != p["id"] and z.is_neighbour(zones[p["id"]])}
+                assert set(p["neighbours"]) == expected
+            events = sample_events(60)
+            for event in events:
+                await client.publish(event)
+            assert count_of(await client.query(COUNT)) == 300
+            status = await client.status()
+            assert sum(p["quads"] for p in status["peers"]) == 300
+            assert sum(1 for p in status["peers"] if p["quads"]) > 1, "data should spread over peers"
+            # each quad on the owner of its point
+            for running in overlay.peers:
+                peer = running.peer
+                for quad in peer.store.find(None, None, None, None):
+                    assert peer.zone.contains(peer.space.point(quad))
+
+
+async def test_republishing_is_idempotent_and_delete_removes_an_event(autojump_clock):
+    async with open_overlay(4) as overlay:
+        async with overlay.client(1) as client:
+            events = sample_events(5)
+            for event in events:
+                await client.publish(event)
+            await client.publish(events[0])
+            assert await client.count() == 25
+            assert await client.delete(events[0].graph) == 5
+            assert await client.count() == 20
+            assert await client.find(events[0].graph) == []
+
+
+async def test_find_by_pattern_and_sparql_forms(autojump_clock):
+    async with open_overlay(5) as overlay:
+        async with overlay.client(2) as client:
+            events = sample_events(10)
+            for event in events:
+                await client.publish(event)
+            found = await client.find(None, None, IRI(f"{EX}p1"), None)
+            assert sorted(q.o.lexical for q in found) == sorted(str(i * 10 + 1) for i in range(10))
+            by_subject = await client.find(None, IRI(f"{EX}sensor/3"), None, None)
+            assert {q.g for q in by_subject} == {events[3].graph}
+            ask = await client.query(f"ASK {{ GRAPH ?g {{ ?s <{EX}p1> 41 }} }}")
+            assert ask["boolean"] is True
+            select = await client.query(
+                f"SELECT ?s (SUM(?v) AS ?total) WHERE {{ GRAPH ?g {{ ?s <{EX}p1> ?v }} }} GROUP BY ?s ORDER BY ?s")
+            totals = {b["s"]["value"]: int(b["total"]["value"]) for b in select["results"]["bindings"]}
+            assert totals[f"{EX}sensor/3"] == 31
+            construct = await client.query(f"CONSTRUCT {{ ?s <{EX}p3> ?o }} WHERE {{ GRAPH ?g {{ ?s <{EX}p3> ?o }} }}")
+            assert construct.count("\n") == 10
+            with pytest.raises(ClientError, match="invalid SPARQL"):
+                await client.query("SELECT WHERE {")
+
+
+async def _raw_exchange(overlay, payload: bytes) -> list:
+    stream = await overlay.network.connect(overlay.peers[0].address)
+    await stream.send_all(payload)
+    decoder = FrameDecoder()
+    messages = []
+    with trio.move_on_after(5):
+        while True:
+            data = await stream.receive_some(65536)
+            if not data:
+                break
+            decoder.feed(data)
+            while (m := decoder.next_message()) is not None:
+                messages.append(m)
+    return messages
+
+
+@pytest.mark.parametrize("payload, code", [
+    (b"\x00\x00\x00\x05garbage-not-msgpack", "protocol"),
+    (struct.pack(">I", 1 << 30), "too-large"),
+    (b"\x00\x00\x00\x03\x93\x01\x02", "protocol"),  # valid msgpack, not an envelope
+])
+async def test_garbage_closes_that_connection_with_an_error_frame_and_the_peer_keeps_serving(autojump_clock, payload, code):
+    async with open_overlay(2) as overlay:
+        messages = await _raw_exchange(overlay, payload)
+        assert messages and messages[-1].kind == "err" and messages[-1].body["code"] == code
+        async with overlay.client() as client:
+            await client.publish(sample_events(1)[0])
+            assert await client.count() == 5
+
+
+async def test_unknown_message_type_is_refused(autojump_clock):
+    async with open_overlay(1) as overlay:
+        envelope = msgpack.packb({"k": "req", "id": 1, "op": "format-disk", "hlc": 0, "b": {}})
+        messages = await _raw_exchange(overlay, struct.pack(">I", len(envelope)) + envelope)
+        assert messages[-1].kind == "err" and messages[-1].body["code"] == "unknown-op"
+        assert "format-disk" in messages[-1].body["message"]
+
+
+async def test_malformed_request_body_gets_a_clear_error(autojump_clock):
+    async with open_overlay(2) as overlay:
+        async with overlay.client() as client:
+            with pytest.raises(ClientError, match="invalid triple"):
+                await client._call("publish", {"ev": {"g": "http://x/g", "q": [["not", "a"]]}})
+            with pytest.raises(ClientError, match="IRI must be a non-empty"):
+                await client._call("publish", {"ev": {"g": "", "q": []}})
+            assert await client.count() == 0
+
+
+async def test_unreachable_entry_peer_gives_a_clear_error(autojump_clock):
+    async with open_overlay(1) as overlay:
+        from eventcloud.client import connect
+
+        with pytest.raises(ClientError, match="cannot reach"):
+            async with connect("peer:999", transport=overlay.network):
+                pass
+
+
+async def test_a_dead_peer_gives_a_clear_error_and_the_others_keep_serving(autojump_clock):
+    async with open_overlay(4) as overlay:
+        async with overlay.client(0) as client:
+            events = sample_events(20)
+            for event in events:
+                await client.publish(event)
+            victim = overlay.peers[3]
+            victim_quads = victim.peer.store.count()
+            victim.stop()
+            await overlay.network.kill(victim.address)
+            await trio.sleep(0.1)
+            # an event whose quads all fall outside the dead zone still publishes
+            with pytest.raises(ClientError, match="unreachable"):
+                await client.count()  # needs every peer: fails clearly, not silently
+            alive = [e for e in sample_events(40, source="t")
+                     if not any(victim.peer.zone.contains(victim.peer.space.point(q)) for q in e.quads)]
+            assert alive
+            await client.publish(alive[0])
+            dead = [e for e in sample_events(40, source="t")
+                    if any(victim.peer.zone.contains(victim.peer.space.point(q)) for q in e.quads)]
+            if dead:
+                with pytest.raises(ClientError, match="unreachable"):
+                    await client.publish(dead[0])
+            assert victim_quads >= 0
+
+
+async def test_leave_hands_the_zone_to_a_neighbour(autojump_clock):
+    async with open_overlay(4) as overlay:
+        async with overlay.client(0) as client:
+            for event in sample_events(20):
+                await client.publish(event)
+            leaving = overlay.peers[-1]
+            heir = await leaving.membership.leave()
+            leaving.stop()
+            await overlay.network.kill(leaving.address)
+            assert heir != leaving.peer.id
+            status = await client.status()
+            assert len(status["peers"]) == 3
+            ok, report = partition_report(status)
+            assert ok, report
+            assert await client.count() == 100

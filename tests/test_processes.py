@@ -1,0 +1,109 @@
+"""Real peer processes on 127.0.0.1 (port 0): the CLI, TCP, on-disk stores and restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from eventcloud.client import connect
+from eventcloud.rdfio import write_nquads
+from peers.cluster import LocalCluster
+from tests.test_overlay import COUNT, count_of, sample_events
+
+pytestmark = pytest.mark.processes
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "eventcloud", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with LocalCluster(4, data_dir=tmp_path / "cluster") as running:
+        yield running
+
+
+async def test_cli_publish_query_status_and_restart(cluster, tmp_path):
+    events = sample_events(200)
+    path = tmp_path / "events.nq"
+    with open(path, "w") as handle:
+        write_nquads(events, handle)
+    done = cli("publish", "--peer", cluster.entry, str(path))
+    assert done.returncode == 0, done.stderr
+    assert "published 200 events (1000 quads)" in done.stdout
+    done = cli("query", "--peer", cluster.addresses[2], "--format", "json", COUNT)
+    assert done.returncode == 0, done.stderr
+    assert count_of(json.loads(done.stdout)) == 1000
+    done = cli("status", "--peer", cluster.entry, "--format", "json")
+    status = json.loads(done.stdout)
+    assert len(status["peers"]) == 4 and status["partition"] is True
+    assert sum(p["quads"] for p in status["peers"]) == 1000
+
+    # SIGTERM a peer that holds data, restart it with the same command: same count.
+    index = max(range(1, 4), key=lambda i: next(p["quads"] for p in status["peers"] if p["address"] == cluster.addresses[i]))
+    assert cluster.stop_peer(index) == 0
+    cluster.start_peer(index)
+    async with connect(cluster.entry) as client:
+        with trio.fail_after(30):
+            while True:  # neighbours learn the restarted peer's new port from its announcement
+                try:
+                    assert count_of(await client.query(COUNT)) == 1000
+                    break
+                except Exception:
+                    await trio.sleep(0.2)
+        status2 = await client.status()
+    assert len(status2["peers"]) == 4
+
+
+async def test_garbage_on_a_peer_port_leaves_it_serving(cluster):
+    host, port = cluster.entry.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"\xff" * 64 + b"GET / HTTP/1.1\r\n\r\n")
+        sock.settimeout(5)
+        reply = sock.recv(65536)
+        assert reply  # an error frame, then the peer closes this connection
+        assert sock.recv(65536) == b""
+    async with connect(cluster.entry) as client:
+        await client.publish(sample_events(1)[0])
+        assert await client.count() == 5
+
+
+def test_cli_errors_are_clear(tmp_path):
+    bad = tmp_path / "bad.nq"
+    bad.write_text('<http://a> <http://b> "unterminated <http://g> .\n')
+    done = cli("publish", "--peer", "127.0.0.1:1", str(bad))
+    assert done.returncode == 1 and "bad.nq:1" in done.stderr and "nothing was published" in done.stderr
+    good = tmp_path / "good.nq"
+    good.write_text("<http://a> <http://b> <http://c> <http://g> .\n")
+    done = cli("publish", "--peer", "127.0.0.1:1", str(good))
+    assert done.returncode == 1 and "cannot reach 127.0.0.1:1" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = cli("peer", "--listen", "127.0.0.1:0", "--join", "127.0.0.1:1", "--data-dir", str(tmp_path / "p"))
+    assert done.returncode == 1 and "cannot join through 127.0.0.1:1" in done.stderr
+    done = cli("query", "--peer", "nonsense", "SELECT * {}")
+    assert done.returncode == 2 and "expected HOST:PORT" in done.stderr
+
+
+def test_cluster_command_prints_the_entry_address_first_and_stops_cleanly(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", "2", "--port", "0",
+                             "--data-dir", str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        first = proc.stdout.readline().strip()
+        host, port = first.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0
+        done = cli("status", "--peer", first)
+        assert "zones partition the space: yes (2 zones" in done.stdout
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0

@@ -128,7 +128,8 @@ def test_workload_partitions_hold_whole_events(spark, tmp_path):
         graphs = [{g for g, _ in part} for part in partitions]
         assert all(a.isdisjoint(b) for i, a in enumerate(graphs) for b in graphs[i + 1:])
         events = [e for part in partitions for e in rp.partition_events(part)]
-        assert sorted(events, key=lambda e: e.graph.value) == sorted(workload.events, key=lambda e: e.graph.value)
+        # The Parquet rows were shuffled on writing, so only each event's set of quads is kept.
+        assert {e.graph: set(e.quads) for e in events} == {e.graph: set(e.quads) for e in workload.events}
     ordered = rp.load_quads(spark, directory, 1).glom().collect()[0]
     assert rp.partition_events(ordered) == workload.events
 

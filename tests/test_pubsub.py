@@ -1,0 +1,236 @@
+"""Publish/subscribe against an oracle: pyoxigraph evaluates each subscription on each event.
+
+Whole overlays run in one process over memory streams under a mock clock, for both
+algorithms. Delivered (subscription, event) pairs must equal the oracle's for every event
+published after `subscribe` returned; bindings must equal the oracle's solutions; event
+notifications carry exactly the event's quads; no pair twice; nothing after unsubscribe.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pyoxigraph as ox
+import pytest
+import trio
+
+from eventcloud.client import ClientError, Notification
+from eventcloud.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
+from peers.store import quad_to_ox
+from tests.overlay_harness import open_overlay
+
+EX = "http://example.org/"
+ALGORITHMS = ["osma", "csma"]
+
+
+def oracle_solutions(sparql: str, event: CompoundEvent) -> set[frozenset]:
+    store = ox.Store()
+    store.extend([quad_to_ox(q) for q in event.quads])
+    result = store.query(sparql)
+    names = [v.value for v in result.variables]
+    rows = set()
+    for solution in result:
+        rows.add(frozenset((n, str(solution[n])) for n in names if solution[n] is not None))
+    return rows
+
+
+def notification_solutions(note: Notification) -> set[frozenset]:
+    return {frozenset((k, v.n3()) for k, v in s.items()) for s in note.solutions}
+
+
+# --- random workloads -------------------------------------------------------------------
+
+SUBJECTS = [IRI(f"{EX}s{i}") for i in range(4)]
+PREDICATES = [IRI(f"{EX}p{i}") for i in range(3)]
+
+
+def random_object(rng: random.Random):
+    choice = rng.randrange(6)
+    if choice < 2:
+        return rng.choice(SUBJECTS)
+    if choice == 2:
+        return Literal(str(rng.randint(1, 20)), XSD + "integer")
+    if choice == 3:
+        return Literal(f"{rng.randint(1, 20)}.5", XSD + "decimal")
+    if choice == 4:
+        return Literal(rng.choice(["chat", "chien", "cat"]), language=rng.choice(["en", "fr"]))
+    return Literal(f"2014-0{rng.randint(1, 9)}-01T00:00:00Z", XSD + "dateTime")
+
+
+def random_event(rng: random.Random, index: int, source: str = "gen") -> CompoundEvent:
+    graph = event_graph(source, 1000 + index, index)
+    quads = [make_quad(graph, rng.choice(SUBJECTS), rng.choice(PREDICATES), random_object(rng))
+             for _ in range(rng.randint(2, 6))]
+    return CompoundEvent(graph, tuple(quads))
+
+
+FILTERS = [
+    "FILTER(?{v} > 7)",
+    "FILTER(isLiteral(?{v}))",
+    'FILTER(lang(?{v}) = "en")',
+    f"FILTER(?{{v}} != <{EX}s1>)",
+    'FILTER(regex(str(?{v}), "1"))',
+    'FILTER(?{v} < "2014-05-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>)',
+    "FILTER(isIRI(?{v}) || ?{v} >= 10)",
+]
+
+
+def random_subscription(rng: random.Random) -> str:
+    if rng.random() < 0.1:
+        return "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }"
+    variables = ["a", "b", "c", "d"]
+    patterns, objects = [], []
+    for _ in range(rng.randint(1, 3)):
+        s = f"?{rng.choice(variables[:2])}" if rng.random() < 0.75 else rng.choice(SUBJECTS).n3()
+        p = rng.choice(PREDICATES).n3() if rng.random() < 0.75 else f"?p{rng.randint(0, 1)}"
+        if rng.random() < 0.75:
+            o_var = rng.choice(variables)
+            o = f"?{o_var}"
+            objects.append(o_var)
+        else:
+            o = random_object(rng).n3()
+        patterns.append(f"{s} {p} {o}")
+    filters = ""
+    if objects and rng.random() < 0.5:
+        filters = rng.choice(FILTERS).format(v=rng.choice(objects))
+    inside = rng.random() < 0.5
+    body = " . ".join(patterns)
+    if inside:
+        return f"SELECT * WHERE {{ GRAPH ?g {{ {body} {filters} }} }}"
+    return f"SELECT DISTINCT * WHERE {{ GRAPH ?g {{ {body} }} {filters} }}"
+
+
+async def collect(sub, expected: int, into: list, seconds: float = 120) -> None:
+    with trio.move_on_after(seconds):
+        async for note in sub:
+            into.append(note)
+            if len(into) >= expected:
+                break
+    await trio.sleep(5)  # let any extra (wrong) notification arrive too
+    while True:
+        try:
+            into.append(sub._receive.receive_nowait())
+        except trio.WouldBlock:
+            break
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_random_workload_matches_the_oracle(autojump_clock, algorithm, seed):
+    rng = random.Random(seed)
+    async with open_overlay(5, algorithm, seed=seed) as overlay:
+        async with overlay.client(0, "subscriber") as subscriber, overlay.client(3, "publisher") as publisher:
+            early = [random_event(rng, i, "early") for i in range(5)]
+            for event in early:  # published before any subscription: never delivered
+                await publisher.publish(event)
+            subs = []
+            for _ in range(8):
+                text = random_subscription(rng)
+                subs.append((text, await subscriber.subscribe(text, kind="bindings")))
+            events = [random_event(rng, i) for i in range(25)]
+            for event in events:
+                await publisher.publish(event)
+            for text, sub in subs:
+                expected = {e.graph.value: oracle_solutions(text, e) for e in events}
+                expected = {g: s for g, s in expected.items() if s}
+                got: list[Notification] = []
+                await collect(sub, len(expected), got, seconds=60)
+                graphs = [n.event for n in got]
+                assert len(graphs) == len(set(graphs)), f"duplicate notification for {text}"
+                assert set(graphs) == set(expected), f"wrong events for {text}"
+                for note in got:
+                    assert notification_solutions(note) == expected[note.event], text
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_kinds_signal_bindings_event(autojump_clock, algorithm):
+    query = f"SELECT ?x ?v WHERE {{ GRAPH ?g {{ ?x <{EX}p0> ?y . ?y <{EX}p1> ?v }} FILTER(?v > 5) }}"
+    async with open_overlay(6, algorithm) as overlay:
+        async with overlay.client(1, "sub") as client:
+            subs = {kind: await client.subscribe(query, kind=kind) for kind in ("signal", "bindings", "event")}
+            graph = event_graph("k", 1, 1)
+            match = CompoundEvent(graph, (
+                make_quad(graph, SUBJECTS[0], PREDICATES[0], SUBJECTS[1]),
+                make_quad(graph, SUBJECTS[1], PREDICATES[1], Literal("9", XSD + "integer")),
+                make_quad(graph, SUBJECTS[2], PREDICATES[2], Literal("x")),
+            ))
+            other = event_graph("k", 2, 2)
+            miss = CompoundEvent(other, (
+                make_quad(other, SUBJECTS[0], PREDICATES[0], SUBJECTS[1]),
+                make_quad(other, SUBJECTS[1], PREDICATES[1], Literal("3", XSD + "integer")),
+            ))
+            await client.publish(miss)
+            await client.publish(match)
+            for kind, sub in subs.items():
+                got: list[Notification] = []
+                await collect(sub, 1, got, seconds=30)
+                assert [n.event for n in got] == [graph.value], kind
+                note = got[0]
+                assert note.kind == kind
+                if kind == "bindings":
+                    assert notification_solutions(note) == {
+                        frozenset({("x", SUBJECTS[0].n3()), ("v", '"9"^^<http://www.w3.org/2001/XMLSchema#integer>')})}
+                if kind == "event":
+                    assert set(note.quads) == set(match.quads)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_happen_before_and_unsubscribe(autojump_clock, algorithm):
+    query = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p2> ?o }} }}"
+    async with open_overlay(4, algorithm) as overlay:
+        async with overlay.client(2, "both") as client:
+            sub = await client.subscribe(query, kind="signal")
+            first = random_event(random.Random(0), 0, "hb")
+            first = CompoundEvent(first.graph, first.quads + (make_quad(first.graph, SUBJECTS[0], PREDICATES[2], SUBJECTS[1]),))
+            await client.publish(first)  # same client, right after subscribe: must be notified
+            got: list[Notification] = []
+            await collect(sub, 1, got, seconds=30)
+            assert [n.event for n in got] == [first.graph.value]
+            await client.publish(first)  # a retry of the same graph: no second notification
+            await sub.unsubscribe()
+            later = CompoundEvent(event_graph("hb", 9, 9), (make_quad(event_graph("hb", 9, 9), SUBJECTS[0], PREDICATES[2], SUBJECTS[1]),))
+            await client.publish(later)
+            await trio.sleep(10)
+            leftovers = []
+            while True:
+                try:
+                    leftovers.append(sub._receive.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                    break
+            assert leftovers == []
+            status = await client.status()
+            assert sum(p["subscriptions"] for p in status["peers"]) == 0
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_accept_all_gives_one_notification_per_event(autojump_clock, algorithm):
+    async with open_overlay(6, algorithm) as overlay:
+        async with overlay.client(0, "all") as client:
+            sub = await client.subscribe("SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } }", kind="signal")
+            rng = random.Random(5)
+            events = [random_event(rng, i, "all") for i in range(10)]
+            for event in events:
+                await client.publish(event)
+            got: list[Notification] = []
+            await collect(sub, len(events), got, seconds=30)
+            assert sorted(n.event for n in got) == sorted(e.graph.value for e in events)
+
+
+@pytest.mark.parametrize("text, construct", [
+    ("SELECT * WHERE { GRAPH ?g { ?s ?p ?o OPTIONAL { ?o ?q ?r } } }", "OPTIONAL"),
+    ("SELECT * WHERE { { GRAPH ?g { ?s ?p ?o } } UNION { GRAPH ?g { ?s ?p ?o } } }", "UNION"),
+    ("SELECT * WHERE { ?s ?p ?o }", "GRAPH"),
+    ("ASK { GRAPH ?g { ?s ?p ?o } }", "ASK"),
+    ("SELECT * WHERE { GRAPH ?g { ?s <http://x/a>/<http://x/b> ?o } }", "path"),
+    ("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 3", "LIMIT"),
+    ("SELECT * WHERE { GRAPH ?g { ?s ?p ", None),
+])
+async def test_unsupported_subscriptions_are_refused_and_nothing_is_stored(autojump_clock, text, construct):
+    async with open_overlay(3) as overlay:
+        async with overlay.client() as client:
+            with pytest.raises(ClientError) as info:
+                await client.subscribe(text)
+            if construct is not None:
+                assert construct.lower() in str(info.value).lower()
+            status = await client.status()
+            assert sum(p["subscriptions"] for p in status["peers"]) == 0

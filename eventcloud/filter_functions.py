@@ -598,6 +598,9 @@ def _class(p: str, i: int, verbose: bool) -> tuple[str, int]:
         i += 1
 
 
+_REPETITION = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
+
+
 def translate_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
     """Compile a SPARQL REGEX pattern with its flags (s, m, i, x, q) into a Python pattern."""
     bits = 0
@@ -611,7 +614,7 @@ def translate_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
     verbose, multiline = "x" in flags, "m" in flags
     out: list[str] = []
     stack: list[list[str]] = [[]]  # per open group: inline flag groups to close at its end
-    p, i, quantified = pattern, 0, False
+    p, i, quantified = pattern, 0, 0
     while i < len(p):
         c = p[i]
         if verbose and c.isspace():
@@ -666,10 +669,15 @@ def translate_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
             out.append(")" * len(pending) + "|" + "".join(pending))
             i += 1
         elif c == "$":
-            out.append("$" if multiline else "(?!(?s:.))")
+            out.append("$" if multiline else "\\Z")
             i += 1
-        elif c in "*+?" or (c == "{" and re.compile(r"\{[0-9]+(,[0-9]*)?\}").match(p, i)):
-            if quantified and not (c == "?" and p[i - 1] in "*+?}" and not p[i - 2:i] == "??"):
+        elif c in "*+?" or (c == "{" and _REPETITION.match(p, i)):
+            if quantified == 1 and c == "?":
+                quantified = 2  # lazy marker
+                out.append("?")
+                i += 1
+                continue
+            if quantified:
                 raise RegexError("repeated quantifier")
             end = p.index("}", i) + 1 if c == "{" else i + 1
             out.append(p[i:end])
@@ -678,7 +686,7 @@ def translate_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
         else:
             out.append("\\" + c if c in "{}" else c)
             i += 1
-        quantified = is_quantifier
+        quantified = 1 if is_quantifier else 0
     if len(stack) != 1:
         raise RegexError("unbalanced parenthesis")
     out.append(")" * len(stack[0]))
@@ -721,6 +729,6 @@ def _group(match: re.Match[str], ref: re.Match[str]) -> str:
         return "$"
     try:
         value = match.group(int(name) if name.isdigit() else name)
-    except (IndexError, error_types := (IndexError,)) if False else (IndexError, re.error):
+    except IndexError:
         return ""
     return value or ""

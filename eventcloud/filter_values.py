@@ -371,15 +371,16 @@ def components(t: Temporal) -> tuple[int, int, int, int, int, int]:
         shift = _trunc_div(days, 146097) - 1
         days -= shift * 146097
         shift *= 400
-    y400, days = divmod(days, 146097)
+    y400 = _trunc_div(days, 146097)  # Rust integer division truncates: keep it for -1 below
+    days -= y400 * 146097
     days -= 1
-    y100 = days // 36524
+    y100 = _trunc_div(days, 36524)
     days -= y100 * 36524
     days += 1
-    y4 = days // 1461
+    y4 = _trunc_div(days, 1461)
     days -= y4 * 1461
     days -= 1
-    y1 = days // 365
+    y1 = _trunc_div(days, 365)
     days -= y1 * 365
     year = 400 * y400 + 100 * y100 + 4 * y4 + y1 + shift
     days += 1 if (y100 == 0 or y4 != 0) and y1 == 0 else 0

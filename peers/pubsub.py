@@ -1,10 +1,12 @@
 """Publish/subscribe on a peer: indexing subscriptions, CSMA chains, the OSMA rule, and the
 entry-side delivery to subscribers (dedup, reconstruction, bounded buffers).
 
-Timing rule (MISSION §3): the entry peer stamps a subscription with its hybrid-clock time
-t_S and stores it with a multicast over the *whole* space (peers outside the indexing box
-only merge the clock), so once `subscribe` returns every peer's clock is past t_S and any
-later publication, from any client, gets t_P > t_S. A pair counts only when t_P >= t_S.
+Timing rule (MISSION §3): the entry peer first reads every peer's hybrid clock (a
+whole-space multicast) and stamps the subscription t_S above all of them, so every
+publication that completed before `subscribe` was called has t_P < t_S. It then stores the
+subscription with a second whole-space multicast (peers outside the indexing box only merge
+the clock), so once `subscribe` returns every peer's clock is past t_S and any later
+publication, from any client, gets t_P > t_S. A pair counts only when t_P >= t_S.
 When a subscription reaches a peer after qualifying quads (a concurrent publication), the
 peer starts CSMA chains from its stored quads: the OSMA fallback and CSMA's own rule.
 All matching runs in worker tasks fed by a bounded channel, so publishing returns once
@@ -87,7 +89,7 @@ class PubSub:
         queries.on_stored = self.on_stored
         peer.handlers.update({"subscribe": self._on_subscribe, "unsubscribe": self._on_unsubscribe,
                               "notify": self._on_notify})
-        peer.local_ops.update({"store_sub": self._local_store_sub, "remove_sub": self._local_remove_sub,
+        peer.local_ops.update({"clock": self._local_clock, "store_sub": self._local_store_sub, "remove_sub": self._local_remove_sub,
                                "csma_sub": self._local_csma_sub})
         peer.export_subscriptions = self.export
         peer.prune_subscriptions = self.prune
@@ -149,6 +151,10 @@ class PubSub:
         except SubscriptionError as exc:
             raise OperationError(str(exc), code="bad-subscription") from None
         ident = uuid.uuid4().hex
+        # Phase 1: read every peer's clock, so t_S exceeds the publication time of every
+        # publication that completed before this call (whichever entry peer stamped it).
+        clocks = await peer.multicast(peer.space.whole_space(), "clock", {})
+        peer.clock.observe(max(clocks))
         record = {"id": ident, "sparql": sparql, "kind": kind, "entry": peer.address, "t": peer.clock.now()}
         self._parsed[ident] = sub
         subscriber = self._subscriber(conn)
@@ -219,6 +225,9 @@ class PubSub:
                     log.warning("could not remove subscription %s of a closed connection: %s", ident, exc)
 
     # --- storing subscriptions on peers ---------------------------------------------------
+
+    async def _local_clock(self, body: dict[str, Any]) -> int:
+        return self.peer.clock.now()
 
     async def _local_store_sub(self, body: dict[str, Any]) -> int:
         record = field_of(body, "rec", dict)

@@ -1,0 +1,482 @@
+"""FILTER expressions compiled once into Python closures with SPARQL 1.1 semantics.
+
+A subscription's FILTERs are evaluated for every candidate solution of every event a peer sees,
+so no SPARQL engine runs per event: the expression is turned into a small tree (`Expr`, plain
+tuples) when the subscription is parsed, then into nested closures over `filter_values` and
+`filter_functions`. A compiled filter returns the SPARQL FILTER result: the effective boolean
+value of the expression, where any error (type error, unbound variable, overflow) means false.
+
+Expression trees (`Expr`) are tuples:
+    ("var", name) ("const", term) ("or", (e, ...)) ("and", (e, ...)) ("not", e)
+    (op, a, b) for op in = != < > <= >= + - * /     ("neg", e) ("pos", e)
+    ("in", e, (e, ...)) ("notin", e, (e, ...))      ("bound", name) ("if", c, a, b)
+    ("coalesce", (e, ...))  ("call", NAME, (e, ...)) for built-ins  ("cast", datatype, e)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Mapping
+
+from .filter_functions import (
+    BUILTINS, CASTS, RegexError, compile_regex, make_fn_iri, plain, replace_all, string_and_lang,
+    translate_regex,
+)
+from .filter_values import (
+    ExprError, Value, arithmetic, compare, ebv, equals, lexical, negate, plus, to_term, to_value,
+)
+from .model import IRI, XSD, XSD_STRING, Literal, ModelError, Term
+
+Expr = tuple
+Evaluator = Callable[[Mapping[str, Term]], Value]
+
+#: Exceptions that mean "the expression has no value" (an error in SPARQL terms).
+ERRORS = (ExprError, ArithmeticError, ValueError)
+RDF_NIL = "http://www.w3.org/1999/02/22-rdf-syntax-ns#nil"
+
+
+class FilterError(ValueError):
+    """A FILTER that cannot be compiled: an unsupported construct or function, or a bad regex."""
+
+    def __init__(self, message: str, construct: str | None = None) -> None:
+        super().__init__(message)
+        self.construct = construct
+
+
+class CompiledFilter:
+    """One FILTER, compiled; calling it with bindings gives the FILTER's boolean result."""
+
+    __slots__ = ("expr", "text", "variables", "base", "_evaluate")
+
+    def __init__(self, expr: Expr, base: str | None = None) -> None:
+        self.expr = expr
+        self.base = base
+        self.text = render(expr)
+        self.variables = frozenset(_variables(expr))
+        self._evaluate = _compile(expr, base)
+
+    def __call__(self, bindings: Mapping[str, Term]) -> bool:
+        try:
+            return ebv(self._evaluate(bindings))
+        except ERRORS:
+            return False
+
+    def value(self, bindings: Mapping[str, Term]) -> Term:
+        """The expression's value as an RDF term (raises ExprError on an error); for tests and tools."""
+        return to_term(self._evaluate(bindings))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CompiledFilter) and (self.expr, self.base) == (other.expr, other.base)
+
+    def __hash__(self) -> int:
+        return hash((self.expr, self.base))
+
+    def __repr__(self) -> str:
+        return f"CompiledFilter({self.text!r})"
+
+
+def compile_filter(expr: Any, resolve: Callable[[Any], Term] | None = None, base: str | None = None) -> CompiledFilter:
+    """Compile an `Expr` tree, or an rdflib SPARQL parse-tree expression (resolving its terms with `resolve`)."""
+    if not (isinstance(expr, tuple) and expr and isinstance(expr[0], str)):
+        expr = from_parse_tree(expr, resolve or default_resolve)
+    return CompiledFilter(expr, base)
+
+
+# --- rdflib parse tree -> Expr ---------------------------------------------------------------
+
+_REFUSED_BUILTINS = {
+    "Builtin_EXISTS": "EXISTS", "Builtin_NOTEXISTS": "NOT EXISTS", "Builtin_BNODE": "BNODE",
+    "Builtin_RAND": "RAND", "Builtin_NOW": "NOW", "Builtin_UUID": "UUID", "Builtin_STRUUID": "STRUUID",
+}
+_SPECIAL = {"Builtin_STR": "STR", "Builtin_sameTerm": "sameTerm", "Builtin_REGEX": "REGEX",
+            "Builtin_REPLACE": "REPLACE", "Builtin_IRI": "IRI", "Builtin_URI": "IRI"}
+_ARG_KEYS = ("arg", "arg1", "arg2", "arg3", "text", "pattern", "replacement", "start", "length", "flags")
+
+
+def default_resolve(node: Any) -> Term:
+    """Turn an rdflib term (URIRef or Literal) into a model term."""
+    from rdflib import Literal as RdfLiteral, URIRef
+
+    if isinstance(node, URIRef):
+        return IRI(str(node))
+    if isinstance(node, RdfLiteral):
+        if node.language:
+            return Literal(str(node), language=node.language)
+        return Literal(str(node), str(node.datatype) if node.datatype else XSD_STRING)
+    raise FilterError(f"unexpected term in expression: {node!r}")
+
+
+def from_parse_tree(node: Any, resolve: Callable[[Any], Term]) -> Expr:
+    """Convert an rdflib SPARQL parser expression into an `Expr` tree."""
+    from rdflib import Variable
+    from rdflib.plugins.sparql.parserutils import CompValue
+
+    def conv(n: Any) -> Expr:
+        if isinstance(n, Variable):
+            return ("var", str(n))
+        if not isinstance(n, CompValue):
+            return ("const", _term(n))
+        name = n.name
+        if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
+            others = _list(_get(n, "other"))
+            if not others:
+                return conv(n["expr"])
+            return ("or" if name.startswith("ConditionalOr") else "and", tuple(conv(e) for e in [n["expr"], *others]))
+        if name == "RelationalExpression":
+            op = _get(n, "op")
+            if op is None:
+                return conv(n["expr"])
+            left = conv(n["expr"])
+            if op in ("IN", "NOT IN"):
+                return ("in" if op == "IN" else "notin", left, tuple(conv(e) for e in _list(_get(n, "other"))))
+            return (str(op), left, conv(n["other"]))
+        if name in ("AdditiveExpression", "MultiplicativeExpression"):
+            result = conv(n["expr"])
+            for op, other in zip(_list(_get(n, "op")), _list(_get(n, "other"))):
+                result = (str(op), result, conv(other))
+            return result
+        if name in ("UnaryNot", "UnaryMinus", "UnaryPlus"):
+            return ({"UnaryNot": "not", "UnaryMinus": "neg", "UnaryPlus": "pos"}[name], conv(n["expr"]))
+        if name == "literal" or name == "pname":
+            return ("const", _term(n))
+        if name.startswith("Aggregate_"):
+            raise FilterError("aggregates are not supported in subscriptions", "aggregates")
+        if name in _REFUSED_BUILTINS:
+            construct = _REFUSED_BUILTINS[name]
+            raise FilterError(f"{construct} is not supported in subscriptions", construct)
+        if name == "Builtin_BOUND":
+            return ("bound", str(n["arg"]))
+        if name == "Builtin_IF":
+            return ("if", conv(n["arg1"]), conv(n["arg2"]), conv(n["arg3"]))
+        if name == "Builtin_COALESCE":
+            return ("coalesce", tuple(conv(e) for e in _list(_get(n, "arg"))))
+        if name == "Builtin_CONCAT":
+            return ("call", "CONCAT", tuple(conv(e) for e in _list(_get(n, "arg"))))
+        if name == "Function":
+            iri = _term(n["iri"])
+            args = tuple(conv(e) for e in _list(_get(n, "expr")))
+            if _get(n, "distinct"):
+                raise FilterError("DISTINCT in a function call is not supported", "aggregates")
+            if not isinstance(iri, IRI) or iri.value not in CASTS:
+                raise FilterError(f"function {iri} is not supported in subscriptions", "function call")
+            if len(args) != 1:
+                raise FilterError(f"the cast {iri} takes exactly one argument", "function call")
+            return ("cast", iri.value, args[0])
+        if name.startswith("Builtin_"):
+            builtin = _SPECIAL.get(name, name[len("Builtin_"):])
+            args = tuple(conv(n[key]) for key in _ARG_KEYS if _get(n, key) is not None)
+            return ("call", builtin, args)
+        raise FilterError(f"{name} is not supported in FILTER expressions", name)
+
+    def _term(n: Any) -> Term:
+        try:
+            return resolve(n)
+        except ModelError as exc:
+            raise FilterError(str(exc), "term") from None
+
+    expr = conv(node)
+    check(expr)
+    return expr
+
+
+
+def _get(node: Any, key: str) -> Any:
+    """A parse-tree node's field, or None (rdflib's CompValue.get returns the key when missing)."""
+    return node[key] if key in node else None
+
+
+def _list(value: Any) -> list:
+    if value is None or (not isinstance(value, (list, tuple)) and str(value) == RDF_NIL):
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    try:
+        return list(value)  # pyparsing ParseResults
+    except TypeError:
+        return [value]
+
+
+def check(expr: Expr) -> None:
+    """Reject unknown functions, wrong arities and invalid constant regexes at compile time."""
+    kind = expr[0]
+    if kind == "call":
+        name, args = expr[1], expr[2]
+        arity = {"STR": (1, 1), "sameTerm": (2, 2), "REGEX": (2, 3), "REPLACE": (3, 4), "IRI": (1, 1)}
+        low, high = arity.get(name, BUILTINS.get(name, (None, None, None))[:2])
+        if low is None:
+            raise FilterError(f"function {name} is not supported in subscriptions", "function call")
+        if not low <= len(args) <= high:
+            raise FilterError(f"{name} takes {low}..{high} arguments, got {len(args)}", "function call")
+        if name in ("REGEX", "REPLACE"):
+            pattern = args[1]
+            flags = args[3 if name == "REPLACE" else 2] if len(args) > (3 if name == "REPLACE" else 2) else None
+            static = _static_string(pattern), (None if flags is None else _static_string(flags))
+            if static[0] is not None and (flags is None or static[1] is not None):
+                try:
+                    translate_regex(static[0], static[1] or "")
+                except RegexError as exc:
+                    raise FilterError(f"invalid regular expression {static[0]!r}: {exc}", "regex") from None
+    for child in _children(expr):
+        check(child)
+
+
+def _children(expr: Expr) -> tuple[Expr, ...]:
+    kind = expr[0]
+    if kind in ("var", "const", "bound"):
+        return ()
+    if kind in ("or", "and", "coalesce"):
+        return expr[1]
+    if kind in ("call",):
+        return expr[2]
+    if kind in ("in", "notin"):
+        return (expr[1], *expr[2])
+    if kind == "cast":
+        return (expr[2],)
+    return tuple(expr[1:])
+
+
+def _variables(expr: Expr) -> set[str]:
+    if expr[0] in ("var", "bound"):
+        return {expr[1]}
+    names: set[str] = set()
+    for child in _children(expr):
+        names |= _variables(child)
+    return names
+
+
+def _static_string(expr: Expr) -> str | None:
+    if expr[0] == "const" and isinstance(expr[1], Literal) and expr[1].datatype == XSD_STRING:
+        return expr[1].lexical
+    return None
+
+
+# --- Expr -> closures ---------------------------------------------------------------------
+
+def _compile(expr: Expr, base: str | None) -> Evaluator:
+    kind = expr[0]
+    if kind == "var":
+        name = expr[1]
+
+        def variable(b: Mapping[str, Term]) -> Value:
+            term = b.get(name)
+            if term is None:
+                raise ExprError(f"?{name} is unbound")
+            return to_value(term)
+        return variable
+    if kind == "const":
+        value = to_value(expr[1])
+        return lambda b: value
+    if kind == "bound":
+        name = expr[1]
+        return lambda b: name in b
+    if kind in ("or", "and"):
+        return _logical(kind == "or", [_compile(e, base) for e in expr[1]])
+    if kind == "not":
+        inner = _compile(expr[1], base)
+        return lambda b: not ebv(inner(b))
+    if kind in ("in", "notin"):
+        return _membership(kind == "in", _compile(expr[1], base), [_compile(e, base) for e in expr[2]])
+    if kind in _COMPARISONS:
+        return _comparison(kind, _compile(expr[1], base), _compile(expr[2], base))
+    if kind in ("+", "-", "*", "/"):
+        left, right = _compile(expr[1], base), _compile(expr[2], base)
+        return lambda b: arithmetic(kind, left(b), right(b))
+    if kind in ("neg", "pos"):
+        inner, op = _compile(expr[1], base), negate if kind == "neg" else plus
+        return lambda b: op(inner(b))
+    if kind == "if":
+        cond, then, other = (_compile(e, base) for e in expr[1:])
+        return lambda b: then(b) if ebv(cond(b)) else other(b)
+    if kind == "coalesce":
+        return _coalesce([_compile(e, base) for e in expr[1]])
+    if kind == "cast":
+        cast, inner = CASTS[expr[1]], _compile(expr[2], base)
+        return lambda b: cast(inner(b))
+    if kind == "call":
+        return _call(expr[1], expr[2], base)
+    raise FilterError(f"unknown expression node {kind!r}")
+
+
+_COMPARISONS = {
+    "=": None, "!=": None,
+    "<": lambda c: c < 0, ">": lambda c: c > 0, "<=": lambda c: c <= 0, ">=": lambda c: c >= 0,
+}
+
+
+def _comparison(op: str, left: Evaluator, right: Evaluator) -> Evaluator:
+    if op == "=":
+        return lambda b: equals(left(b), right(b))
+    if op == "!=":
+        return lambda b: not equals(left(b), right(b))
+    if op == "<":
+        return lambda b: compare(left(b), right(b)) < 0
+    if op == ">":
+        return lambda b: compare(left(b), right(b)) > 0
+    if op == "<=":
+        return lambda b: compare(left(b), right(b)) <= 0
+    return lambda b: compare(left(b), right(b)) >= 0
+
+
+def _logical(is_or: bool, children: list[Evaluator]) -> Evaluator:
+    """|| and && with SPARQL's three-valued logic: an error only matters if no operand decides."""
+    def evaluate(b: Mapping[str, Term]) -> Value:
+        error = False
+        for child in children:
+            try:
+                if ebv(child(b)) is is_or:
+                    return is_or
+            except ERRORS:
+                error = True
+        if error:
+            raise ExprError("error in a logical operand")
+        return not is_or
+    return evaluate
+
+
+def _membership(positive: bool, needle: Evaluator, items: list[Evaluator]) -> Evaluator:
+    def evaluate(b: Mapping[str, Term]) -> Value:
+        value = needle(b)
+        error = False
+        for item in items:
+            try:
+                if equals(value, item(b)):
+                    return positive
+            except ERRORS:
+                error = True
+        if error:
+            raise ExprError("error in IN")
+        return not positive
+    return evaluate
+
+
+def _coalesce(children: list[Evaluator]) -> Evaluator:
+    def evaluate(b: Mapping[str, Term]) -> Value:
+        for child in children:
+            try:
+                return child(b)
+            except ERRORS:
+                pass
+        raise ExprError("COALESCE: no argument has a value")
+    return evaluate
+
+
+def _term_of(expr: Expr, base: str | None) -> Callable[[Mapping[str, Term]], Term]:
+    """Term-level access for STR and sameTerm: variables and constants keep their exact lexical form."""
+    if expr[0] == "var":
+        name = expr[1]
+
+        def variable(b: Mapping[str, Term]) -> Term:
+            term = b.get(name)
+            if term is None:
+                raise ExprError(f"?{name} is unbound")
+            return term
+        return variable
+    if expr[0] == "const":
+        term = expr[1]
+        return lambda b: term
+    inner = _compile(expr, base)
+    return lambda b: to_term(inner(b))
+
+
+def _call(name: str, args: tuple[Expr, ...], base: str | None) -> Evaluator:
+    if name == "STR":
+        term = _term_of(args[0], base)
+
+        def str_(b: Mapping[str, Term]) -> Value:
+            t = term(b)
+            return t.value if type(t) is IRI else t.lexical  # type: ignore[union-attr]
+        return str_
+    if name == "sameTerm":
+        left, right = _term_of(args[0], base), _term_of(args[1], base)
+        return lambda b: left(b) == right(b)
+    if name in ("REGEX", "REPLACE"):
+        return _regex_call(name, args, base)
+    if name == "IRI":
+        fn, inner = make_fn_iri(base), _compile(args[0], base)
+        return lambda b: fn(inner(b))
+    fn = BUILTINS[name][2]
+    compiled = [_compile(e, base) for e in args]
+    if len(compiled) == 1:
+        only = compiled[0]
+        return lambda b: fn(only(b))
+    if len(compiled) == 2:
+        first, second = compiled
+        return lambda b: fn(first(b), second(b))
+    return lambda b: fn(*[c(b) for c in compiled])
+
+
+def _regex_call(name: str, args: tuple[Expr, ...], base: str | None) -> Evaluator:
+    flag_index = 3 if name == "REPLACE" else 2
+    text = _compile(args[0], base)
+    flags_expr = args[flag_index] if len(args) > flag_index else None
+    pattern_s = _static_string(args[1])
+    flags_s = "" if flags_expr is None else _static_string(flags_expr)
+    if pattern_s is not None and flags_s is not None:
+        static = translate_regex(pattern_s, flags_s)
+        regex_of: Callable[[Mapping[str, Term]], re.Pattern[str]] = lambda b: static
+    else:
+        pattern, flags = _compile(args[1], base), None if flags_expr is None else _compile(flags_expr, base)
+        regex_of = lambda b: compile_regex(pattern(b), None if flags is None else flags(b))
+    if name == "REGEX":
+        def regex(b: Mapping[str, Term]) -> Value:
+            value = text(b)
+            return regex_of(b).search(string_and_lang(value)[0]) is not None
+        return regex
+    replacement = _compile(args[2], base)
+
+    def replace(b: Mapping[str, Term]) -> Value:
+        regex = regex_of(b)
+        source, lang = string_and_lang(text(b))
+        with_ = replacement(b)
+        if type(with_) is not str:
+            raise ExprError("REPLACE replacement must be a simple literal")
+        return plain(replace_all(regex, source, with_), lang)  # type: ignore[arg-type]
+    return replace
+
+
+# --- Expr -> SPARQL text --------------------------------------------------------------------
+
+_PRECEDENCE = {"or": 1, "and": 2, "=": 3, "!=": 3, "<": 3, ">": 3, "<=": 3, ">=": 3, "in": 3, "notin": 3,
+               "+": 4, "-": 4, "*": 5, "/": 5}
+
+
+def render(expr: Expr) -> str:
+    """SPARQL syntax for an expression (readable; re-parses to the same tree)."""
+    kind = expr[0]
+    if kind == "var":
+        return "?" + expr[1]
+    if kind == "const":
+        term = expr[1]
+        return term.n3() if isinstance(term, (IRI, Literal)) else str(term)
+    if kind == "bound":
+        return f"BOUND(?{expr[1]})"
+    if kind in ("or", "and"):
+        joiner = " || " if kind == "or" else " && "
+        return joiner.join(_wrap(e, _PRECEDENCE[kind]) for e in expr[1])
+    if kind == "not":
+        return "!" + _wrap(expr[1], 9)
+    if kind == "neg":
+        return "-" + _wrap(expr[1], 9)
+    if kind == "pos":
+        return "+" + _wrap(expr[1], 9)
+    if kind in ("in", "notin"):
+        items = ", ".join(render(e) for e in expr[2])
+        return f"{_wrap(expr[1], 4)} {'IN' if kind == 'in' else 'NOT IN'} ({items})"
+    if kind in _PRECEDENCE:
+        level = _PRECEDENCE[kind]
+        return f"{_wrap(expr[1], level)} {kind} {_wrap(expr[2], level + 1)}"
+    if kind == "if":
+        return "IF(" + ", ".join(render(e) for e in expr[1:]) + ")"
+    if kind == "coalesce":
+        return "COALESCE(" + ", ".join(render(e) for e in expr[1]) + ")"
+    if kind == "cast":
+        return f"<{expr[1]}>({render(expr[2])})"
+    if kind == "call":
+        return f"{expr[1]}(" + ", ".join(render(e) for e in expr[2]) + ")"
+    return repr(expr)
+
+
+def _wrap(expr: Expr, level: int) -> str:
+    text = render(expr)
+    own = _PRECEDENCE.get(expr[0])
+    return f"({text})" if own is not None and own < level else text

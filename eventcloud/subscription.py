@@ -1,0 +1,404 @@
+"""The subscription language: SPARQL SELECT text -> a `Subscription`, or a refusal that names why.
+
+A subscription is a SELECT whose WHERE clause is exactly one `GRAPH ?g { … }` (or `GRAPH <iri>`)
+block of triple patterns, with FILTERs inside or outside it. The text is parsed once with rdflib;
+the result keeps the patterns in query order (patterns[0] is the indexing pattern), the FILTERs
+compiled to closures, the resolved projection, and a join plan the local matcher follows, so
+nothing is parsed again per event. Everything else SPARQL offers is refused with a
+`SubscriptionError` naming the construct and, when it can be found, its position.
+
+Semantics follow the oracle engine (Oxigraph): FILTERs inside the GRAPH block see the graph
+variable, so a FILTER's place (inside or outside the block) does not change its meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
+
+from .filters import CompiledFilter, FilterError, compile_filter, from_parse_tree
+from .model import IRI, XSD_STRING, Literal, ModelError, Term
+
+__all__ = [
+    "Var", "PatternTerm", "TriplePattern", "Subscription", "SubscriptionError", "JoinPlan",
+    "parse_subscription",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """A query variable (`name` without '?'); blank nodes in patterns become `_:b0`, `_:b1`, …"""
+
+    name: str
+
+    def n3(self) -> str:
+        return self.name if self.name.startswith("_:") else "?" + self.name
+
+    def __str__(self) -> str:
+        return self.n3()
+
+
+PatternTerm = Union[Var, IRI, Literal]
+
+
+@dataclass(frozen=True)
+class TriplePattern:
+    subject: PatternTerm
+    predicate: PatternTerm
+    object: PatternTerm
+
+    def variables(self) -> frozenset[str]:
+        return frozenset(t.name for t in (self.subject, self.predicate, self.object) if isinstance(t, Var))
+
+    def terms(self) -> tuple[PatternTerm, PatternTerm, PatternTerm]:
+        return (self.subject, self.predicate, self.object)
+
+    def n3(self) -> str:
+        return " ".join(t.n3() for t in self.terms())
+
+
+class SubscriptionError(ValueError):
+    """A subscription text that is not valid SPARQL, or uses a construct subscriptions refuse."""
+
+    def __init__(self, message: str, construct: str | None = None, line: int | None = None,
+                 column: int | None = None) -> None:
+        self.message = message
+        self.construct = construct
+        self.line = line
+        self.column = column
+        where = f" (line {line}, column {column})" if line is not None and column is not None else ""
+        super().__init__(message + where)
+
+
+@dataclass(frozen=True)
+class JoinPlan:
+    """The order a matcher joins the patterns in, and the FILTERs to run after each step.
+
+    `order[k]` is a pattern index; `checks[k]` are the filters whose bindable variables are all
+    bound once `order[0..k]` matched (filters on no bindable variable run in `before`).
+    """
+
+    order: tuple[int, ...]
+    before: tuple[CompiledFilter, ...]
+    checks: tuple[tuple[CompiledFilter, ...], ...]
+
+
+@dataclass(frozen=True)
+class Subscription:
+    sparql: str
+    graph: Union[Var, IRI]
+    patterns: tuple[TriplePattern, ...]
+    filters: tuple[CompiledFilter, ...]
+    projection: tuple[str, ...]
+    distinct: bool
+    #: join plans: the cheapest order, and one starting with the indexing pattern (for OSMA's rule)
+    plan: JoinPlan = field(init=False, compare=False, repr=False)
+    indexed_plan: JoinPlan = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.patterns:
+            raise SubscriptionError("a subscription needs at least one triple pattern", "empty GRAPH block")
+        object.__setattr__(self, "plan", _join_plan(self, None))
+        object.__setattr__(self, "indexed_plan", _join_plan(self, 0))
+
+    def variables(self) -> frozenset[str]:
+        names = {name for pattern in self.patterns for name in pattern.variables()}
+        if isinstance(self.graph, Var):
+            names.add(self.graph.name)
+        return frozenset(names)
+
+    def pattern_terms(self, index: int, bindings: Mapping[str, Term] = {}) -> tuple[Term | None, Term | None, Term | None, Term | None]:
+        """(g, s, p, o) of pattern `index`, variables replaced by their binding, None where unbound."""
+        pattern = self.patterns[index]
+        return tuple(  # type: ignore[return-value]
+            bindings.get(t.name) if isinstance(t, Var) else t
+            for t in (self.graph, pattern.subject, pattern.predicate, pattern.object)
+        )
+
+    def bindable(self, compiled: CompiledFilter) -> frozenset[str]:
+        """The variables of a filter that some pattern (or the graph) can bind."""
+        return compiled.variables & self.variables()
+
+
+def _join_plan(sub: Subscription, first: int | None) -> JoinPlan:
+    """Greedy order: most selective pattern first, then the pattern with most positions fixed."""
+    bound: set[str] = {sub.graph.name} if isinstance(sub.graph, Var) else set()
+    remaining = list(range(len(sub.patterns)))
+    order: list[int] = []
+    while remaining:
+        if first is not None and not order:
+            choice = first
+        else:
+            choice = max(remaining, key=lambda i: (_fixed(sub.patterns[i], bound), -i))
+        remaining.remove(choice)
+        order.append(choice)
+        bound |= sub.patterns[choice].variables()
+    pending = list(sub.filters)
+    before = tuple(f for f in pending if not sub.bindable(f))
+    pending = [f for f in pending if sub.bindable(f)]
+    checks = []
+    seen: set[str] = {sub.graph.name} if isinstance(sub.graph, Var) else set()
+    for index in order:
+        seen |= sub.patterns[index].variables()
+        now = tuple(f for f in pending if sub.bindable(f) <= seen)
+        pending = [f for f in pending if f not in now]
+        checks.append(now)
+    return JoinPlan(tuple(order), before, tuple(checks))
+
+
+def _fixed(pattern: TriplePattern, bound: set[str]) -> int:
+    return sum(1 for t in pattern.terms() if not isinstance(t, Var) or t.name in bound)
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+_QUERY_FORMS = {"AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
+_PATTERN_CONSTRUCTS = {
+    "OptionalGraphPattern": ("OPTIONAL", r"OPTIONAL"),
+    "MinusGraphPattern": ("MINUS", r"MINUS"),
+    "ServiceGraphPattern": ("SERVICE", r"SERVICE"),
+    "Bind": ("BIND", r"BIND"),
+    "InlineData": ("VALUES", r"VALUES"),
+}
+
+
+def parse_subscription(text: str) -> Subscription:
+    """Parse and check a subscription; raise SubscriptionError naming any refused construct."""
+    from pyparsing import ParseBaseException
+    from rdflib.plugins.sparql.algebra import translatePrologue
+    from rdflib.plugins.sparql.parser import parseQuery
+
+    if not isinstance(text, str):
+        raise SubscriptionError("a subscription must be SPARQL text", "syntax error")
+    try:
+        tree = parseQuery(text)
+    except ParseBaseException as exc:
+        raise SubscriptionError(f"syntax error: {exc.msg}", "syntax error", exc.lineno, exc.col) from None
+    except Exception as exc:  # rdflib raises plain exceptions for some lexical errors
+        raise SubscriptionError(f"syntax error: {exc}", "syntax error") from None
+    try:
+        prologue = translatePrologue(tree[0], None)
+    except Exception as exc:
+        raise SubscriptionError(f"invalid prologue: {exc}", "prologue") from None
+    return _Builder(text, prologue).build(tree[1])
+
+
+class _Builder:
+    """Walks rdflib's parse tree, refusing what subscriptions do not support."""
+
+    def __init__(self, text: str, prologue: Any) -> None:
+        self.text = text
+        self.prologue = prologue
+        self.blank_nodes: dict[str, str] = {}
+        base = getattr(prologue, "base", None)
+        self.base = str(base) if base else None
+
+    def refuse(self, message: str, construct: str, keyword: str | None = None, occurrence: int = 1) -> SubscriptionError:
+        line, column = _locate(self.text, keyword, occurrence) if keyword else (None, None)
+        return SubscriptionError(message, construct, line, column)
+
+    def unsupported(self, construct: str, keyword: str | None = None, occurrence: int = 1) -> SubscriptionError:
+        return self.refuse(f"{construct} is not supported in subscriptions", construct, keyword, occurrence)
+
+    def build(self, query: Any) -> Subscription:
+        if query.name in _QUERY_FORMS:
+            form = _QUERY_FORMS[query.name]
+            raise self.refuse(f"{form} queries are not supported: a subscription is a SELECT query", form, form)
+        if query.name != "SelectQuery":
+            raise self.refuse(f"{query.name} is not supported: a subscription is a SELECT query", query.name)
+        for key, construct, keyword in (
+            ("groupby", "GROUP BY", r"GROUP\s+BY"), ("having", "HAVING", "HAVING"),
+            ("orderby", "ORDER BY", r"ORDER\s+BY"), ("valuesClause", "VALUES", "VALUES"),
+        ):
+            if _get(query, key) is not None:
+                raise self.unsupported(construct, keyword)
+        if _get(query, "limitoffset") is not None:
+            clause = query["limitoffset"]
+            construct = "LIMIT" if _get(clause, "limit") is not None else "OFFSET"
+            raise self.unsupported(construct, construct)
+        for clause in _get(query, "datasetClause") or []:
+            construct = "FROM NAMED" if _get(clause, "named") is not None else "FROM"
+            raise self.unsupported(construct, r"FROM\s+NAMED" if construct == "FROM NAMED" else "FROM")
+        projection_nodes = _get(query, "projection")
+        for item in projection_nodes or []:
+            if _get(item, "evar") is not None:
+                if _contains_aggregate(_get(item, "expr")):
+                    raise self.unsupported("aggregates", r"COUNT|SUM|MIN|MAX|AVG|SAMPLE|GROUP_CONCAT")
+                raise self.refuse("SELECT expressions (expr AS ?var) are not supported in subscriptions",
+                                  "SELECT expressions", r"\bAS\b")
+        graph, patterns, filter_nodes = self.where(query["where"])
+        filters = tuple(self.compile(node) for node in filter_nodes)
+        in_scope = ([graph.name] if isinstance(graph, Var) else []) + [
+            t.name for p in patterns for t in p.terms() if isinstance(t, Var) and not t.name.startswith("_:")
+        ]
+        if projection_nodes:
+            projection = tuple(dict.fromkeys(str(item["var"]) for item in projection_nodes))
+        else:
+            projection = tuple(dict.fromkeys(in_scope))
+        modifier = _get(query, "modifier")
+        return Subscription(self.text, graph, tuple(patterns), filters, projection, modifier is not None)
+
+    def where(self, where: Any) -> tuple[Union[Var, IRI], list[TriplePattern], list[Any]]:
+        filters: list[Any] = []
+        graph_block = None
+        for part in self.parts(where, outside=True):
+            if part.name == "Filter":
+                filters.append(part["expr"])
+            elif part.name == "GraphGraphPattern":
+                if graph_block is not None:
+                    raise self.refuse("a second GRAPH block is not supported: a subscription has exactly one",
+                                      "second GRAPH block", r"GRAPH", 2)
+                graph_block = part
+        if graph_block is None:
+            raise self.refuse("a subscription needs exactly one GRAPH ?g { … } block", "no GRAPH block")
+        graph = self.term(graph_block["term"])
+        if isinstance(graph, Literal):
+            raise self.refuse("the GRAPH term must be a variable or an IRI", "GRAPH literal", r"GRAPH")
+        patterns: list[TriplePattern] = []
+        for part in self.parts(graph_block["graph"], outside=False):
+            if part.name == "Filter":
+                filters.append(part["expr"])
+            elif part.name == "TriplesBlock":
+                patterns.extend(self.triples(part))
+            elif part.name == "GraphGraphPattern":
+                raise self.refuse("nested GRAPH blocks are not supported", "second GRAPH block", r"GRAPH", 2)
+        if not patterns:
+            raise self.refuse("the GRAPH block holds no triple pattern", "empty GRAPH block", r"GRAPH")
+        return graph, patterns, filters  # type: ignore[return-value]
+
+    def parts(self, group: Any, outside: bool) -> list[Any]:
+        if group.name == "SubSelect":
+            raise self.unsupported("sub-queries", r"SELECT", 2)
+        parts = list(_get(group, "part") or [])
+        for part in parts:
+            name = part.name
+            if name in _PATTERN_CONSTRUCTS:
+                construct, keyword = _PATTERN_CONSTRUCTS[name]
+                raise self.unsupported(construct, keyword)
+            if name == "GroupOrUnionGraphPattern":
+                groups = list(part["graph"])
+                if len(groups) > 1:
+                    raise self.unsupported("UNION", "UNION")
+                if groups[0].name == "SubSelect":
+                    raise self.unsupported("sub-queries", r"SELECT", 2)
+                raise self.refuse("nested group patterns { … } are not supported in subscriptions",
+                                  "nested group pattern")
+            if name == "TriplesBlock" and outside:
+                raise self.refuse("triple patterns outside the GRAPH block are not supported: "
+                                  "a subscription matches one event graph", "patterns outside the GRAPH block")
+            if name not in ("Filter", "GraphGraphPattern", "TriplesBlock"):
+                raise self.unsupported(name)
+        return parts
+
+    def triples(self, block: Any) -> list[TriplePattern]:
+        result = []
+        for chunk in block["triples"]:
+            items = list(chunk)
+            if len(items) % 3:
+                raise self.refuse("malformed triple pattern", "syntax error")
+            for k in range(0, len(items), 3):
+                s, p, o = items[k:k + 3]
+                result.append(TriplePattern(self.term(s), self.predicate(p), self.term(o)))
+        return result
+
+    def predicate(self, node: Any) -> PatternTerm:
+        from rdflib.plugins.sparql.parserutils import CompValue
+
+        while isinstance(node, CompValue) and node.name in ("PathAlternative", "PathSequence"):
+            parts = list(node["part"])
+            if len(parts) != 1:
+                raise self.unsupported("property paths")
+            node = parts[0]
+        if isinstance(node, CompValue) and node.name == "PathElt":
+            if _get(node, "mod") is not None:
+                raise self.unsupported("property paths")
+            node = node["part"]
+        if isinstance(node, CompValue) and node.name not in ("pname",):
+            raise self.unsupported("property paths")
+        term = self.term(node)
+        if isinstance(term, Literal):
+            raise self.refuse("a literal cannot be a predicate", "literal predicate")
+        return term
+
+    def term(self, node: Any) -> PatternTerm:
+        from rdflib import BNode, Variable
+
+        if isinstance(node, Variable):
+            return Var(str(node))
+        if isinstance(node, BNode):
+            label = self.blank_nodes.setdefault(str(node), f"_:b{len(self.blank_nodes)}")
+            return Var(label)
+        try:
+            return self.resolve(node)
+        except (ModelError, FilterError) as exc:
+            raise self.refuse(f"invalid term: {exc}", "term") from None
+
+    def resolve(self, node: Any) -> Term:
+        """A constant of the query (IRI, prefixed name, literal) as a model term."""
+        from rdflib import Literal as RdfLiteral, URIRef
+        from rdflib.plugins.sparql.parserutils import CompValue
+
+        if isinstance(node, CompValue) and node.name == "pname":
+            try:
+                iri = self.prologue.resolvePName(_get(node, "prefix"), _get(node, "localname"))
+            except Exception as exc:
+                raise self.refuse(f"unknown prefix: {exc}", "prefix") from None
+            return IRI(str(iri))
+        if isinstance(node, CompValue) and node.name == "literal":
+            lexical = str(node["string"])
+            if _get(node, "lang"):
+                return Literal(lexical, language=str(node["lang"]))
+            datatype = _get(node, "datatype")
+            return Literal(lexical, str(self.resolve(datatype).value) if datatype is not None else XSD_STRING)  # type: ignore[union-attr]
+        if isinstance(node, URIRef):
+            return IRI(str(self.prologue.absolutize(node)))
+        if isinstance(node, RdfLiteral):
+            if node.language:
+                return Literal(str(node), language=node.language)
+            return Literal(str(node), str(node.datatype) if node.datatype else XSD_STRING)
+        raise FilterError(f"unsupported term {node!r}")
+
+    def compile(self, node: Any) -> CompiledFilter:
+        try:
+            return compile_filter(from_parse_tree(node, self.resolve), base=self.base)
+        except SubscriptionError:
+            raise
+        except FilterError as exc:
+            keyword = {"EXISTS": r"EXISTS", "NOT EXISTS": r"NOT\s+EXISTS", "aggregates": r"COUNT|SUM|MIN|MAX|AVG|SAMPLE|GROUP_CONCAT"}.get(exc.construct or "")
+            if exc.construct in ("BNODE", "RAND", "NOW", "UUID", "STRUUID"):
+                keyword = exc.construct
+            raise self.refuse(str(exc), exc.construct or "FILTER", keyword) from None
+
+
+
+def _get(node: Any, key: str) -> Any:
+    """A parse-tree node's field, or None (rdflib's CompValue.get returns the key when missing)."""
+    return node[key] if key in node else None
+
+
+def _contains_aggregate(node: Any) -> bool:
+    from rdflib.plugins.sparql.parserutils import CompValue
+
+    if isinstance(node, CompValue):
+        if node.name.startswith("Aggregate_"):
+            return True
+        return any(_contains_aggregate(v) for v in node.values())
+    if isinstance(node, (list, tuple)):
+        return any(_contains_aggregate(v) for v in node)
+    return False
+
+
+_SKIP = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*\'\'\'|"(?:[^"\\\n]|\\.)*"'
+                   r"|'(?:[^'\\\n]|\\.)*'|<[^<>\"{}|^`\\\x00-\x20]*>|#[^\n]*", re.S)
+
+
+def _locate(text: str, keyword: str, occurrence: int = 1) -> tuple[int | None, int | None]:
+    """Line and column (1-based) of the n-th `keyword` outside strings, IRIs and comments."""
+    pattern = re.compile(r"(?<![\w?$:])(?:" + keyword + r")(?![\w:])", re.I)
+    masked = _SKIP.sub(lambda m: " " * len(m.group()), text)
+    for count, match in enumerate(pattern.finditer(masked), start=1):
+        if count == occurrence:
+            before = text[:match.start()]
+            return before.count("\n") + 1, match.start() - (before.rfind("\n") + 1) + 1
+    return None, None

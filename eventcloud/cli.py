@@ -123,8 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from eventcloud import commands
 
         return trio.run(getattr(commands, args.command), args)
-    except ClientError as exc:
-        print(f"eventcloud {args.command}: {exc}", file=sys.stderr)
+    except (ClientError, BaseExceptionGroup) as exc:
+        cause = root_cause(exc)
+        if not isinstance(cause, ClientError):
+            raise
+        print(f"eventcloud {args.command}: {cause}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -151,9 +154,16 @@ def run_peer_command(args: argparse.Namespace) -> int:
     try:
         trio.run(serve)
     except Exception as exc:  # startup failures: bad join address, corrupt state, port in use
-        print(f"eventcloud peer: {exc}", file=sys.stderr)
+        print(f"eventcloud peer: {root_cause(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The one error inside nested exception groups (trio wraps errors from nurseries)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def run_cluster_command(args: argparse.Namespace) -> int:

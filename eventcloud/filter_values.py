@@ -20,6 +20,7 @@ import math
 import re
 import struct
 from decimal import Decimal as _PyDecimal
+from typing import Callable
 
 from .model import IRI, RDF_LANGSTRING, XSD, XSD_STRING, Literal, Term
 
@@ -32,6 +33,8 @@ XSD_DATETIME = XSD + "dateTime"
 XSD_DATE = XSD + "date"
 XSD_TIME = XSD + "time"
 XSD_DAYTIMEDURATION = XSD + "dayTimeDuration"
+XSD_YEARMONTHDURATION = XSD + "yearMonthDuration"
+XSD_DURATION = XSD + "duration"
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _I128_MIN, _I128_MAX = -(2**127), 2**127 - 1
@@ -120,6 +123,23 @@ class DateV(Temporal):
 class TimeV(Temporal):
     __slots__ = ()
     datatype = XSD_TIME
+
+
+class Duration:
+    """xsd:duration and its two subtypes: a number of months and of seconds * 10^18."""
+
+    __slots__ = ("months", "seconds", "datatype")
+
+    def __init__(self, months: int, seconds: int, datatype: str) -> None:
+        self.months = months
+        self.seconds = seconds
+        self.datatype = datatype
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Duration) and (self.months, self.seconds) == (other.months, other.seconds)
+
+    def __hash__(self) -> int:
+        return hash((self.months, self.seconds))
 
 
 Value = object  # IRI | str | LangStr | bool | int | Dec | F32 | float | Temporal | Literal
@@ -279,6 +299,34 @@ def parse_time(text: str) -> TimeV | None:
     return TimeV(_timeline(None, None, None, 0 if hour == 24 else hour, minute, second, tz), tz)
 
 
+_DURATION_RE = re.compile(
+    r"(-?)P(?:([0-9]+)Y)?(?:([0-9]+)M)?(?:([0-9]+)D)?(?:T(?:([0-9]+)H)?(?:([0-9]+)M)?(?:([0-9]+(?:\.[0-9]*)?)S)?)?\Z"
+)
+
+
+def _duration_parser(datatype: str) -> Callable[[str], Duration | None]:
+    def parse(text: str) -> Duration | None:
+        match = _DURATION_RE.match(text)
+        if match is None or text.endswith(("P", "T")):
+            return None
+        sign, years, months, days, hours, minutes, secs = match.groups()
+        if datatype == XSD_YEARMONTHDURATION and (days or hours or minutes or secs):
+            return None
+        if datatype == XSD_DAYTIMEDURATION and (years or months):
+            return None
+        fraction = parse_decimal(secs) if secs else Dec(0)
+        if fraction is None:
+            return None
+        total_months = int(years or 0) * 12 + int(months or 0)
+        total = (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60) * _SCALE + fraction.v
+        if sign:
+            total_months, total = -total_months, -total
+        if not (_I64_MIN <= total_months <= _I64_MAX and _I128_MIN <= total <= _I128_MAX):
+            return None
+        return Duration(total_months, total, datatype)
+    return parse
+
+
 _INTEGER_TYPES = ("integer", "byte", "short", "int", "long", "unsignedByte", "unsignedShort",
                   "unsignedInt", "unsignedLong", "positiveInteger", "negativeInteger",
                   "nonPositiveInteger", "nonNegativeInteger")
@@ -287,7 +335,25 @@ PARSERS.update({
     XSD_BOOLEAN: parse_boolean, XSD_DECIMAL: parse_decimal, XSD_FLOAT: parse_float,
     XSD_DOUBLE: parse_double, XSD_DATETIME: parse_datetime, XSD + "dateTimeStamp": parse_datetime,
     XSD_DATE: parse_date, XSD_TIME: parse_time,
+    XSD_DURATION: _duration_parser(XSD_DURATION),
+    XSD_YEARMONTHDURATION: _duration_parser(XSD_YEARMONTHDURATION),
+    XSD_DAYTIMEDURATION: _duration_parser(XSD_DAYTIMEDURATION),
 })
+
+
+def canonical_term(term: Term) -> Term:
+    """The canonical form of a literal of a known datatype (what Oxigraph stores and compares).
+
+    Query constants are canonicalised at parse time; events should be canonicalised on
+    publication so that pattern matching (RDF term equality) agrees with the stores.
+    """
+    if type(term) is not Literal or term.datatype == XSD_STRING or term.language is not None:
+        return term
+    parser = PARSERS.get(term.datatype)
+    if parser is None:
+        return term
+    value = parser(term.lexical)
+    return term if value is None else to_term(value)
 
 
 def to_value(term: Term) -> Value:
@@ -419,6 +485,23 @@ def format_temporal(t: Temporal) -> str:
     return f"{date}T{time}{format_tz(t.tz)}"
 
 
+def format_duration(d: Duration) -> str:
+    months, seconds = abs(d.months), abs(d.seconds)
+    text = "-P" if d.months < 0 or d.seconds < 0 else "P"
+    years, months = divmod(months, 12)
+    text += (f"{years}Y" if years else "") + (f"{months}M" if months else "")
+    days, rest = divmod(seconds, 86400 * _SCALE)
+    hours, rest = divmod(rest, 3600 * _SCALE)
+    minutes, rest = divmod(rest, 60 * _SCALE)
+    text += f"{days}D" if days else ""
+    if hours or minutes or rest:
+        text += "T" + (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
+        text += f"{format_decimal(rest)}S" if rest else ""
+    if text.endswith("P"):
+        return "P0M" if d.datatype == XSD_YEARMONTHDURATION else "PT0S"
+    return text
+
+
 def to_term(v: Value) -> Term:
     """The canonical RDF term of a value (used for results of functions and for sameTerm)."""
     tv = type(v)
@@ -440,6 +523,8 @@ def to_term(v: Value) -> Term:
         return Literal(format_double(v), XSD_DOUBLE)  # type: ignore[arg-type]
     if isinstance(v, Temporal):
         return Literal(format_temporal(v), v.datatype)
+    if tv is Duration:
+        return Literal(format_duration(v), v.datatype)  # type: ignore[arg-type,attr-defined]
     raise ExprError(f"not a value: {v!r}")
 
 
@@ -548,6 +633,8 @@ def equals(a: Value, b: Value) -> bool:
         return tb is ta and a == b
     if isinstance(a, Temporal):
         return tb is ta and a == b
+    if ta is Duration:
+        return a == b
     return False
 
 
@@ -564,6 +651,8 @@ def compare(a: Value, b: Value) -> int:
         x, y = a.value, b.value  # type: ignore[attr-defined]
     elif ta is tb and isinstance(a, Temporal):
         return _compare_temporal(a, b)  # type: ignore[arg-type]
+    elif ta is Duration and tb is Duration:
+        return _compare_durations(a, b)  # type: ignore[arg-type]
     else:
         raise ExprError("values are not comparable")
     if x < y:  # type: ignore[operator]
@@ -591,6 +680,23 @@ def _compare_temporal(a: Temporal, b: Temporal) -> int:
     if first != second:
         raise ExprError("indeterminate order between dateTimes with and without timezone")
     return first
+
+
+_REFERENCES = ((1696, 9), (1697, 2), (1903, 3), (1903, 7))  # XSD's reference dates (day 1)
+
+
+def _compare_durations(a: Duration, b: Duration) -> int:
+    """XSD duration order: compare the dates the two durations reach from four reference dates."""
+    results = set()
+    for year, month in _REFERENCES:
+        ends = []
+        for d in (a, b):
+            y, m = divmod(month - 1 + d.months, 12)
+            ends.append(_timeline(year + y, m + 1, 1, 0, 0, 0, None) + d.seconds)
+        results.add((ends[0] > ends[1]) - (ends[0] < ends[1]))
+    if len(results) != 1:
+        raise ExprError("indeterminate order between durations")
+    return results.pop()
 
 
 # --- arithmetic -----------------------------------------------------------------------------
@@ -637,6 +743,8 @@ def dec_div(a: int, b: int) -> int:
 def arithmetic(op: str, a: Value, b: Value) -> Value:
     ta, tb = type(a), type(b)
     if ta not in _NUMERIC_TYPES or tb not in _NUMERIC_TYPES:
+        if op == "-" and ta is tb and isinstance(a, Temporal) and (a.tz is None) == (b.tz is None):  # type: ignore[attr-defined]
+            return Duration(0, a.v - b.v, XSD_DAYTIMEDURATION)  # type: ignore[attr-defined]
         raise ExprError("arithmetic on non-numeric values")
     if ta is int and tb is int:
         if op == "+":
@@ -678,10 +786,12 @@ def negate(v: Value) -> Value:
         return Dec(-v.v)  # type: ignore[attr-defined]
     if tv is F32:
         return F32(-v.v)  # type: ignore[attr-defined]
+    if tv is Duration:
+        return Duration(-v.months, -v.seconds, v.datatype)  # type: ignore[attr-defined]
     raise ExprError("unary minus on a non-numeric value")
 
 
 def plus(v: Value) -> Value:
-    if type(v) not in _NUMERIC_TYPES:
+    if type(v) not in _NUMERIC_TYPES and type(v) is not Duration:
         raise ExprError("unary plus on a non-numeric value")
     return v

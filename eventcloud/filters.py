@@ -23,7 +23,7 @@ from .filter_functions import (
     translate_regex,
 )
 from .filter_values import (
-    ExprError, Value, arithmetic, compare, ebv, equals, lexical, negate, plus, to_term, to_value,
+    ExprError, Value, arithmetic, canonical_term, compare, ebv, equals, negate, plus, to_term, to_value,
 )
 from .model import IRI, XSD, XSD_STRING, Literal, ModelError, Term
 
@@ -115,7 +115,7 @@ def from_parse_tree(node: Any, resolve: Callable[[Any], Term]) -> Expr:
         if isinstance(n, Variable):
             return ("var", str(n))
         if not isinstance(n, CompValue):
-            return ("const", _term(n))
+            return ("const", canonical_term(_term(n)))
         name = n.name
         if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
             others = _list(_get(n, "other"))
@@ -138,7 +138,7 @@ def from_parse_tree(node: Any, resolve: Callable[[Any], Term]) -> Expr:
         if name in ("UnaryNot", "UnaryMinus", "UnaryPlus"):
             return ({"UnaryNot": "not", "UnaryMinus": "neg", "UnaryPlus": "pos"}[name], conv(n["expr"]))
         if name == "literal" or name == "pname":
-            return ("const", _term(n))
+            return ("const", canonical_term(_term(n)))
         if name.startswith("Aggregate_"):
             raise FilterError("aggregates are not supported in subscriptions", "aggregates")
         if name in _REFUSED_BUILTINS:
@@ -336,6 +336,9 @@ def _logical(is_or: bool, children: list[Evaluator]) -> Evaluator:
 def _membership(positive: bool, needle: Evaluator, items: list[Evaluator]) -> Evaluator:
     def evaluate(b: Mapping[str, Term]) -> Value:
         value = needle(b)
+        if not items:
+            ebv(value)  # the oracle raises an error for `x IN ()` when x has no boolean value
+            return not positive
         error = False
         for item in items:
             try:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
+from .filter_values import canonical_term
 from .filters import CompiledFilter, FilterError, compile_filter, from_parse_tree
 from .model import IRI, XSD_STRING, Literal, ModelError, Term
 
@@ -330,7 +331,7 @@ class _Builder:
             label = self.blank_nodes.setdefault(str(node), f"_:b{len(self.blank_nodes)}")
             return Var(label)
         try:
-            return self.resolve(node)
+            return canonical_term(self.resolve(node))
         except (ModelError, FilterError) as exc:
             raise self.refuse(f"invalid term: {exc}", "term") from None
 

@@ -98,8 +98,13 @@ def read_logs(spark: "SparkSession", paths: Sequence[str | Path]) -> "DataFrame"
     )
 
 
-def run_metrics(records: "DataFrame") -> "DataFrame":
-    """One row per (scenario, algorithm, x, run) with the per-run metrics and load_* columns."""
+def run_metrics(records: "DataFrame", counters: Sequence[str] | None = None) -> "DataFrame":
+    """One row per (scenario, algorithm, x, run) with the per-run metrics and load_* columns.
+
+    Every record kind is turned into "fact" rows of one wide shape and grouped once per run,
+    which costs far fewer Spark stages than joining one table per metric. `counters` are the
+    peer counter names to report (default: all that occur, found with one small job).
+    """
     from pyspark.sql import functions as F
 
     def of(kind: str) -> "DataFrame":
@@ -115,65 +120,50 @@ def run_metrics(records: "DataFrame") -> "DataFrame":
             F.min("published").alias("published"),
         )
         .join(published, [*KEYS, "event"], "left")
-        .withColumn("latency", F.col("first") - F.coalesce("published", "pub_time"))
+        .select(
+            *KEYS, "first", "copies",
+            (F.col("first") - F.coalesce("published", "pub_time")).alias("latency"),
+        )
     )
+    publications = published.select(*KEYS, F.lit(1).alias("publication"))
+    runs = of("run").select(
+        *KEYS, "peers", "subscriptions", "events", "expected_notifications", "started", "finished"
+    )
+    peers = of("peer").select(*KEYS, F.explode("counters").alias("counter", "value"))
+    peers = peers.withColumn("counter", F.regexp_replace("counter", "[^A-Za-z0-9_]", "_"))
+    if counters is None:
+        counters = sorted(row.counter for row in peers.select("counter").distinct().collect())
+    facts = (
+        pairs.unionByName(publications, allowMissingColumns=True)
+        .unionByName(runs, allowMissingColumns=True)
+        .unionByName(peers, allowMissingColumns=True)
+    )
+    delivered = F.count("first")
     span = F.max("first") - F.min("first")
-    notes = (
-        pairs.groupBy(*KEYS)
-        .agg(
-            F.count(F.lit(1)).alias("notifications"),
-            (F.sum("copies") - F.count(F.lit(1))).alias("duplicates"),
-            F.when(span > 0, F.count(F.lit(1)) / span).alias("throughput"),
-            F.expr("percentile(latency, array(0.5, 0.99))").alias("latency"),
-        )
-        .withColumn("latency_p50", F.col("latency")[0])
-        .withColumn("latency_p99", F.col("latency")[1])
-        .drop("latency")
+    loads = []
+    for name in counters:
+        value = F.when(F.col("counter") == name, F.col("value"))
+        loads += [
+            F.sum(value).alias(f"load_{name}_sum"),
+            F.max(value).alias(f"load_{name}_max"),
+            F.avg(value).alias(f"load_{name}_mean"),
+        ]
+    table = facts.groupBy(*KEYS).agg(
+        F.when(span > 0, delivered / span).alias("throughput"),
+        (F.max("finished") - F.min("started")).alias("end_to_end"),
+        F.expr("percentile(latency, array(0.5, 0.99))").alias("latency"),
+        delivered.alias("notifications"),
+        F.max("expected_notifications").alias("expected_notifications"),
+        (F.max("expected_notifications") - delivered).alias("missing"),
+        F.coalesce(F.sum(F.col("copies") - 1), F.lit(0)).alias("duplicates"),
+        F.when(F.count("publication") > 0, F.count("publication")).alias("publications"),
+        F.max("events").alias("events"),
+        F.max("subscriptions").alias("subscriptions"),
+        F.max("peers").alias("peers"),
+        *loads,
     )
-    pubs = published.groupBy(*KEYS).agg(F.count(F.lit(1)).alias("publications"))
-    runs = (
-        of("run")
-        .groupBy(*KEYS)
-        .agg(
-            F.max("peers").alias("peers"),
-            F.max("subscriptions").alias("subscriptions"),
-            F.max("events").alias("events"),
-            F.max("expected_notifications").alias("expected_notifications"),
-            (F.max("finished") - F.min("started")).alias("end_to_end"),
-        )
-    )
-    keys = records.select(*KEYS).distinct()
-    table = keys
-    for part in (notes, pubs, runs, _peer_loads(of("peer"))):
-        table = table.join(part, KEYS, "left")
-    table = table.withColumn("missing", F.col("expected_notifications") - F.coalesce("notifications", F.lit(0)))
-    loads = [c for c in table.columns if c.startswith("load_")]
-    return table.select(*KEYS, *METRICS, *sorted(loads))
-
-
-def _peer_loads(peers: "DataFrame") -> "DataFrame":
-    """Sum, max and mean over the peers of each counter, one column per (counter, statistic)."""
-    from pyspark.sql import functions as F
-
-    values = peers.select(
-        *KEYS,
-        "peer",
-        F.explode("counters").alias("counter", "value"),
-    ).withColumn("counter", F.regexp_replace("counter", "[^A-Za-z0-9_]", "_"))
-    counters = sorted(row.counter for row in values.select("counter").distinct().collect())
-    stats = [
-        F.sum(F.when(F.col("counter") == name, F.col("value"))).alias(f"load_{name}_sum")
-        for name in counters
-    ] + [
-        F.max(F.when(F.col("counter") == name, F.col("value"))).alias(f"load_{name}_max")
-        for name in counters
-    ] + [
-        F.avg(F.when(F.col("counter") == name, F.col("value"))).alias(f"load_{name}_mean")
-        for name in counters
-    ]
-    if not stats:
-        return values.select(*KEYS).distinct()
-    return values.groupBy(*KEYS).agg(*stats)
+    table = table.withColumn("latency_p50", F.col("latency")[0]).withColumn("latency_p99", F.col("latency")[1])
+    return table.select(*KEYS, *METRICS, *sorted(c for c in table.columns if c.startswith("load_")))
 
 
 def summarize(runs: "DataFrame", discard: int = 0) -> "DataFrame":

@@ -30,7 +30,7 @@ fixed when its first peer starts and handed to every joiner (`to_dict`/`from_dic
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Mapping, Sequence
 
 from eventcloud.model import IRI, Literal, Quad, Term
@@ -113,7 +113,11 @@ class CoordinateSpace:
         raise GeometryError(f"not an RDF term (IRI or Literal): {term!r}")
 
     def coordinate(self, term: Term) -> int:
-        """The term's coordinate in [0, top): its coordinate string as a base-radix fraction."""
+        """The term's coordinate in [0, top): its coordinate string as a base-radix fraction.
+        Memoised per space (terms such as predicates and graph IRIs recur constantly)."""
+        return _memo_coordinate(self, term)
+
+    def _compute_coordinate(self, term: Term) -> int:
         text = self.coordinate_string(term)[: self.precision]
         lo, hi, radix = self.alphabet_lo, self.alphabet_hi, self.radix
         value = 0
@@ -169,3 +173,8 @@ class CoordinateSpace:
         if unknown:
             raise GeometryError(f"unknown coordinate space field(s): {', '.join(unknown)}")
         return cls(**dict(d))
+
+
+@lru_cache(maxsize=1 << 16)
+def _memo_coordinate(space: CoordinateSpace, term: Term) -> int:
+    return space._compute_coordinate(term)

@@ -70,6 +70,7 @@ class RpcConnection:
         self._ids = itertools.count(1)
         self._waiting: dict[int, trio.MemorySendChannel[Message]] = {}
         self._send_lock = trio.Lock()
+        self._outbox: list[bytes] = []
         self._closed = trio.Event()
         self.close_reason: str | None = None
         self.counters: Counter[str] = counters if counters is not None else Counter()
@@ -185,8 +186,15 @@ class RpcConnection:
     async def _send(self, message: Message) -> None:
         frame = encode(message, self._max_frame)
         self.counters["bytes_out"] += len(frame)
+        self._outbox.append(frame)
+        # Group commit: acquiring the lock yields, so frames queued meanwhile by other
+        # tasks go out in the same send_all (one syscall for many small messages).
         async with self._send_lock:
-            await self.stream.send_all(frame)
+            if not self._outbox:
+                return  # a previous holder already sent our frame
+            data = b"".join(self._outbox)
+            self._outbox.clear()
+            await self.stream.send_all(data)
 
     async def _send_quietly(self, message: Message) -> None:
         with trio.move_on_after(1):

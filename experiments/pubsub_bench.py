@@ -30,7 +30,7 @@ async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeo
     try:
         async with connect(cluster.entry, source="bench-sub") as subscriber:
             subs = [await subscriber.subscribe(text, kind="signal") for text in workload.subscriptions]
-            expected = workload.expected_notifications()
+            expected = workload.expected_notifications
             times: list[float] = []
             before = await subscriber.status()
             started = time.perf_counter()

@@ -26,7 +26,7 @@ import trio
 from eventcloud.geometry import Box, Zone
 from eventcloud.matching import PartialMatch, advance, is_complete, next_pattern, notifier_index, results, start
 from eventcloud.model import IRI, CompoundEvent, Quad
-from eventcloud.protocol import ProtocolError, event_to_wire, field_of, quad_from_wire, quad_to_wire, term_to_wire
+from eventcloud.protocol import ProtocolError, event_from_wire, event_to_wire, field_of, quad_from_wire, quad_to_wire, term_to_wire
 from eventcloud.rpc import ConnectionLost, OperationError, RemoteError, RpcConnection
 from eventcloud.subscription import Subscription, SubscriptionError, parse_subscription
 from eventcloud.transport import Unreachable
@@ -283,9 +283,9 @@ class PubSub:
     # --- matching -------------------------------------------------------------------------
 
     async def on_stored(self, graph: IRI, fresh: list[Quad], size: int, published: int,
-                        whole: CompoundEvent | None, new: bool) -> None:
-        if whole is not None and new:
-            await self.work_send.send(("osma", whole, size, published))
+                        whole: dict[str, Any] | None, new: bool) -> None:
+        if whole is not None and new and self.subs:
+            await self.work_send.send(("osma", event_from_wire(whole, trusted=True), size, published))
         waiting = self.rewritten.get(graph.value, {})
         for quad in fresh:
             if whole is None:

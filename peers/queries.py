@@ -37,9 +37,10 @@ from peers.store import quad_to_ox
 
 log = logging.getLogger(__name__)
 
-#: Called with (graph, fresh quads stored here, size, publication time, whole event or None,
-#: first time this peer sees the event); the pub/sub engine plugs in here.
-StoredHook = Callable[[IRI, list[Quad], int, int, "CompoundEvent | None", bool], Awaitable[None]]
+#: Called with (graph, fresh quads stored here, size, publication time, the whole event in
+#: wire form under OSMA (decoded only if some subscription needs it) or None, first time
+#: this peer sees the event); the pub/sub engine plugs in here.
+StoredHook = Callable[[IRI, list[Quad], int, int, "dict[str, Any] | None", bool], Awaitable[None]]
 
 
 async def _ignore(*args: Any) -> None:
@@ -95,7 +96,7 @@ class Queries:
 
     async def _deliver(self, body: dict[str, Any]) -> None:
         peer = self.peer
-        graph = IRI(field_of(body, "g", str))
+        graph = term_from_wire(field_of(body, "g", str), True)
         triples = field_of(body, "q", list)
         mine: list[Quad] = []
         groups: dict[str, list[Any]] = {}
@@ -104,7 +105,7 @@ class Queries:
         for item in triples:
             if not isinstance(item, list) or len(item) != 3:
                 raise ProtocolError("invalid triple in delivery", code="bad-request")
-            quad = Quad(graph, term_from_wire(item[0]), IRI(item[1]) if isinstance(item[1], str) else term_from_wire(item[1]), term_from_wire(item[2]))
+            quad = Quad(graph, term_from_wire(item[0], True), term_from_wire(item[1], True), term_from_wire(item[2], True))
             hop = next_hop(peer.zone, peer.neighbour_zones(), peer.space.point(quad))
             if hop is None:
                 mine.append(quad)
@@ -121,7 +122,8 @@ class Queries:
             except (Unreachable, ConnectionLost) as exc:
                 log.info("peer %s: delivery via %s failed (%s); routing quads one by one", peer.id, hop, exc)
                 for item in items:
-                    quad = Quad(graph, term_from_wire(item[0]), IRI(item[1]), term_from_wire(item[2]))
+                    quad = Quad(graph, term_from_wire(item[0], True), term_from_wire(item[1], True),
+                                term_from_wire(item[2], True))
                     await peer.route(peer.space.point(quad), "deliver_local", {**body, "q": [item]})
 
         async with trio.open_nursery() as nursery:
@@ -132,7 +134,8 @@ class Queries:
 
     async def _local_deliver(self, body: dict[str, Any]) -> dict[str, Any]:
         graph = IRI(field_of(body, "g", str))
-        quads = [Quad(graph, term_from_wire(i[0]), IRI(i[1]), term_from_wire(i[2])) for i in field_of(body, "q", list)]
+        quads = [Quad(graph, term_from_wire(i[0], True), term_from_wire(i[1], True), term_from_wire(i[2], True))
+                 for i in field_of(body, "q", list)]
         await self._store(graph, quads, body)
         return {}
 
@@ -147,8 +150,7 @@ class Queries:
             fresh = [q for q in quads if q not in stored]
         new = peer.store.add_quads(graph, quads, size, published)
         peer.counters["quads_stored"] += len(fresh)
-        whole = event_from_wire(body["ce"]) if "ce" in body else None
-        await self.on_stored(graph, fresh, size, published, whole, new)
+        await self.on_stored(graph, fresh, size, published, body.get("ce"), new)
 
     # --- finding and counting -------------------------------------------------------------
 

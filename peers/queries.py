@@ -79,7 +79,12 @@ class Queries:
         event = event_from_wire(body.get("ev"))
         published = self.peer.clock.now()
         self.peer.counters["events_published"] += 1
-        await self.deliver(event, published)
+        # Shielded: a publisher that disconnects mid-request must not leave half an event
+        # stored. The delivery finishes (bounded by the retry window), or fails as a whole
+        # and the publisher retries with the same graph IRI, which is idempotent.
+        with trio.CancelScope(shield=True):
+            with trio.fail_after(self.peer.retry_window * 4):
+                await self.deliver(event, published)
         return {"g": event.graph.value, "t": published, "n": len(event)}
 
     async def deliver(self, event: CompoundEvent, published: int) -> None:

@@ -195,3 +195,16 @@ async def test_leave_hands_the_zone_to_a_neighbour(autojump_clock):
             ok, report = partition_report(status)
             assert ok, report
             assert await client.count() == 100
+
+
+async def test_a_publisher_that_disconnects_mid_request_leaves_the_whole_event(autojump_clock):
+    from eventcloud.protocol import REQUEST, Message, encode, event_to_wire
+
+    async with open_overlay(6) as overlay:
+        event = sample_events(1, quads=12)[0]
+        stream = await overlay.network.connect(overlay.peers[2].address)
+        await stream.send_all(encode(Message(REQUEST, "publish", 1, 0, {"ev": event_to_wire(event)})))
+        await stream.aclose()  # gone before any reply
+        await trio.sleep(5)
+        async with overlay.client() as client:
+            assert await client.count(event.graph) == 12

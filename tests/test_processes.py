@@ -107,3 +107,34 @@ def test_cluster_command_prints_the_entry_address_first_and_stops_cleanly(tmp_pa
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
+
+
+@pytest.mark.parametrize("algorithm", ["osma", "csma"])
+def test_cli_subscribe_jsonl_receives_matching_events(tmp_path, algorithm):
+    from tests.test_pubsub import oracle_solutions
+
+    query = "SELECT ?s ?v WHERE { GRAPH ?g { ?s <http://example.org/p1> ?v } FILTER(?v > 100) }"
+    events = sample_events(40)
+    expected = {e.graph.value: oracle_solutions(query, e) for e in events}
+    expected = {g: s for g, s in expected.items() if s}
+    path = tmp_path / "events.nq"
+    with open(path, "w") as handle:
+        write_nquads(events, handle)
+    with LocalCluster(3, data_dir=tmp_path / "c", algorithm=algorithm) as cluster:
+        proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "subscribe", "--peer", cluster.entry,
+                                 "--format", "jsonl", "--count", str(len(expected)), query],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first = json.loads(proc.stdout.readline())
+            assert first["status"] == "active" and first["subscription"]
+            done = cli("publish", "--peer", cluster.addresses[-1], str(path))
+            assert done.returncode == 0, done.stderr
+            out, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    notes = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert sorted(n["event"] for n in notes) == sorted(expected)
+    for note in notes:
+        assert note["subscription"] == first["subscription"] and note["kind"] == "bindings"
+        got = {frozenset(s.items()) for s in note["solutions"]}
+        assert got == expected[note["event"]]

@@ -49,10 +49,16 @@ class Membership:
         self.peer = peer
         self._handover: dict[str, list[Any]] = {}
         self._pending_announce: dict[str, dict[str, Neighbour]] = {}
+        # One join at a time per owner, from split to commit: a second split before the
+        # first commit would hand out neighbour tables that are already stale.
+        self._join_gate = trio.Semaphore(1)
+        self._rollback: dict[str, tuple[Zone, dict[str, Neighbour]]] = {}
+        self.join_timeout = 30.0
         peer.local_ops["join_split"] = self._local_join_split
         peer.handlers["join_commit"] = self._on_join_commit
         peer.handlers["neighbours"] = self._on_neighbours
         peer.handlers["take_over"] = self._on_take_over
+        peer.handlers["table"] = self._on_table
 
     # --- joining ------------------------------------------------------------------------
 
@@ -102,7 +108,34 @@ class Membership:
         peer = self.peer
         new_id = field_of(body, "id", str)
         new_address = field_of(body, "address", str)
+        await self._join_gate.acquire()
+        try:
+            grant = await self._split_for(new_id, new_address)
+        except BaseException:
+            self._join_gate.release()
+            raise
+        assert peer.nursery is not None
+        peer.nursery.start_soon(self._expire_join, new_id)
+        return grant
+
+    async def _expire_join(self, new_id: str) -> None:
+        """Undo a split whose newcomer never committed (it died mid-join)."""
+        await trio.sleep(self.join_timeout)
+        undo = self._rollback.pop(new_id, None)
+        if undo is None:
+            return
+        peer = self.peer
+        log.warning("peer %s: peer %s never committed its join; taking the zone back", peer.id, new_id)
+        self._handover.pop(new_id, None)
+        self._pending_announce.pop(new_id, None)
+        peer.state.zone = undo[0]
+        peer.set_neighbours(undo[1])
+        self._join_gate.release()
+
+    async def _split_for(self, new_id: str, new_address: str) -> dict[str, Any]:
+        peer = self.peer
         async with peer.membership_lock:
+            self._rollback[new_id] = (peer.zone, dict(peer.state.neighbours))
             lower, upper = peer.zone.split()
             candidates = peer.neighbour_zones()
             candidates[peer.id] = lower
@@ -136,10 +169,12 @@ class Membership:
     async def _on_join_commit(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
         peer = self.peer
         new_id = field_of(body, "id", str)
-        quads = self._handover.pop(new_id, None)
-        old_neighbours = self._pending_announce.pop(new_id, None)
-        if quads is None or old_neighbours is None:
-            raise OperationError(f"no join in progress for peer {new_id}", code="bad-request")
+        if self._rollback.pop(new_id, None) is None:
+            raise OperationError(f"no join in progress for peer {new_id} (it timed out and was undone)",
+                                 code="bad-request")
+        self._join_gate.release()
+        quads = self._handover.pop(new_id, [])
+        old_neighbours = self._pending_announce.pop(new_id, {})
         peer.store.remove_quads(quads)
         peer.prune_subscriptions(peer.zone)
         announce = [
@@ -245,3 +280,57 @@ class Membership:
         me = neighbour_to_wire(peer.id, Neighbour(peer.address, merged))
         await self.announce([me], old_addresses, removed=[leaving])
         return {"id": peer.id}
+
+    # --- stabilisation --------------------------------------------------------------------
+
+    async def _on_table(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        peer = self.peer
+        return {"self": neighbour_to_wire(peer.id, Neighbour(peer.address, peer.zone)),
+                "neighbours": [neighbour_to_wire(k, n) for k, n in peer.state.neighbours.items()]}
+
+    async def stabilise_once(self) -> None:
+        """Ask each neighbour for its own zone and its table; fix stale entries and learn
+        neighbours we missed (e.g. after concurrent joins), verifying each candidate with the
+        candidate itself, the only authority on its zone."""
+        peer = self.peer
+        authoritative: dict[str, Neighbour] = {}
+        candidates: dict[str, Neighbour] = {}
+        for ident, neighbour in list(peer.state.neighbours.items()):
+            try:
+                with trio.fail_after(peer.retry_window):
+                    reply = await peer.call(neighbour.address, "table", {})
+            except (Unreachable, ConnectionLost, RemoteError, trio.TooSlowError):
+                continue  # maybe restarting: keep it, it announces itself when back
+            me, theirs = neighbour_from_wire(reply["self"]), reply.get("neighbours", [])
+            authoritative[me[0]] = me[1]
+            for record in theirs:
+                other, info = neighbour_from_wire(record)
+                if other != peer.id and other not in peer.state.neighbours and peer.zone.is_neighbour(info.zone):
+                    candidates[other] = info
+        for ident, info in candidates.items():
+            try:
+                with trio.fail_after(peer.retry_window):
+                    reply = await peer.call(info.address, "table", {})
+                authoritative[ident] = neighbour_from_wire(reply["self"])[1]
+            except (Unreachable, ConnectionLost, RemoteError, trio.TooSlowError):
+                continue
+        if not authoritative:
+            return
+        async with peer.membership_lock:
+            table = dict(peer.state.neighbours)
+            for ident, info in authoritative.items():
+                if peer.zone.is_neighbour(info.zone):
+                    table[ident] = info
+                else:
+                    table.pop(ident, None)
+            if table != peer.state.neighbours:
+                peer.set_neighbours(table)
+
+    async def stabilise_forever(self, interval: float) -> None:
+        while True:
+            await trio.sleep(interval * (0.5 + peer_random(self.peer)))
+            await self.stabilise_once()
+
+
+def peer_random(peer: Peer) -> float:
+    return peer.random.random()

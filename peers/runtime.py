@@ -42,6 +42,7 @@ class PeerConfig:
     workers: int = 4
     seed: int | None = None               # for the join point; None: random
     advertise: str | None = None          # HOST[:PORT] other peers use to reach this one
+    stabilise_every: float = 5.0          # seconds between neighbour-table checks (0: never)
 
 
 def advertised_address(bound: str, advertise: str | None) -> str:
@@ -131,6 +132,8 @@ async def run_peer(
                     state.zone = Zone(state.space.whole_space())
                     peer.persist()
                     peer.ready.set()
+                if config.stabilise_every > 0:
+                    nursery.start_soon(membership.stabilise_forever, config.stabilise_every)
                 task_status.started(RunningPeer(peer, membership, queries, pubsub, scope))
                 await trio.sleep_forever()
     finally:

@@ -208,3 +208,21 @@ async def test_a_publisher_that_disconnects_mid_request_leaves_the_whole_event(a
         await trio.sleep(5)
         async with overlay.client() as client:
             assert await client.count(event.graph) == 12
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+async def test_concurrent_joins_converge_to_exact_neighbour_tables(autojump_clock, seed):
+    async with open_overlay(2, seed=seed) as overlay:
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(overlay.add_peer)
+        await trio.sleep(30)  # a few stabilisation rounds
+        async with overlay.client() as client:
+            status = await client.status()
+        assert len(status["peers"]) == 12  # every peer reached exactly once by the multicast
+        ok, report = partition_report(status)
+        assert ok, report
+        zones = {p["id"]: Zone.from_wire(p["zone"]) for p in status["peers"]}
+        for p in status["peers"]:
+            expected = {k for k, z in zones.items() if k != p["id"] and z.is_neighbour(zones[p["id"]])}
+            assert set(p["neighbours"]) == expected

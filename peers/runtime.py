@@ -52,7 +52,10 @@ def advertised_address(bound: str, advertise: str | None) -> str:
 
     host, _, port = bound.rpartition(":")
     if advertise:
-        return advertise if ":" in advertise else f"{advertise}:{port}"
+        host_part, sep, port_part = advertise.rpartition(":")
+        if not sep:
+            return f"{advertise}:{port}"
+        return f"{host_part}:{port}" if port_part == "0" else advertise
     if host in ("0.0.0.0", "::", ""):
         return f"{socket.gethostbyname(socket.gethostname())}:{port}"
     return bound

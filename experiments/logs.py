@@ -139,15 +139,19 @@ def validate(record: Mapping[str, Any]) -> Mapping[str, Any]:
         value = record.get(name)
         if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
             raise LogError(f"{name} must be seconds as a finite number, got {value!r}")
-    if kind == "peer" and not all(
-        isinstance(v, (int, float)) for v in record["counters"].values()
+    if kind == "peer" and not (
+        isinstance(record["counters"], Mapping)
+        and all(isinstance(v, (int, float)) for v in record["counters"].values())
     ):
-        raise LogError(f"peer counters must be numbers: {record['counters']}")
+        raise LogError(f"peer counters must be an object of numbers: {record['counters']}")
     return record
 
 
 class LogWriter:
-    """Appends validated records to one JSON-lines file (a context manager; not thread-safe)."""
+    """Appends validated records to one JSON-lines file (a context manager; not thread-safe).
+
+    It appends, so that a process can reopen its file; delete a run's directory to redo the run.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import trio
 
 from eventcloud.client import connect
+from eventcloud.hlc import unpack
 from experiments import logs
 from experiments.hosts import SshCluster, read_hosts
 from experiments.workloads import Workload, generate
@@ -76,7 +77,7 @@ async def run_point(scenario: str, point: Point, run: int, algorithm: str, out: 
     cluster = SshCluster(hosts[: point.peers], algorithm=algorithm) if hosts else \
         LocalCluster(point.peers, algorithm=algorithm)
     await trio.to_thread.run_sync(cluster.start)
-    received: list[tuple[str, str, float]] = []
+    received: list[tuple[str, str, float, float | None]] = []
     published: list[tuple[str, float]] = []
     try:
         async with connect(cluster.entry, source="experiment-subscriber") as subscriber:
@@ -91,7 +92,10 @@ async def run_point(scenario: str, point: Point, run: int, algorithm: str, out: 
 
             async def listen(sub) -> None:
                 async for note in sub:
-                    received.append((names[note.subscription], note.event, time.time()))
+                    # the publication's hybrid-clock time: its physical part is the entry
+                    # peer's wall clock (ms) when it stamped the publication
+                    received.append((names[note.subscription], note.event, time.time(),
+                                     unpack(note.published)[0] / 1000 if note.published else None))
                     if len(received) >= expected:
                         done.set()
 
@@ -124,7 +128,7 @@ async def run_point(scenario: str, point: Point, run: int, algorithm: str, out: 
         await trio.to_thread.run_sync(cluster.stop)
     with logs.open_log(out, key, f"{algorithm}-run") as log:
         log.write_all([logs.publication(key, g, t) for g, t in published])
-        log.write_all([logs.notification(key, s, g, t) for s, g, t in received])
+        log.write_all([logs.notification(key, s, g, t, p) for s, g, t, p in received])
         log.write_all([logs.peer(key, p["id"], {**p["counters"], "quads": p["quads"]}) for p in status["peers"]])
         log.write(logs.run(key, peers=point.peers, subscriptions=len(workload.subscriptions),
                            events=len(workload.events), started=started, finished=finished,

@@ -6,6 +6,7 @@ One SparkSession (local[2]) is shared by every Spark test of this module; it cos
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import math
 import queue
@@ -53,13 +54,17 @@ def test_log_writer_puts_runs_where_the_schema_says(tmp_path):
     assert logs.run_dir(tmp_path, "fig2b", 3000.0, 0).parent.name == "x=3000"
 
 
+KEY = {"scenario": "a", "x": 1, "run": 0, "algorithm": "osma"}
+
+
 @pytest.mark.parametrize(
     "record, reason",
     [
         ({"type": "ping"}, "record type"),
-        ({"type": "publication", "scenario": "a", "x": 1, "run": 0, "algorithm": "osma", "time": 1.0}, "lacks event"),
-        ({"type": "publication", "scenario": "a", "x": "many", "run": 0, "algorithm": "o", "event": "e", "time": 1}, "x must"),
-        ({"type": "publication", "scenario": "a", "x": 1, "run": 0, "algorithm": "o", "event": "e", "time": math.nan}, "finite"),
+        ({**KEY, "type": "publication", "time": 1.0}, "lacks event"),
+        ({**KEY, "type": "publication", "x": "many", "event": "e", "time": 1}, "x must"),
+        ({**KEY, "type": "publication", "event": "e", "time": math.nan}, "finite"),
+        ({**KEY, "type": "peer", "peer": "p", "counters": [1]}, "object of numbers"),
     ],
 )
 def test_records_off_schema_are_refused(record, reason):
@@ -122,16 +127,47 @@ def test_workload_partitions_hold_whole_events(spark, tmp_path):
     rows = [(str(q.g), str(q.s), str(q.p), str(q.o)) for e in workload.events for q in e.quads]
     parquet = tmp_path / "quads.parquet"
     spark.createDataFrame(rows, list(rp.COLUMNS)).repartition(3).write.parquet(str(parquet))
-    for source in (directory, parquet):
+
+    def partitions_of(source: Path) -> list[list]:
         partitions = rp.load_quads(spark, source, 3).glom().collect()
         assert len(partitions) == 3
         graphs = [{g for g, _ in part} for part in partitions]
         assert all(a.isdisjoint(b) for i, a in enumerate(graphs) for b in graphs[i + 1:])
-        events = [e for part in partitions for e in rp.partition_events(part)]
-        # The Parquet rows were shuffled on writing, so only each event's set of quads is kept.
-        assert {e.graph: set(e.quads) for e in events} == {e.graph: set(e.quads) for e in workload.events}
-    ordered = rp.load_quads(spark, directory, 1).glom().collect()[0]
-    assert rp.partition_events(ordered) == workload.events
+        return [rp.partition_events(part) for part in partitions]
+
+    # From N-Quads, each partition replays its events in file order, their quads in file order.
+    from_nquads = partitions_of(directory)
+    assert sorted(len(e) for part in from_nquads for e in part) == [5] * 40
+    for part in from_nquads:
+        assert part == [e for e in workload.events if e in part]
+    # The Parquet rows were shuffled on writing, so only each event's set of quads is kept.
+    from_parquet = [e for part in partitions_of(parquet) for e in part]
+    assert {e.graph: set(e.quads) for e in from_parquet} == {e.graph: set(e.quads) for e in workload.events}
+
+
+@pytest.mark.spark
+def test_replay_reports_bad_input_and_unreachable_peers(spark, tmp_path):
+    bad = tmp_path / "bad.nq"
+    bad.write_text("<http://s> <http://p> oops <http://g> .\n")
+    with pytest.raises(rp.ReplayError, match="a replay task failed on .*bad.nq"):
+        rp.replay(spark, bad, "127.0.0.1:1", partitions=2)
+    try:
+        importlib.import_module("eventcloud.client")
+    except ImportError as error:
+        pytest.skip(f"eventcloud.client (the SDK) cannot be imported yet: {error}")
+    directory = workloads.write(workloads.generate(events=6, subscriptions=1), tmp_path / "wl")
+    stats = rp.replay(spark, directory, "127.0.0.1:1", partitions=2)  # nothing listens on port 1
+    assert (stats.events, stats.errors) == (0, 6) and stats.messages
+
+
+def test_replay_cli_says_what_is_wrong(tmp_path, capsys):
+    directory = workloads.write(workloads.generate(events=1, subscriptions=1), tmp_path / "wl")
+    with pytest.raises(SystemExit):
+        rp.main([str(directory), "--peer", "localhost"])
+    assert "--peer must be HOST:PORT" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        rp.main([str(tmp_path / "missing"), "--peer", "127.0.0.1:7000"])
+    assert "does not exist" in capsys.readouterr().err
 
 
 # --- aggregation against numbers computed by hand ------------------------------------------
@@ -173,6 +209,9 @@ def write_hand_logs(root: Path) -> None:
     with logs.open_log(root, early, "csma") as w:
         w.write(logs.notification(early, "s0", "e1", 1.0))
         w.write(logs.notification(early, "s0", "e2", 1.001))
+    lonely = RunKey("fig2a", 4, 0, "csma")  # a single run: --discard 1 leaves nothing of it
+    with logs.open_log(root, lonely, "csma") as w:
+        w.write(logs.notification(lonely, "s0", "e1", 1.0))
     # Fig. 2(e): only run records; the end-to-end time is what matters.
     for algorithm, times in (("osma", (5.0, 2.0, 4.0)), ("csma", (9.0, 3.0, 5.0))):
         for r, seconds in enumerate(times):
@@ -189,6 +228,7 @@ def test_aggregate_matches_hand_computed_values(spark, tmp_path):
     write_hand_logs(tmp_path / "logs")
     out = agg.aggregate(spark, [tmp_path / "logs"], tmp_path / "out", discard=1)
     assert out.malformed == 1
+    assert out.dropped == ["fig2a/csma/x=4"]
     with open(out.summary_csv, newline="") as f:
         rows = {(r["scenario"], r["algorithm"], float(r["x"])): r for r in csv.DictReader(f)}
     assert set(rows) == {("fig2a", "osma", 2.0), ("fig2a", "csma", 2.0),
@@ -228,8 +268,9 @@ def test_aggregate_matches_hand_computed_values(spark, tmp_path):
 
     with open(out.runs_csv, newline="") as f:
         per_run = list(csv.DictReader(f))
-    assert len(per_run) == 3 + 2 + 6
-    assert {r["run"] for r in per_run if r["algorithm"] == "csma" and r["scenario"] == "fig2a"} == {"3", "7"}
+    assert len(per_run) == 3 + 2 + 1 + 6
+    csma_runs = {r["run"] for r in per_run if r["algorithm"] == "csma" and r["scenario"] == "fig2a" and r["x"] == "2"}
+    assert csma_runs == {"3", "7"}
 
     table = out.summary_md.read_text()
     assert table.startswith("| scenario | algorithm | x | runs | throughput (CE/s)")
@@ -245,10 +286,12 @@ def test_aggregate_without_discard_keeps_every_run(spark, tmp_path):
     write_hand_logs(tmp_path / "logs")
     records = agg.read_logs(spark, [tmp_path / "logs" / "fig2a"])
     rows = agg.summarize(agg.run_metrics(records), discard=0).collect()
-    by_algorithm = {r.algorithm: r for r in rows}
-    assert by_algorithm["osma"].runs == 3
-    assert by_algorithm["osma"].throughput == pytest.approx((100.0 + 1.5 + 4.0) / 3)
-    assert by_algorithm["csma"].throughput == pytest.approx((2 / 0.001 + 0.5) / 2)
+    points = {(r.algorithm, r.x): r for r in rows}
+    assert set(points) == {("osma", 2.0), ("csma", 2.0), ("csma", 4.0)}
+    assert points["osma", 2.0].runs == 3
+    assert points["osma", 2.0].throughput == pytest.approx((100.0 + 1.5 + 4.0) / 3)
+    assert points["csma", 2.0].throughput == pytest.approx((2 / 0.001 + 0.5) / 2)
+    assert points["csma", 4.0].throughput is None and points["csma", 4.0].notifications == 1
 
 
 def test_aggregate_cli_says_what_is_missing(tmp_path, capsys):

@@ -16,12 +16,15 @@ if TYPE_CHECKING:
 DEFAULT_MASTER = "local[*]"
 
 
-def session(app: str, master: str | None = None, *, shuffle_partitions: int = 4) -> "SparkSession":
+def session(
+    app: str, master: str | None = None, *, shuffle_partitions: int = 4, driver_memory: str = "512m"
+) -> "SparkSession":
     """A SparkSession for small jobs: no UI, few shuffle partitions, WARN logging, small driver.
 
     In local mode the Python workers are this interpreter (so they see the same packages) and
-    the driver binds to 127.0.0.1 (no host-name lookup, no warning about it). On a cluster the
-    executors' Python must have `eventcloud` installed (or pass it with --py-files).
+    the driver binds to 127.0.0.1 (no host-name lookup, no warning about it); note that in local
+    mode the tasks run inside the driver JVM, so `driver_memory` is also their heap. On a cluster
+    the executors' Python must have `eventcloud` installed (or pass it with --py-files).
     """
     from pyspark.sql import SparkSession
 
@@ -33,7 +36,7 @@ def session(app: str, master: str | None = None, *, shuffle_partitions: int = 4)
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))
-        .config("spark.driver.memory", "512m")
+        .config("spark.driver.memory", driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
     )
     if master.startswith("local"):

@@ -15,8 +15,8 @@ Per run (scenario, algorithm, x, run) it computes, with DataFrame operations onl
 
 Then it discards the first D runs (by run number) of each (scenario, algorithm, x) as warm-up
 (the paper lays aside the first of 6 runs: --discard 1) and averages the rest. Only these small
-tables reach the driver, to be written as runs.csv, summary.csv, summary.md and one PNG per
-scenario (see experiments/plots.py).
+tables reach the driver, to be written as runs.csv, summary.csv, summary.md, and per scenario
+a Fig. 2-style PNG plus a latency PNG when latencies are known (see experiments/plots.py).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ if __package__ in (None, ""):  # run as a script: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from experiments import plots  # noqa: E402
+from experiments.logs import format_x  # noqa: E402
 from experiments.spark import DEFAULT_MASTER, session  # noqa: E402
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class Outputs:
     plots: list[Path]
     summary: list[dict[str, Any]]
     malformed: int
+    dropped: list[str]
 
 
 def log_schema() -> Any:
@@ -217,7 +219,11 @@ def aggregate(
     summary_md = target / "summary.md"
     summary_md.write_text(markdown_table(summary_rows), encoding="utf-8")
     pngs = plots.plot_summary(summary_rows, target)
-    return Outputs(runs_csv, summary_csv, summary_md, pngs, summary_rows, malformed)
+    kept = {(r["scenario"], r["algorithm"], r["x"]) for r in summary_rows}
+    dropped = sorted(
+        f"{s}/{a}/x={format_x(x)}" for s, a, x in {(r["scenario"], r["algorithm"], r["x"]) for r in run_rows} - kept
+    )
+    return Outputs(runs_csv, summary_csv, summary_md, pngs, summary_rows, malformed, dropped)
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -276,6 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="directories (or files) of *.jsonl logs")
     parser.add_argument("--out", required=True, help="directory for summary.csv, summary.md, runs.csv and PNGs")
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (default %(default)s)")
+    parser.add_argument(
+        "--driver-memory", default="512m", help="driver heap, in local mode the tasks' too (default %(default)s)"
+    )
     parser.add_argument("--discard", type=int, default=0, help="warm-up runs to drop per point (paper: 1)")
     args = parser.parse_args(argv)
     if args.discard < 0:
@@ -284,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         parser.error(f"no such log directory: {', '.join(missing)} (give the --out of a scenario run)")
     started = time.monotonic()
-    spark = session("eventcloud-aggregate", args.master)
+    spark = session("eventcloud-aggregate", args.master, driver_memory=args.driver_memory)
     try:
         outputs = aggregate(spark, args.logdirs, args.out, discard=args.discard)
     except AggregateError as error:
@@ -294,6 +303,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.stop()
     if outputs.malformed:
         print(f"aggregate: skipped {outputs.malformed} malformed log lines", file=sys.stderr)
+    if outputs.dropped:
+        print(
+            f"aggregate: --discard {args.discard} left no run for {', '.join(outputs.dropped)}; "
+            "run more repetitions or lower --discard",
+            file=sys.stderr,
+        )
     print(markdown_table(outputs.summary), end="")
     print(
         f"wrote {outputs.summary_csv}, {outputs.summary_md}, {outputs.runs_csv} and "

@@ -18,6 +18,7 @@ workers' Python needs the eventcloud package (install it, or ship it with --py-f
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 import zlib
@@ -256,7 +257,14 @@ def replay(
     """
     parts = partitions or spark.sparkContext.defaultParallelism
     publisher = Publisher(peer, partition_rate(rate, parts), log is not None)
-    results = load_quads(spark, source, parts).mapPartitions(publisher).collect()
+    from pyspark.errors import PythonException
+
+    try:
+        results = load_quads(spark, source, parts).mapPartitions(publisher).collect()
+    except PythonException as error:  # a task raised: say what, without the JVM's stack
+        lines = [line for line in str(error).splitlines() if line.strip()]
+        cause = next((line for line in reversed(lines) if "Error" in line or "Exception" in line), lines[-1])
+        raise ReplayError(f"a replay task failed on {source}: {cause.strip()}") from None
     stats = total(s for s, _ in results)
     if log is not None:
         key = logs.RunKey(scenario, stats.events if x is None else x, run, algorithm)
@@ -265,6 +273,12 @@ def replay(
                 for graph, when in published:
                     writer.write(logs.publication(key, graph, when))
     return stats
+
+
+def _number(text: str) -> int | float:
+    """--x as written: 3000 stays an int, so log records and directory names agree."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,10 +290,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--peer", required=True, metavar="HOST:PORT", help="entry peer of the overlay")
     parser.add_argument("--rate", type=float, help="total events per second (default: as fast as possible)")
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (default %(default)s)")
+    parser.add_argument(
+        "--driver-memory", default="512m", help="driver heap, in local mode the tasks' too (default %(default)s)"
+    )
     parser.add_argument("--partitions", type=int, help="tasks, hence connections (default: Spark's parallelism)")
     parser.add_argument("--log", metavar="FILE", help="write publication records (experiments.logs) here")
     parser.add_argument("--scenario", default="replay", help="scenario name in the log records")
-    parser.add_argument("--x", type=float, help="x value in the log records (default: events published)")
+    parser.add_argument("--x", type=_number, help="x value in the log records (default: events published)")
     parser.add_argument("--run", type=int, default=0, help="run number in the log records")
     parser.add_argument("--algorithm", default="unknown", help="algorithm name in the log records")
     args = parser.parse_args(argv)
@@ -295,11 +312,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReplayError as error:
         parser.error(str(error))
     try:
-        import eventcloud.client  # noqa: F401
+        importlib.import_module("eventcloud.client")
     except ImportError as error:
         parser.error(f"the EventCloud SDK (eventcloud.client) is not importable here: {error}")
     started = time.monotonic()
-    spark = session("eventcloud-replay", args.master)
+    spark = session("eventcloud-replay", args.master, driver_memory=args.driver_memory)
     try:
         stats = replay(
             spark, args.workload, args.peer, rate=args.rate, partitions=args.partitions, log=args.log,

@@ -138,3 +138,11 @@ def test_cli_subscribe_jsonl_receives_matching_events(tmp_path, algorithm):
         assert note["subscription"] == first["subscription"] and note["kind"] == "bindings"
         got = {frozenset(s.items()) for s in note["solutions"]}
         assert got == expected[note["event"]]
+
+
+def test_the_documented_sdk_example_runs():
+    example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "pubsub_example.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "notified: attic is at 31.0" in done.stdout and "notified: office is at 26.5" in done.stdout
+    assert "kitchen" not in done.stdout

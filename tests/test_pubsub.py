@@ -83,7 +83,9 @@ def random_subscription(rng: random.Random) -> str:
     for _ in range(rng.randint(1, 3)):
         s = f"?{rng.choice(variables[:2])}" if rng.random() < 0.75 else rng.choice(SUBJECTS).n3()
         p = rng.choice(PREDICATES).n3() if rng.random() < 0.75 else f"?p{rng.randint(0, 1)}"
-        if rng.random() < 0.75:
+        if rng.random() < 0.1 and s.startswith("?"):
+            o = s  # a repeated variable in one pattern: ?a <p> ?a
+        elif rng.random() < 0.75:
             o_var = rng.choice(variables)
             o = f"?{o_var}"
             objects.append(o_var)
@@ -234,3 +236,31 @@ async def test_unsupported_subscriptions_are_refused_and_nothing_is_stored(autoj
                 assert construct.lower() in str(info.value).lower()
             status = await client.status()
             assert sum(p["subscriptions"] for p in status["peers"]) == 0
+
+
+async def test_subscriptions_survive_a_peer_restart(autojump_clock, tmp_path):
+    query = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p1> ?o }} }}"
+    async with open_overlay(1, "osma") as overlay:
+        first = overlay.peers[0]
+        # a second peer with an on-disk store
+        second = await overlay.add_peer(data_dir=tmp_path / "p1")
+        async with overlay.client(0, "sub") as client:
+            sub = await client.subscribe(query, kind="signal")
+            held = second.peer.counters["subscriptions"]
+            assert held == len(second.pubsub.subs)
+            second.stop()
+            await overlay.network.kill(second.address)
+            await trio.sleep(1)
+            again = await overlay.add_peer(data_dir=tmp_path / "p1")  # same data directory: restored
+            assert again.peer.id == second.peer.id
+            assert len(again.pubsub.subs) == held
+            await trio.sleep(1)
+            graph = event_graph("r", 1, 1)
+            events = [CompoundEvent(graph, (make_quad(graph, SUBJECTS[i], PREDICATES[1], SUBJECTS[0]),))
+                      for i in range(1)]
+            for event in events:
+                await client.publish(event)
+            got: list[Notification] = []
+            await collect(sub, 1, got, seconds=30)
+            assert [n.event for n in got] == [graph.value]
+            assert first.peer.id != again.peer.id

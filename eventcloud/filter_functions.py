@@ -1,36 +1,31 @@
-"""SPARQL built-in functions, casts and REGEX translation for compiled FILTERs.
+"""SPARQL built-in functions and casts for compiled FILTERs.
 
 Each function takes already-evaluated argument values (see filter_values) and returns a value
-or raises ExprError. Special forms that need lazy evaluation or term-level access (BOUND, IF,
-COALESCE, STR and sameTerm on variables, logical operators) live in filters.py.
-
-REGEX and REPLACE patterns use the syntax of the oracle engine (Rust's regex crate, a superset
-of XPath's for the common cases) translated to Python's `re`: `$` only matches at the very end
-unless the m flag is given, `\\p{..}` classes are expanded from the Unicode database, and
-constructs Rust refuses (look-around, back-references) are errors, as they are there.
+or raises ExprError; argument rules (string compatibility, what a cast accepts) follow the
+oracle engine. Special forms that need lazy evaluation or term-level access (BOUND, IF,
+COALESCE, STR and sameTerm on variables, logical operators, REGEX/REPLACE) live in filters.py;
+pattern translation lives in filter_regex.py.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import re
 import sys
-import unicodedata
 from typing import Callable
 
-from .filter_values import (
-    NUMERIC, XSD_BOOLEAN, XSD_DATE, XSD_DATETIME, XSD_DAYTIMEDURATION, XSD_DECIMAL, XSD_DOUBLE,
-    XSD_FLOAT, XSD_INTEGER, XSD_TIME, _I64_MAX, _I64_MIN, _SCALE, PARSERS, DateTimeV, DateV, Dec,
-    ExprError, F32, LangStr, Temporal, TimeV, Value, components, dec_to_double, f32, format_tz,
-    is_numeric, lexical, parse_boolean, parse_date, parse_datetime, parse_decimal, parse_double,
-    parse_float, parse_integer, parse_time, to_value,
+from .filter_temporal import (
+    SCALE as _SCALE, XSD_DATE, XSD_DATETIME, XSD_DAYTIMEDURATION, XSD_TIME, DateTimeV, DateV, Duration, Temporal,
+    TimeV, components, format_tz, parse_date, parse_datetime, parse_time,
 )
-from .model import IRI, RDF_LANGSTRING, XSD, XSD_STRING, Literal, ModelError
-
-RDF_PREFIX = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
-
+from .filter_values import (
+    XSD_BOOLEAN, XSD_DECIMAL, XSD_DOUBLE, XSD_FLOAT, XSD_INTEGER, _I64_MAX, _I64_MIN, Dec, ExprError, F32, LangStr,
+    Value, dec_to_double, f32, is_numeric, lexical, parse_boolean, parse_decimal, parse_double, parse_float,
+    parse_integer, to_value,
+)
+from .filter_regex import RegexError, translate_regex
+from .model import IRI, RDF_LANGSTRING, XSD_STRING, Literal, ModelError
 
 # --- argument helpers -------------------------------------------------------------------------
 
@@ -80,7 +75,7 @@ def fn_datatype(v: Value) -> Value:
         return IRI(v.datatype)  # type: ignore[attr-defined]
     if tv is LangStr:
         return IRI(RDF_LANGSTRING)
-    if isinstance(v, Temporal):
+    if isinstance(v, (Temporal, Duration)):
         return IRI(v.datatype)
     return IRI(_DATATYPES[tv])
 
@@ -376,13 +371,9 @@ def cast_integer(v: Value) -> Value:
         if result is None:
             raise ExprError("invalid integer")
         return result
-    if tv is Dec:
-        result = abs(v.v) // _SCALE * (1 if v.v >= 0 else -1)  # type: ignore[attr-defined]
-    elif tv is float or tv is F32:
-        x = v if tv is float else v.v  # type: ignore[attr-defined]
-        if math.isnan(x) or math.isinf(x):  # type: ignore[arg-type]
-            raise ExprError("cannot cast NaN or INF to xsd:integer")
-        result = int(x)  # type: ignore[arg-type]
+    if tv is Dec or tv is float or tv is F32:  # floats go through xsd:decimal, as in the oracle
+        scaled = (v if tv is Dec else cast_decimal(v)).v  # type: ignore[attr-defined]
+        result = abs(scaled) // _SCALE * (1 if scaled >= 0 else -1)
     else:
         raise ExprError("cannot cast to xsd:integer")
     if not _I64_MIN <= result <= _I64_MAX:
@@ -476,226 +467,6 @@ BUILTINS: dict[str, tuple[int, int, Callable[..., Value]]] = {
 }
 
 
-# --- regular expressions ------------------------------------------------------------------
-
-_FLAG_BITS = {"s": re.DOTALL, "m": re.MULTILINE, "i": re.IGNORECASE}
-_POSIX = {
-    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ",
-    "cntrl": "\\x00-\\x1f\\x7f", "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~",
-    "punct": "!-/:-@\\[-`{-~", "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_",
-    "xdigit": "0-9A-Fa-f",
-}
-_CATEGORY_NAMES = {
-    "letter": "L", "uppercase_letter": "Lu", "lowercase_letter": "Ll", "titlecase_letter": "Lt",
-    "modifier_letter": "Lm", "other_letter": "Lo", "mark": "M", "number": "N", "decimal_number": "Nd",
-    "letter_number": "Nl", "other_number": "No", "punctuation": "P", "symbol": "S", "separator": "Z",
-    "other": "C", "control": "Cc", "format": "Cf", "space_separator": "Zs",
-}
-
-
-class RegexError(ValueError):
-    """A pattern the oracle engine would reject (or that we cannot translate)."""
-
-
-@functools.lru_cache(maxsize=None)
-def _category_ranges(category: str) -> str:
-    """Character-class body for a Unicode general category (one- or two-letter name)."""
-    ranges: list[list[int]] = []
-    for code in range(sys.maxunicode + 1):
-        cat = unicodedata.category(chr(code))
-        if cat == category or cat[0] == category:
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1][1] = code
-            else:
-                ranges.append([code, code])
-    return "".join(f"\\U{lo:08x}" + (f"-\\U{hi:08x}" if hi > lo else "") for lo, hi in ranges)
-
-
-def _property(name: str) -> str:
-    key = name.replace(" ", "").replace("-", "_").lower()
-    category = _CATEGORY_NAMES.get(key, name if re.fullmatch(r"[A-Z][a-z]?", name) else None)
-    if category is None or category in ("Cn", "Cs", "Co") or category not in _KNOWN_CATEGORIES:
-        raise RegexError(f"unsupported Unicode property \\p{{{name}}}")
-    return _category_ranges(category)
-
-
-_KNOWN_CATEGORIES = frozenset(
-    "L Lu Ll Lt Lm Lo M Mn Mc Me N Nd Nl No P Pc Pd Ps Pe Pi Pf Po S Sm Sc Sk So Z Zs Zl Zp C Cc Cf".split()
-)
-
-
-def _escape(p: str, i: int, in_class: bool) -> tuple[str, int, bool]:
-    """Translate the escape at p[i] == '\\'; returns (text, next index, is a class body)."""
-    if i + 1 >= len(p):
-        raise RegexError("pattern ends with a backslash")
-    c = p[i + 1]
-    if c in "pP":
-        if p.startswith("{", i + 2):
-            end = p.find("}", i + 2)
-            if end < 0:
-                raise RegexError("unterminated \\p{")
-            name, nxt = p[i + 3:end], end + 1
-        else:
-            name, nxt = p[i + 2:i + 3], i + 3
-        negated = c == "P" or name.startswith("^")
-        body = _property(name.lstrip("^"))
-        if negated and in_class:
-            raise RegexError("negated Unicode classes inside [] are not supported")
-        return (body if in_class else ("[^" if negated else "[") + body + "]"), nxt, in_class
-    if c in "xuU":
-        match = re.compile(r"\{([0-9A-Fa-f]{1,8})\}|([0-9A-Fa-f]{%d})" % {"x": 2, "u": 4, "U": 8}[c]).match(p, i + 2)
-        if match is None:
-            raise RegexError(f"invalid \\{c} escape")
-        code = int(match.group(1) or match.group(2), 16)
-        if code > sys.maxunicode:
-            raise RegexError("invalid code point")
-        return f"\\U{code:08x}", match.end(), False
-    if c in "dDwWsS":
-        return "\\" + c, i + 2, False
-    if not in_class and c in "bBA":
-        return "\\" + c, i + 2, False
-    if not in_class and c == "z":
-        return "\\Z", i + 2, False
-    if c in "ntrfva":
-        return "\\" + c, i + 2, False
-    if c.isascii() and c.isalnum():
-        raise RegexError(f"unsupported escape \\{c}")
-    return "\\" + c, i + 2, False
-
-
-def _class(p: str, i: int, verbose: bool) -> tuple[str, int]:
-    """Translate the bracket class starting at p[i] == '['."""
-    out = ["["]
-    i += 1
-    if p.startswith("^", i):
-        out.append("^")
-        i += 1
-    first = True
-    while True:
-        if i >= len(p):
-            raise RegexError("unterminated character class")
-        c = p[i]
-        if c == "]" and not first:
-            return "".join(out) + "]", i + 1
-        first = False
-        if verbose and c.isspace():
-            i += 1
-            continue
-        if c == "\\":
-            text, i, _ = _escape(p, i, in_class=True)
-            out.append(text)
-            continue
-        if c == "[":
-            match = re.compile(r"\[:(\^?)([a-z]+):\]").match(p, i)
-            if match is None or match.group(2) not in _POSIX or match.group(1):
-                raise RegexError("nested character classes are not supported")
-            out.append(_POSIX[match.group(2)])
-            i = match.end()
-            continue
-        if p.startswith(("&&", "--", "~~"), i):
-            raise RegexError("character class set operations are not supported")
-        out.append("\\" + c if c in "&~|" else c)
-        i += 1
-
-
-_REPETITION = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
-
-
-def translate_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
-    """Compile a SPARQL REGEX pattern with its flags (s, m, i, x, q) into a Python pattern."""
-    bits = 0
-    for flag in flags:
-        if flag in _FLAG_BITS:
-            bits |= _FLAG_BITS[flag]
-        elif flag not in "xq":
-            raise RegexError(f"unknown regex flag {flag!r}")
-    if "q" in flags:
-        return re.compile(re.escape(pattern), bits)
-    verbose, multiline = "x" in flags, "m" in flags
-    out: list[str] = []
-    stack: list[list[str]] = [[]]  # per open group: inline flag groups to close at its end
-    p, i, quantified = pattern, 0, 0
-    while i < len(p):
-        c = p[i]
-        if verbose and c.isspace():
-            i += 1
-            continue
-        if verbose and c == "#":
-            end = p.find("\n", i)
-            i = len(p) if end < 0 else end + 1
-            continue
-        is_quantifier = False
-        if c == "\\":
-            text, i, _ = _escape(p, i, in_class=False)
-            out.append(text)
-        elif c == "[":
-            text, i = _class(p, i, verbose)
-            out.append(text)
-        elif c == "(":
-            named = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>").match(p, i)
-            inline = re.compile(r"\(\?([a-zA-Z]*(?:-[a-zA-Z]*)?)([:)])").match(p, i)
-            if named:
-                out.append(f"(?P<{named.group(1)}>")
-                stack.append([])
-                i = named.end()
-            elif p.startswith("(?", i) and inline is None:
-                raise RegexError("look-around, back-references and conditionals are not supported")
-            elif inline:
-                letters = inline.group(1)
-                if set(letters) - set("imsu-"):
-                    raise RegexError(f"unsupported inline flags {letters!r}")
-                letters = letters.replace("u", "")
-                if "m" in letters.split("-")[0]:
-                    multiline = True
-                if inline.group(2) == ":":
-                    out.append(f"(?{letters}:" if letters.strip("-") else "(?:")
-                    stack.append([])
-                elif letters.strip("-"):
-                    out.append(f"(?{letters}:")
-                    stack[-1].append(f"(?{letters}:")
-                i = inline.end()
-            else:
-                out.append("(")
-                stack.append([])
-                i += 1
-        elif c == ")":
-            if len(stack) == 1:
-                raise RegexError("unbalanced parenthesis")
-            out.append(")" * len(stack.pop()) + ")")
-            i += 1
-            is_quantifier = False
-        elif c == "|":
-            pending = stack[-1]
-            out.append(")" * len(pending) + "|" + "".join(pending))
-            i += 1
-        elif c == "$":
-            out.append("$" if multiline else "\\Z")
-            i += 1
-        elif c in "*+?" or (c == "{" and _REPETITION.match(p, i)):
-            if quantified == 1 and c == "?":
-                quantified = 2  # lazy marker
-                out.append("?")
-                i += 1
-                continue
-            if quantified:
-                raise RegexError("repeated quantifier")
-            end = p.index("}", i) + 1 if c == "{" else i + 1
-            out.append(p[i:end])
-            i = end
-            is_quantifier = True
-        else:
-            out.append("\\" + c if c in "{}" else c)
-            i += 1
-        quantified = 1 if is_quantifier else 0
-    if len(stack) != 1:
-        raise RegexError("unbalanced parenthesis")
-    out.append(")" * len(stack[0]))
-    try:
-        return re.compile("".join(out), bits)
-    except (re.error, OverflowError, RecursionError) as exc:
-        raise RegexError(str(exc)) from None
-
-
 def compile_regex(pattern: Value, flags: Value | None) -> re.Pattern[str]:
     """REGEX/REPLACE pattern and flags values -> compiled pattern (ExprError when invalid)."""
     if type(pattern) is not str or (flags is not None and type(flags) is not str):
@@ -704,31 +475,3 @@ def compile_regex(pattern: Value, flags: Value | None) -> re.Pattern[str]:
         return translate_regex(pattern, flags or "")  # type: ignore[arg-type]
     except RegexError as exc:
         raise ExprError(str(exc)) from None
-
-
-_GROUP_REF = re.compile(r"\$(?:\$|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
-
-
-def replace_all(regex: re.Pattern[str], text: str, replacement: str) -> str:
-    """Rust regex `replace_all`: `$n`/`${name}` references, `$$`, no empty match right after a match."""
-    out, last, previous_end = [], 0, -1
-    for match in regex.finditer(text):
-        start, end = match.span()
-        if start == end and start == previous_end:
-            continue
-        out.append(text[last:start])
-        out.append(_GROUP_REF.sub(lambda ref: _group(match, ref), replacement))
-        last = previous_end = end
-    out.append(text[last:])
-    return "".join(out)
-
-
-def _group(match: re.Match[str], ref: re.Match[str]) -> str:
-    name = ref.group(1) or ref.group(2)
-    if name is None:
-        return "$"
-    try:
-        value = match.group(int(name) if name.isdigit() else name)
-    except IndexError:
-        return ""
-    return value or ""

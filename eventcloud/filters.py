@@ -18,10 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
-from .filter_functions import (
-    BUILTINS, CASTS, RegexError, compile_regex, make_fn_iri, plain, replace_all, string_and_lang,
-    translate_regex,
-)
+from .filter_functions import BUILTINS, CASTS, compile_regex, make_fn_iri, plain, string_and_lang
+from .filter_regex import RegexError, replace_all, translate_regex
 from .filter_values import (
     ExprError, Value, arithmetic, canonical_term, compare, ebv, equals, negate, plus, to_term, to_value,
 )
@@ -77,7 +75,9 @@ class CompiledFilter:
 
 def compile_filter(expr: Any, resolve: Callable[[Any], Term] | None = None, base: str | None = None) -> CompiledFilter:
     """Compile an `Expr` tree, or an rdflib SPARQL parse-tree expression (resolving its terms with `resolve`)."""
-    if not (isinstance(expr, tuple) and expr and isinstance(expr[0], str)):
+    if isinstance(expr, tuple) and expr and isinstance(expr[0], str):
+        check(expr)
+    else:
         expr = from_parse_tree(expr, resolve or default_resolve)
     return CompiledFilter(expr, base)
 
@@ -215,7 +215,7 @@ def check(expr: Expr) -> None:
                 try:
                     translate_regex(static[0], static[1] or "")
                 except RegexError as exc:
-                    raise FilterError(f"invalid regular expression {static[0]!r}: {exc}", "regex") from None
+                    raise FilterError(f"invalid REGEX pattern {static[0]!r}: {exc}", "regex") from None
     for child in _children(expr):
         check(child)
 
@@ -297,24 +297,37 @@ def _compile(expr: Expr, base: str | None) -> Evaluator:
     raise FilterError(f"unknown expression node {kind!r}")
 
 
-_COMPARISONS = {
-    "=": None, "!=": None,
-    "<": lambda c: c < 0, ">": lambda c: c > 0, "<=": lambda c: c <= 0, ">=": lambda c: c >= 0,
-}
+_COMPARISONS = frozenset(("=", "!=", "<", ">", "<=", ">="))
+
+
+_SIMPLE = frozenset((int, str, IRI))  # types whose SPARQL = and < are Python's (no NaN, no promotion)
 
 
 def _comparison(op: str, left: Evaluator, right: Evaluator) -> Evaluator:
-    if op == "=":
-        return lambda b: equals(left(b), right(b))
-    if op == "!=":
-        return lambda b: not equals(left(b), right(b))
-    if op == "<":
-        return lambda b: compare(left(b), right(b)) < 0
-    if op == ">":
-        return lambda b: compare(left(b), right(b)) > 0
-    if op == "<=":
-        return lambda b: compare(left(b), right(b)) <= 0
-    return lambda b: compare(left(b), right(b)) >= 0
+    """Comparison operators, with a fast path when both sides are integers or simple strings."""
+    if op in ("=", "!="):
+        negated = op == "!="
+
+        def equal(b: Mapping[str, Term]) -> Value:
+            x, y = left(b), right(b)
+            if type(x) is type(y) and type(x) in _SIMPLE:
+                return (x == y) is not negated
+            return equals(x, y) is not negated
+        return equal
+    test = _ORDER_TESTS[op]
+
+    def order(b: Mapping[str, Term]) -> Value:
+        x, y = left(b), right(b)
+        tx = type(x)
+        if tx is type(y) and (tx is int or tx is str):
+            return test((x > y) - (x < y))  # type: ignore[operator]
+        return test(compare(x, y))
+    return order
+
+
+_ORDER_TESTS: dict[str, Callable[[int], bool]] = {
+    "<": lambda c: c < 0, ">": lambda c: c > 0, "<=": lambda c: c <= 0, ">=": lambda c: c >= 0,
+}
 
 
 def _logical(is_or: bool, children: list[Evaluator]) -> Evaluator:
@@ -450,6 +463,8 @@ def render(expr: Expr) -> str:
         return "?" + expr[1]
     if kind == "const":
         term = expr[1]
+        if isinstance(term, Literal) and _BARE.get(term.datatype, _NEVER).fullmatch(term.lexical):
+            return term.lexical  # 25, 2.5, true: SPARQL's short forms
         return term.n3() if isinstance(term, (IRI, Literal)) else str(term)
     if kind == "bound":
         return f"BOUND(?{expr[1]})"
@@ -477,6 +492,11 @@ def render(expr: Expr) -> str:
     if kind == "call":
         return f"{expr[1]}(" + ", ".join(render(e) for e in expr[2]) + ")"
     return repr(expr)
+
+
+_NEVER = re.compile(r"(?!)")
+_BARE = {XSD + "integer": re.compile(r"[0-9]+"), XSD + "decimal": re.compile(r"[0-9]+\.[0-9]+"),
+         XSD + "boolean": re.compile(r"true|false")}
 
 
 def _wrap(expr: Expr, level: int) -> str:

@@ -35,46 +35,38 @@ class EventIndex:
         self.event = event
         self.graph = event.graph
         self.quads = event.quads
-        self._by_predicate: dict[Term, list[Quad]] | None = None
+        self._by_predicate: dict[str, list[Quad]] | None = None
 
-    def with_predicate(self, predicate: Term) -> Iterable[Quad]:
-        if self._by_predicate is None:
-            groups: dict[Term, list[Quad]] = {}
+    def with_predicate(self, predicate: str) -> Iterable[Quad]:
+        """Quads whose predicate IRI is `predicate` (keyed by string: str hashes are cached)."""
+        groups = self._by_predicate
+        if groups is None:
+            groups = {}
             for quad in self.quads:
-                groups.setdefault(quad.p, []).append(quad)
+                key = quad.p.value
+                if key in groups:
+                    groups[key].append(quad)
+                else:
+                    groups[key] = [quad]
             self._by_predicate = groups
-        return self._by_predicate.get(predicate, ())
+        return groups.get(predicate, ())
 
 
 def _index(event: CompoundEvent | EventIndex) -> EventIndex:
     return event if isinstance(event, EventIndex) else EventIndex(event)
 
 
-def _candidates(sub: Subscription, index: EventIndex, plan: JoinPlan) -> list[list[tuple[Quad, tuple[tuple[str, Term], ...]]]] | None:
-    """Per plan step, the quads that fit the pattern's constants and repeated variables.
+def _candidates(index: EventIndex, plan: JoinPlan) -> list[list[Any]] | None:
+    """Per plan step, the (variable, term) pairs of every quad that fits the pattern alone.
 
-    Each candidate carries the (variable, term) pairs it binds, so the join only has to check
-    variables shared between patterns. None when some pattern has no candidate (fast reject).
+    The join then only checks variables shared between patterns. None when some pattern has
+    no candidate at all, which rejects most non-matching subscriptions without any join.
     """
     steps = []
-    for pattern_index in plan.order:
-        pattern = sub.patterns[pattern_index]
-        s, p, o = pattern.subject, pattern.predicate, pattern.object
-        pool = index.quads if isinstance(p, Var) else index.with_predicate(p)
-        chosen = []
-        for quad in pool:
-            pairs: dict[str, Term] = {}
-            for term, value in ((s, quad.s), (p, quad.p), (o, quad.o)):
-                if type(term) is Var:
-                    seen = pairs.get(term.name)
-                    if seen is None:
-                        pairs[term.name] = value
-                    elif seen != value:
-                        break
-                elif term != value:
-                    break
-            else:
-                chosen.append((quad, tuple(pairs.items())))
+    small = len(index.quads) <= 4
+    for fit, predicate in zip(plan.extractors, plan.predicates):
+        pool = index.quads if predicate is None or small else index.with_predicate(predicate)
+        chosen = [pairs for pairs in map(fit, pool) if pairs is not None]
         if not chosen:
             return None
         steps.append(chosen)
@@ -87,23 +79,14 @@ def _initial(sub: Subscription, graph: IRI) -> Bindings | None:
     return {} if sub.graph == graph else None
 
 
-def _search(sub: Subscription, event: CompoundEvent | EventIndex, plan: JoinPlan, first_only: bool) -> list[Bindings]:
-    index = _index(event)
-    bindings = _initial(sub, index.graph)
-    if bindings is None:
-        return []
-    for check in plan.before:
-        if not check(bindings):
-            return []
-    steps = _candidates(sub, index, plan)
-    if steps is None:
-        return []
-    found: list[Bindings] = []
-    checks = plan.checks
+def _join(steps: list[list[Any]], checks: tuple[tuple[Any, ...], ...], bindings: Bindings,
+          found: list[Bindings] | None) -> bool:
+    """Backtracking join; appends every solution to `found`, or stops at the first when it is None."""
     last = len(steps) - 1
 
     def extend(depth: int) -> bool:
-        for _, pairs in steps[depth]:
+        step_checks = checks[depth]
+        for pairs in steps[depth]:
             added = []
             for name, value in pairs:
                 current = bindings.get(name)
@@ -113,18 +96,40 @@ def _search(sub: Subscription, event: CompoundEvent | EventIndex, plan: JoinPlan
                 elif current is not value and current != value:
                     break
             else:
-                if all(check(bindings) for check in checks[depth]):
+                ok = True
+                for check in step_checks:
+                    if not check(bindings):
+                        ok = False
+                        break
+                if ok:
                     if depth == last:
-                        found.append(dict(bindings))
-                        if first_only:
+                        if found is None:
                             return True
+                        found.append(dict(bindings))
                     elif extend(depth + 1):
                         return True
             for name in added:
                 del bindings[name]
         return False
 
-    extend(0)
+    return extend(0)
+
+
+def _search(sub: Subscription, event: CompoundEvent | EventIndex, plan: JoinPlan, first_only: bool) -> list[Bindings]:
+    index = _index(event)
+    bindings = _initial(sub, index.graph)
+    if bindings is None:
+        return []
+    for check in plan.before:
+        if not check(bindings):
+            return []
+    steps = _candidates(index, plan)
+    if steps is None:
+        return []
+    if first_only:
+        return [bindings] if _join(steps, plan.checks, bindings, None) else []
+    found: list[Bindings] = []
+    _join(steps, plan.checks, bindings, found)
     return found
 
 
@@ -177,59 +182,26 @@ def notifier_index(sub: Subscription, event: CompoundEvent | EventIndex) -> int 
     owner of that quad) notifies. None when the subscription has no solution on the event.
     """
     index = _index(event)
-    plan = sub.indexed_plan  # patterns[0] is joined first, so candidates come in event order
-    if plan.order[0] != 0:
-        raise AssertionError("the indexed plan must start with the indexing pattern")
+    plan = sub.indexed_plan  # joins patterns[0] first
     bindings = _initial(sub, index.graph)
-    if bindings is None:
+    if bindings is None or not all(check(bindings) for check in plan.before):
         return None
-    rest = _rest_plan(plan)
+    steps = _candidates(index, plan)
+    if steps is None:
+        return None
+    fit, rest, checks = plan.extractors[0], steps[1:], plan.checks[1:]
     for position, quad in enumerate(index.quads):
-        start_bindings = match_pattern(sub, 0, quad, bindings)
-        if start_bindings is None:
+        pairs = fit(quad)
+        if pairs is None:
             continue
-        if _extends(sub, index, plan, rest, start_bindings):
+        trial = dict(bindings)
+        if any(trial.setdefault(name, value) != value for name, value in pairs):
+            continue
+        if not all(check(trial) for check in plan.checks[0]):
+            continue
+        if not rest or _join(rest, checks, trial, None):
             return position
     return None
-
-
-def _rest_plan(plan: JoinPlan) -> JoinPlan:
-    return JoinPlan(plan.order[1:], (), plan.checks[1:])
-
-
-def _extends(sub: Subscription, index: EventIndex, plan: JoinPlan, rest: JoinPlan, bindings: Bindings) -> bool:
-    if not all(check(bindings) for check in plan.before) or not all(check(bindings) for check in plan.checks[0]):
-        return False
-    if not rest.order:
-        return True
-    return _partial_search(sub, index, rest, bindings)
-
-
-def _partial_search(sub: Subscription, index: EventIndex, plan: JoinPlan, bindings: Bindings) -> bool:
-    """Is there an extension of `bindings` over the patterns of `plan` passing its checks?"""
-    steps = _candidates(sub, index, plan)
-    if steps is None:
-        return False
-    last = len(steps) - 1
-
-    def extend(depth: int) -> bool:
-        for _, pairs in steps[depth]:
-            added = []
-            for name, value in pairs:
-                current = bindings.get(name)
-                if current is None:
-                    bindings[name] = value
-                    added.append(name)
-                elif current != value:
-                    break
-            else:
-                if all(check(bindings) for check in plan.checks[depth]) and (depth == last or extend(depth + 1)):
-                    return True
-            for name in added:
-                del bindings[name]
-        return False
-
-    return extend(0)
 
 
 # --- CSMA: rewriting one pattern at a time ---------------------------------------------------
@@ -322,9 +294,8 @@ def advance(sub: Subscription, partial: PartialMatch, index: int, quad: Quad) ->
     if after is None:
         return None
     first_step = len(partial.remaining) == len(sub.patterns)
-    bound_before, bound_after = set(before), set(after)
-    for check in sub.filters:
-        needed = sub.bindable(check)
+    bound_before, bound_after = before.keys(), after.keys()
+    for check, needed in zip(sub.filters, sub.filter_needs):
         if needed <= bound_after and (first_step or not needed <= bound_before):
             if not check(after):
                 return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Union
+from typing import Any, Callable, Mapping, Union
 
 from .filter_values import canonical_term
 from .filters import CompiledFilter, FilterError, compile_filter, from_parse_tree
@@ -78,11 +78,55 @@ class JoinPlan:
 
     `order[k]` is a pattern index; `checks[k]` are the filters whose bindable variables are all
     bound once `order[0..k]` matched (filters on no bindable variable run in `before`).
+    `extractors[k]` fits a quad to pattern `order[k]`: the (variable, term) pairs it binds, or None.
+    `predicates[k]` is the pattern's constant predicate IRI string (to use an index), or None.
     """
 
     order: tuple[int, ...]
     before: tuple[CompiledFilter, ...]
     checks: tuple[tuple[CompiledFilter, ...], ...]
+    extractors: tuple[Callable[[Any], Any], ...] = ()
+    predicates: tuple[str | None, ...] = ()
+
+
+def extractor(pattern: TriplePattern) -> Callable[[Any], tuple[tuple[str, Term], ...] | None]:
+    """A function fitting a quad (g, s, p, o) to the pattern's constants and repeated variables."""
+    consts: list[tuple[int, Term]] = []
+    binds: list[tuple[str, int]] = []
+    same: list[tuple[int, int]] = []
+    first: dict[str, int] = {}
+    for position, term in ((1, pattern.subject), (2, pattern.predicate), (3, pattern.object)):
+        if isinstance(term, Var):
+            if term.name in first:
+                same.append((first[term.name], position))
+            else:
+                first[term.name] = position
+                binds.append((term.name, position))
+        else:
+            consts.append((position, term))
+    names = tuple(name for name, _ in binds)
+    positions = tuple(position for _, position in binds)
+    checks, equal = tuple(consts), tuple(same)
+
+    if len(binds) == 2 and not equal:
+        (n0, i0), (n1, i1) = binds
+
+        def fit2(q: Any) -> Any:
+            for i, t in checks:
+                if q[i] != t:
+                    return None
+            return ((n0, q[i0]), (n1, q[i1]))
+        return fit2
+
+    def fit(q: Any) -> Any:
+        for i, t in checks:
+            if q[i] != t:
+                return None
+        for i, j in equal:
+            if q[i] != q[j]:
+                return None
+        return tuple(zip(names, [q[i] for i in positions]))
+    return fit
 
 
 @dataclass(frozen=True)
@@ -96,18 +140,24 @@ class Subscription:
     #: join plans: the cheapest order, and one starting with the indexing pattern (for OSMA's rule)
     plan: JoinPlan = field(init=False, compare=False, repr=False)
     indexed_plan: JoinPlan = field(init=False, compare=False, repr=False)
+    #: per filter (same order as `filters`), the variables of it that patterns or the graph can bind
+    filter_needs: tuple[frozenset[str], ...] = field(init=False, compare=False, repr=False)
+    _variables: frozenset[str] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.patterns:
             raise SubscriptionError("a subscription needs at least one triple pattern", "empty GRAPH block")
+        names = {name for pattern in self.patterns for name in pattern.variables()}
+        if isinstance(self.graph, Var):
+            names.add(self.graph.name)
+        object.__setattr__(self, "_variables", frozenset(names))
+        object.__setattr__(self, "filter_needs", tuple(f.variables & self._variables for f in self.filters))
         object.__setattr__(self, "plan", _join_plan(self, None))
         object.__setattr__(self, "indexed_plan", _join_plan(self, 0))
 
     def variables(self) -> frozenset[str]:
-        names = {name for pattern in self.patterns for name in pattern.variables()}
-        if isinstance(self.graph, Var):
-            names.add(self.graph.name)
-        return frozenset(names)
+        """Every variable patterns or the graph can bind (blank-node variables included)."""
+        return self._variables
 
     def pattern_terms(self, index: int, bindings: Mapping[str, Term] = {}) -> tuple[Term | None, Term | None, Term | None, Term | None]:
         """(g, s, p, o) of pattern `index`, variables replaced by their binding, None where unbound."""
@@ -119,7 +169,7 @@ class Subscription:
 
     def bindable(self, compiled: CompiledFilter) -> frozenset[str]:
         """The variables of a filter that some pattern (or the graph) can bind."""
-        return compiled.variables & self.variables()
+        return compiled.variables & self._variables
 
 
 def _join_plan(sub: Subscription, first: int | None) -> JoinPlan:
@@ -145,7 +195,9 @@ def _join_plan(sub: Subscription, first: int | None) -> JoinPlan:
         now = tuple(f for f in pending if sub.bindable(f) <= seen)
         pending = [f for f in pending if f not in now]
         checks.append(now)
-    return JoinPlan(tuple(order), before, tuple(checks))
+    patterns = [sub.patterns[i] for i in order]
+    return JoinPlan(tuple(order), before, tuple(checks), tuple(extractor(p) for p in patterns),
+                    tuple(None if isinstance(p.predicate, Var) else p.predicate.value for p in patterns))  # type: ignore[union-attr]
 
 
 def _fixed(pattern: TriplePattern, bound: set[str]) -> int:
@@ -154,6 +206,7 @@ def _fixed(pattern: TriplePattern, bound: set[str]) -> int:
 
 # --- parsing -------------------------------------------------------------------------------------
 
+_PLURAL = frozenset({"property paths", "sub-queries", "aggregates", "SELECT expressions"})
 _QUERY_FORMS = {"AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
 _PATTERN_CONSTRUCTS = {
     "OptionalGraphPattern": ("OPTIONAL", r"OPTIONAL"),
@@ -174,15 +227,21 @@ def parse_subscription(text: str) -> Subscription:
         raise SubscriptionError("a subscription must be SPARQL text", "syntax error")
     try:
         tree = parseQuery(text)
+    except RecursionError:
+        raise SubscriptionError("the subscription is nested too deeply", "nesting") from None
     except ParseBaseException as exc:
-        raise SubscriptionError(f"syntax error: {exc.msg}", "syntax error", exc.lineno, exc.col) from None
+        near = f" near {exc.line.strip()[:60]!r}" if exc.line.strip() else ""
+        raise SubscriptionError(f"syntax error: {exc.msg}{near}", "syntax error", exc.lineno, exc.col) from None
     except Exception as exc:  # rdflib raises plain exceptions for some lexical errors
         raise SubscriptionError(f"syntax error: {exc}", "syntax error") from None
     try:
         prologue = translatePrologue(tree[0], None)
     except Exception as exc:
         raise SubscriptionError(f"invalid prologue: {exc}", "prologue") from None
-    return _Builder(text, prologue).build(tree[1])
+    try:
+        return _Builder(text, prologue).build(tree[1])
+    except RecursionError:
+        raise SubscriptionError("the subscription is nested too deeply", "nesting") from None
 
 
 class _Builder:
@@ -200,7 +259,8 @@ class _Builder:
         return SubscriptionError(message, construct, line, column)
 
     def unsupported(self, construct: str, keyword: str | None = None, occurrence: int = 1) -> SubscriptionError:
-        return self.refuse(f"{construct} is not supported in subscriptions", construct, keyword, occurrence)
+        verb = "are" if construct in _PLURAL else "is"
+        return self.refuse(f"{construct} {verb} not supported in subscriptions", construct, keyword, occurrence)
 
     def build(self, query: Any) -> Subscription:
         if query.name in _QUERY_FORMS:
@@ -243,7 +303,13 @@ class _Builder:
     def where(self, where: Any) -> tuple[Union[Var, IRI], list[TriplePattern], list[Any]]:
         filters: list[Any] = []
         graph_block = None
-        for part in self.parts(where, outside=True):
+        parts = self.parts(where)
+        if not any(part.name == "GraphGraphPattern" for part in parts):
+            raise self.refuse("no GRAPH block: a subscription needs exactly one GRAPH ?g { … } block", "no GRAPH block")
+        if any(part.name == "TriplesBlock" for part in parts):
+            raise self.refuse("triple patterns outside the GRAPH block are not supported: "
+                              "a subscription matches one event graph", "patterns outside the GRAPH block")
+        for part in parts:
             if part.name == "Filter":
                 filters.append(part["expr"])
             elif part.name == "GraphGraphPattern":
@@ -251,24 +317,23 @@ class _Builder:
                     raise self.refuse("a second GRAPH block is not supported: a subscription has exactly one",
                                       "second GRAPH block", r"GRAPH", 2)
                 graph_block = part
-        if graph_block is None:
-            raise self.refuse("a subscription needs exactly one GRAPH ?g { … } block", "no GRAPH block")
         graph = self.term(graph_block["term"])
         if isinstance(graph, Literal):
             raise self.refuse("the GRAPH term must be a variable or an IRI", "GRAPH literal", r"GRAPH")
         patterns: list[TriplePattern] = []
-        for part in self.parts(graph_block["graph"], outside=False):
+        for part in self.parts(graph_block["graph"]):
             if part.name == "Filter":
                 filters.append(part["expr"])
             elif part.name == "TriplesBlock":
                 patterns.extend(self.triples(part))
             elif part.name == "GraphGraphPattern":
-                raise self.refuse("nested GRAPH blocks are not supported", "second GRAPH block", r"GRAPH", 2)
+                raise self.refuse("nested GRAPH blocks are not supported in subscriptions", "nested GRAPH block", r"GRAPH", 2)
         if not patterns:
-            raise self.refuse("the GRAPH block holds no triple pattern", "empty GRAPH block", r"GRAPH")
+            raise self.refuse("empty GRAPH block: a subscription needs at least one triple pattern", "empty GRAPH block", r"GRAPH")
         return graph, patterns, filters  # type: ignore[return-value]
 
-    def parts(self, group: Any, outside: bool) -> list[Any]:
+    def parts(self, group: Any) -> list[Any]:
+        """The parts of a group pattern, refusing every kind of part subscriptions do not support."""
         if group.name == "SubSelect":
             raise self.unsupported("sub-queries", r"SELECT", 2)
         parts = list(_get(group, "part") or [])
@@ -285,9 +350,6 @@ class _Builder:
                     raise self.unsupported("sub-queries", r"SELECT", 2)
                 raise self.refuse("nested group patterns { … } are not supported in subscriptions",
                                   "nested group pattern")
-            if name == "TriplesBlock" and outside:
-                raise self.refuse("triple patterns outside the GRAPH block are not supported: "
-                                  "a subscription matches one event graph", "patterns outside the GRAPH block")
             if name not in ("Filter", "GraphGraphPattern", "TriplesBlock"):
                 raise self.unsupported(name)
         return parts

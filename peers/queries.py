@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 import pyoxigraph as ox
 import trio
 
+from eventcloud.filter_values import canonical_term
 from eventcloud.model import IRI, CompoundEvent, Literal, Quad
 from eventcloud.protocol import (
     ProtocolError,
@@ -41,6 +42,13 @@ log = logging.getLogger(__name__)
 #: wire form under OSMA (decoded only if some subscription needs it) or None, first time
 #: this peer sees the event); the pub/sub engine plugs in here.
 StoredHook = Callable[[IRI, list[Quad], int, int, "dict[str, Any] | None", bool], Awaitable[None]]
+
+
+def canonical_event(event: CompoundEvent) -> CompoundEvent:
+    """Literals of known datatypes in canonical form ("01"^^xsd:integer is stored as "1"),
+    so that what the matchers see is exactly what the stores hold and return."""
+    quads = tuple(Quad(q.g, canonical_term(q.s), q.p, canonical_term(q.o)) for q in event.quads)
+    return event if quads == event.quads else CompoundEvent(event.graph, quads)
 
 
 async def _ignore(*args: Any) -> None:
@@ -76,7 +84,7 @@ class Queries:
     # --- publishing -----------------------------------------------------------------------
 
     async def _on_publish(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
-        event = event_from_wire(body.get("ev"))
+        event = canonical_event(event_from_wire(body.get("ev")))
         published = self.peer.clock.now()
         self.peer.counters["events_published"] += 1
         # Shielded: a publisher that disconnects mid-request must not leave half an event

@@ -1,0 +1,690 @@
+"""The per-peer shared subscription index: which stored subscriptions does an event match?
+
+Structure (G-ToPSS's "subscription matrix", seed 000, with the constraint tables of seed 002):
+
+* A *pattern node* is one distinct triple pattern together with the subscription's graph term,
+  up to variable names: `GRAPH ?g { ?x ex:p ?y }` and `GRAPH ?h { ?a ex:p ?b }` are one node,
+  shared by every subscription that has it; `?x ex:p ?x` is another (a repeated variable is an
+  equality the node checks). Nodes are found through a two-level hash: first the *mask* (which
+  of the positions g, s, p, o hold constants), then the tuple of those constants. A quad probes
+  one dict per mask in use, so finding every pattern it matches costs one lookup per mask plus
+  one step per matching pattern (`?s ?p ?o` lives under the empty mask: the wildcard bucket).
+  Per event, each matched node keeps the quads that matched it: its binding table, computed
+  once and shared by every subscription using the node.
+
+* A *join group* is a subscription body up to variable names: the same patterns joined in the
+  same order. Its order starts with the *trigger*, the body's most selective pattern (most
+  constants, subject/object constants counting more than a predicate), then takes the pattern
+  with most positions fixed or bound. Subscriptions that differ only in FILTERs, projection or
+  variable names share one group and so one join per event.
+
+* Each group is registered under its trigger node. A quad matching a node makes the groups
+  triggered there candidates. Subscriptions with a simple constraint `?x op constant` on a
+  variable of the trigger are not in that list: they sit in the node's constraint tables
+  (eventcloud.constraints), sorted per operator, and become candidates only when one binary
+  search per bound value says their constraint holds — before any join. A subscription whose
+  trigger no quad matches is never looked at: the work per event grows with the candidates,
+  not with the number stored.
+
+* A candidate group goes on to the join only if every one of its patterns has a non-empty
+  binding table. The join enumerates solutions lazily (shared by the group's members, kept per
+  event). Members without FILTERs match with the first solution; members with a simple
+  constraint on a non-trigger variable are read off the group's own constraint tables, one
+  lookup per solution; the others evaluate their FILTERs on the solutions. Tables only prune:
+  a FILTER is skipped only when it *is* the one comparison a table decided exactly, so the
+  answer is exactly `matching.matches(sub, event)` for every stored subscription. Past
+  `SOLUTION_CAP` shared solutions a member falls back to its own join, with each FILTER run
+  as soon as its variables are bound (as matching.py does).
+
+* `first_pattern_candidates` serves CSMA's first step: each subscription is also registered
+  under the node of its patterns[0], with constraint tables for the FILTERs that pattern alone
+  binds, and the FILTERs evaluable after patterns[0] are then run.
+
+Pure code, no I/O. Results are in insertion order (re-adding a removed ident appends it).
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter, itemgetter
+from typing import Any, Callable, Iterator
+
+from .constraints import RANK, Constraint, ConstraintTable, probe, simple_constraints
+from .filter_values import to_value
+from .model import CompoundEvent, Quad
+from .subscription import Subscription, Var
+
+__all__ = ["SubscriptionIndex", "SOLUTION_CAP"]
+
+#: Solutions of a group's join kept per event; members not decided by then run their own join.
+SOLUTION_CAP = 64
+
+_POSITIONS = (0, 1, 2, 3)  # g, s, p, o as in model.Quad
+_seq = attrgetter("seq")
+
+
+class _Node:
+    """One distinct pattern (with its graph term), shared by every subscription that has it."""
+
+    __slots__ = ("key", "mask", "lookup", "eqs", "users", "trigger", "first")
+
+    def __init__(self, key: tuple, mask: tuple[int, ...], lookup: Any, eqs: tuple[tuple[int, int], ...]) -> None:
+        self.key = key          # per position: the constant term, or the variable's slot number
+        self.mask = mask        # positions holding constants
+        self.lookup = lookup    # the constants, as the mask's dict key
+        self.eqs = eqs          # (i, j): two positions of one repeated variable
+        self.users = 0          # (subscription, pattern) pairs using this node
+        self.trigger: _Trigger | None = None
+        self.first: _Bucket | None = None
+
+    def fits(self, quad: Quad) -> bool:
+        for i, j in self.eqs:
+            if quad[i] != quad[j]:
+                return False
+        return True
+
+
+class _Tables:
+    """Constraint tables keyed by (where the variable is, operator)."""
+
+    __slots__ = ("tables",)
+
+    def __init__(self) -> None:
+        self.tables: dict[tuple[int, str], ConstraintTable] = {}
+
+    def put(self, where: int, constraint: Constraint, item: Any) -> None:
+        table = self.tables.get((where, constraint.op))
+        if table is None:
+            table = self.tables[(where, constraint.op)] = ConstraintTable(constraint.op)
+        table.add(constraint, item)
+
+    def take(self, where: int, constraint: Constraint, item: Any) -> None:
+        table = self.tables.get((where, constraint.op))
+        if table is not None:
+            table.remove(constraint, item)
+            if not len(table):
+                del self.tables[(where, constraint.op)]
+
+
+def _lookup(term: Any, cache: dict[int, Any]) -> tuple[Any, Any]:
+    known = cache.get(id(term))
+    if known is None:
+        value = to_value(term)
+        known = cache[id(term)] = (value, probe(value))
+    return known
+
+
+class _Trigger(_Tables):
+    """Under a node: the groups it triggers, and the entries whose constraint on it is tabled."""
+
+    __slots__ = ("groups",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: dict[_Group, None] = {}
+
+    def empty(self) -> bool:
+        return not self.groups and not self.tables
+
+
+class _Bucket(_Tables):
+    """Under a node, for CSMA: entries whose patterns[0] it is (unconditional, or tabled)."""
+
+    __slots__ = ("plain",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain: dict[_Entry, None] = {}
+
+    def empty(self) -> bool:
+        return not self.plain and not self.tables
+
+
+class _Group(_Tables):
+    """Subscriptions with one join program: the same patterns in the same order, up to variable names.
+
+    `steps[k]` = (node, ((position, var id), …) to check, ((position, var id), …) to bind); var ids
+    count from 0 in binding order (the graph variable, when there is one, is 0 and bound first).
+    """
+
+    __slots__ = ("key", "steps", "graph_var", "trigger", "others", "plain", "filtered", "free", "size")
+
+    def __init__(self, key: tuple, steps: tuple, graph_var: bool) -> None:
+        super().__init__()
+        self.key = key
+        self.steps = steps
+        self.graph_var = graph_var
+        self.trigger: _Node = steps[0][0]
+        self.others = tuple(n for n in dict.fromkeys(step[0] for step in steps) if n is not self.trigger)
+        self.plain: dict[_Entry, None] = {}      # no FILTER: any solution will do
+        self.filtered: dict[_Entry, None] = {}   # FILTERs, none tabled
+        self.free = 0                            # members not tabled at the trigger
+        self.size = 0
+
+    def solutions(self, graph: Any, rows: dict[_Node, list[Quad]]) -> Iterator[tuple]:
+        values: list[Any] = [graph] if self.graph_var else []
+        return _enumerate(self.steps, 0, values, rows)
+
+
+class _Entry:
+    """A stored subscription, compiled against its group."""
+
+    __slots__ = ("ident", "seq", "sub", "nodes", "group", "names", "filters", "simple", "level", "reg",
+                 "first_reg", "first_binds", "first_checks", "schedule")
+
+    def __init__(self, ident: str, seq: int, sub: Subscription) -> None:
+        self.ident = ident
+        self.seq = seq
+        self.sub = sub
+        self.schedule: tuple | None = None
+
+    def accepts(self, solution: tuple) -> bool:
+        bindings = dict(zip(self.names, solution))
+        for check in self.filters:
+            if not check(bindings):
+                return False
+        return True
+
+
+class _Solutions:
+    """A group's solutions on one event, enumerated lazily and kept up to SOLUTION_CAP."""
+
+    __slots__ = ("found", "more", "done")
+
+    def __init__(self, more: Iterator[tuple]) -> None:
+        self.found: list[tuple] = []
+        self.more = more
+        self.done = False
+
+    def at(self, i: int) -> tuple | None:
+        found = self.found
+        while len(found) <= i:
+            if self.done:
+                return None
+            solution = next(self.more, None)
+            if solution is None:
+                self.done = True
+                return None
+            found.append(solution)
+        return found[i]
+
+    def any_for(self, entry: _Entry, graph: Any, rows: dict[_Node, list[Quad]]) -> bool:
+        for i in range(SOLUTION_CAP):
+            solution = self.at(i)
+            if solution is None:
+                return False
+            if entry.accepts(solution):
+                return True
+        if self.at(SOLUTION_CAP) is None:
+            return False
+        return _own_join(entry, graph, rows)  # many solutions: let the FILTERs prune early
+
+
+def _canonical(graph: Any, pattern: Any) -> tuple[tuple, dict[str, int], tuple[tuple[int, int], ...]]:
+    """(key, {variable: first position}, repeated-variable equalities) of a pattern with its graph."""
+    key: list[Any] = []
+    first: dict[str, int] = {}
+    slot_of: dict[str, int] = {}
+    eqs: list[tuple[int, int]] = []
+    for position, term in zip(_POSITIONS, (graph, pattern.subject, pattern.predicate, pattern.object)):
+        if type(term) is Var:
+            name = term.name
+            if name in first:
+                eqs.append((first[name], position))
+            else:
+                first[name] = position
+                slot_of[name] = len(slot_of)
+            key.append(slot_of[name])
+        else:
+            key.append(term)
+    return tuple(key), first, tuple(eqs)
+
+
+def _selectivity(key: tuple) -> int:
+    """How selective a pattern looks: constants in s/o count 2, in p or g 1."""
+    return sum((2 if position in (1, 3) else 1) for position, t in enumerate(key) if type(t) is not int)
+
+
+def _empty_key(quad: Quad) -> tuple:
+    return ()
+
+
+class SubscriptionIndex:
+    """Stored subscriptions of one peer, matched against whole events or single quads."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._nodes: dict[tuple, _Node] = {}
+        self._groups: dict[tuple, _Group] = {}
+        # mask -> (key function over a quad, {constants: [nodes]})
+        self._masks: dict[tuple[int, ...], tuple[Callable[[Quad], Any], dict[Any, list[_Node]]]] = {}
+        self._probes: tuple[tuple[Callable[[Quad], Any], dict[Any, list[_Node]]], ...] = ()
+        self._counter = 0
+        self._tabled = 0
+        self._pattern_count = 0
+
+    # --- storing ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, ident: object) -> bool:
+        return ident in self._entries
+
+    def get(self, ident: str) -> Subscription | None:
+        entry = self._entries.get(ident)
+        return None if entry is None else entry.sub
+
+    def add(self, ident: str, sub: Subscription) -> None:
+        """Store `sub` under `ident`; the same pair again is a no-op, another subscription replaces it."""
+        old = self._entries.get(ident)
+        if old is not None:
+            if old.sub is sub or old.sub == sub:
+                return
+            self.remove(ident)
+        self._counter += 1
+        entry = _Entry(ident, self._counter, sub)
+        self._compile(entry)
+        self._entries[ident] = entry
+
+    def remove(self, ident: str) -> bool:
+        """Forget `ident`; False if it was not stored."""
+        entry = self._entries.pop(ident, None)
+        if entry is None:
+            return False
+        group = entry.group
+        trigger = group.trigger
+        if entry.level == "trigger":
+            bucket = trigger.trigger
+            assert bucket is not None
+            bucket.take(entry.reg[0], entry.reg[1], entry)
+            self._tabled -= 1
+        else:
+            if entry.level == "group":
+                group.take(entry.reg[0], entry.reg[1], entry)
+                self._tabled -= 1
+            elif entry.filters:
+                del group.filtered[entry]
+            else:
+                del group.plain[entry]
+            group.free -= 1
+            if group.free == 0:
+                bucket = trigger.trigger
+                assert bucket is not None
+                del bucket.groups[group]
+        if trigger.trigger is not None and trigger.trigger.empty():
+            trigger.trigger = None
+        group.size -= 1
+        if group.size == 0:
+            del self._groups[group.key]
+        first = entry.nodes[0].first
+        assert first is not None
+        if entry.first_reg is None:
+            del first.plain[entry]
+        else:
+            first.take(entry.first_reg[0], entry.first_reg[1], entry)
+        if first.empty():
+            entry.nodes[0].first = None
+        for node in entry.nodes:
+            node.users -= 1
+            self._pattern_count -= 1
+            if node.users == 0:
+                self._drop(node)
+        return True
+
+    def _node(self, key: tuple, eqs: tuple[tuple[int, int], ...]) -> _Node:
+        node = self._nodes.get(key)
+        if node is not None:
+            return node
+        mask = tuple(position for position, t in enumerate(key) if type(t) is not int)
+        lookup = key[mask[0]] if len(mask) == 1 else tuple(key[i] for i in mask)
+        node = _Node(key, mask, lookup, eqs)
+        self._nodes[key] = node
+        probe_entry = self._masks.get(mask)
+        if probe_entry is None:
+            getter = _empty_key if not mask else itemgetter(*mask)
+            probe_entry = self._masks[mask] = (getter, {})
+            self._probes = tuple(self._masks.values())
+        probe_entry[1].setdefault(lookup, []).append(node)
+        return node
+
+    def _drop(self, node: _Node) -> None:
+        del self._nodes[node.key]
+        _, table = self._masks[node.mask]
+        siblings = table[node.lookup]
+        siblings.remove(node)
+        if not siblings:
+            del table[node.lookup]
+            if not table:
+                del self._masks[node.mask]
+                self._probes = tuple(self._masks.values())
+
+    def _compile(self, entry: _Entry) -> None:
+        sub = entry.sub
+        gname = sub.graph.name if type(sub.graph) is Var else None
+        canon = [_canonical(sub.graph, pattern) for pattern in sub.patterns]
+        nodes = []
+        for key, _, eqs in canon:
+            node = self._node(key, eqs)
+            node.users += 1
+            self._pattern_count += 1
+            nodes.append(node)
+        entry.nodes = tuple(nodes)
+
+        # the join program: trigger first, then the pattern with most positions fixed or bound
+        trigger = max(range(len(nodes)), key=lambda i: (_selectivity(canon[i][0]), -i))
+        names: list[str] = [gname] if gname else []
+        vid = {name: i for i, name in enumerate(names)}
+        order, remaining = [trigger], [i for i in range(len(nodes)) if i != trigger]
+        while True:
+            for name in sorted(canon[order[-1]][1], key=canon[order[-1]][1].__getitem__):
+                if name not in vid:
+                    vid[name] = len(names)
+                    names.append(name)
+            if not remaining:
+                break
+
+            def fixed(i: int) -> tuple[int, int]:
+                key, first, _ = canon[i]
+                constants = sum(1 for t in key[1:] if type(t) is not int)
+                return (constants + sum(1 for n, p in first.items() if n in vid and p != 0), -i)
+            choice = max(remaining, key=fixed)
+            remaining.remove(choice)
+            order.append(choice)
+        steps, bound = [], {gname} if gname else set()
+        for index in order:
+            check, bind = [], []
+            for name, position in sorted(canon[index][1].items(), key=lambda item: item[1]):
+                if position == 0 and gname is not None:
+                    continue  # the graph variable: bound to the event graph before the join
+                (check if name in bound else bind).append((position, vid[name]))
+            bound |= set(canon[index][1])
+            steps.append((nodes[index], tuple(check), tuple(bind)))
+        group_key = (gname is not None, tuple(steps))
+        group = self._groups.get(group_key)
+        if group is None:
+            group = self._groups[group_key] = _Group(group_key, tuple(steps), gname is not None)
+        entry.group = group
+        entry.names = tuple(names)
+        entry.filters = sub.filters
+
+        # simple constraints: tabled at the trigger (before the join), else at the group (per solution)
+        variables = sub.variables()
+        tabled: list[tuple[Constraint, frozenset[str], bool]] = []
+        for compiled in sub.filters:
+            needed = compiled.variables & variables
+            conjuncts = simple_constraints(compiled)
+            whole = len(conjuncts) == 1 and compiled.expr[0] != "and"
+            for constraint in conjuncts:
+                if constraint.var in variables and constraint.indexable:
+                    tabled.append((constraint, needed, whole))
+        trigger_names = canon[trigger][1]
+        at_trigger = [t for t in tabled if t[0].var in trigger_names]
+        chosen = min(at_trigger or tabled, key=lambda t: RANK[t[0].op], default=None)
+        entry.simple = chosen is not None and chosen[2] and len(sub.filters) == 1
+        if chosen is not None and at_trigger:
+            entry.level, entry.reg = "trigger", (trigger_names[chosen[0].var], chosen[0])
+            if group.trigger.trigger is None:
+                group.trigger.trigger = _Trigger()
+            group.trigger.trigger.put(entry.reg[0], chosen[0], entry)
+            self._tabled += 1
+        else:
+            if chosen is not None:
+                entry.level, entry.reg = "group", (vid[chosen[0].var], chosen[0])
+                group.put(entry.reg[0], chosen[0], entry)
+                self._tabled += 1
+            else:
+                entry.level, entry.reg = None, None
+                (group.filtered if entry.filters else group.plain)[entry] = None
+            group.free += 1
+            if group.free == 1:
+                if group.trigger.trigger is None:
+                    group.trigger.trigger = _Trigger()
+                group.trigger.trigger.groups[group] = None
+        group.size += 1
+
+        # CSMA's first step: the filters evaluable once patterns[0] matched
+        first_names = canon[0][1]
+        local = set(first_names) | ({gname} if gname else set())
+        entry.first_binds = tuple((position, name) for name, position in first_names.items())
+        entry.first_checks = tuple(f for f in sub.filters if (f.variables & variables) <= local)
+        options = [t for t in tabled if t[0].var in first_names and t[1] <= local]
+        first_choice = min(options, key=lambda t: RANK[t[0].op], default=None)
+        if nodes[0].first is None:
+            nodes[0].first = _Bucket()
+        if first_choice is None:
+            entry.first_reg = None
+            nodes[0].first.plain[entry] = None
+        else:
+            entry.first_reg = (first_names[first_choice[0].var], first_choice[0])
+            nodes[0].first.put(entry.first_reg[0], first_choice[0], entry)
+
+    # --- matching ------------------------------------------------------------------------------
+
+    def _tables(self, quads: tuple[Quad, ...]) -> dict[_Node, list[Quad]]:
+        """Per matched node, the quads matching it (the event's binding tables)."""
+        rows: dict[_Node, list[Quad]] = {}
+        probes = self._probes
+        for quad in quads:
+            for getter, table in probes:
+                nodes = table.get(getter(quad))
+                if nodes is None:
+                    continue
+                for node in nodes:
+                    if node.eqs and not node.fits(quad):
+                        continue
+                    found = rows.get(node)
+                    if found is None:
+                        rows[node] = [quad]
+                    else:
+                        found.append(quad)
+        return rows
+
+    def match_event(self, event: CompoundEvent) -> list[str]:
+        """Ids of every stored subscription matching the event (exactly `matching.matches`), in insertion order."""
+        rows = self._tables(event.quads)
+        if not rows:
+            return []
+        graph = event.graph
+        groups: dict[_Group, None] = {}
+        tabled: list[tuple[list[_Entry], bool]] = []  # (entries, constraint decided exactly)
+        cache: dict[int, Any] = {}
+        for node, quads in rows.items():
+            bucket = node.trigger
+            if bucket is None:
+                continue
+            if bucket.groups:
+                groups.update(bucket.groups)
+            for (position, _), table in bucket.tables.items():
+                for quad in quads:
+                    exact, maybe = table.split(*_lookup(quad[position], cache))
+                    if exact:
+                        tabled.append((exact, True))
+                    if maybe:
+                        tabled.append((maybe, False))
+
+        matched: dict[_Entry, None] = {}
+        states: dict[_Group, _Solutions | None] = {}
+
+        def solutions_of(group: _Group) -> _Solutions | None:
+            if group in states:
+                return states[group]
+            state = None
+            for node in group.others:
+                if node not in rows:
+                    break
+            else:
+                state = _Solutions(group.solutions(graph, rows))
+                if state.at(0) is None:
+                    state = None
+            states[group] = state
+            return state
+
+        for group in groups:
+            state = solutions_of(group)
+            if state is None:
+                continue
+            if group.plain:
+                matched.update(group.plain)
+            for entry in group.filtered:
+                if state.any_for(entry, graph, rows):
+                    matched[entry] = None
+            if group.tables:
+                self._group_tables(group, state, graph, rows, matched, cache)
+
+        for entries, decided in tabled:
+            for entry in entries:
+                if entry in matched:
+                    continue
+                state = solutions_of(entry.group)
+                if state is None:
+                    continue
+                # one pattern: every quad matching it is a solution, and the table decided the FILTER
+                if decided and entry.simple and len(entry.group.steps) == 1:
+                    matched[entry] = None
+                elif state.any_for(entry, graph, rows):
+                    matched[entry] = None
+
+        result = list(matched)
+        if len(result) > 1:
+            result.sort(key=_seq)
+        return [entry.ident for entry in result]
+
+    @staticmethod
+    def _group_tables(group: _Group, state: _Solutions, graph: Any, rows: dict[_Node, list[Quad]],
+                      matched: dict[_Entry, None], cache: dict[int, Any]) -> None:
+        """Members tabled at the group: one lookup per solution and constrained variable."""
+        undecided: dict[_Entry, None] = {}
+        for i in range(SOLUTION_CAP):
+            solution = state.at(i)
+            if solution is None:
+                break
+            for (var, _), table in group.tables.items():
+                exact, maybe = table.split(*_lookup(solution[var], cache))
+                for entry in exact:
+                    if entry in matched:
+                        continue
+                    if entry.simple or entry.accepts(solution):
+                        matched[entry] = None
+                        undecided.pop(entry, None)
+                    else:
+                        undecided[entry] = None
+                for entry in maybe:
+                    if entry not in matched and entry.accepts(solution):
+                        matched[entry] = None
+        else:
+            if state.at(SOLUTION_CAP) is not None:  # more solutions than kept: no pruning past them
+                for tab in group.tables.values():
+                    for items in tab.lists.values():
+                        for entry in items.items:
+                            undecided[entry] = None
+        for entry in undecided:
+            if entry not in matched and state.any_for(entry, graph, rows):
+                matched[entry] = None
+
+    def first_pattern_candidates(self, quad: Quad) -> list[str]:
+        """Ids of subscriptions whose patterns[0] (with the graph term) unifies with `quad` and whose
+        FILTERs over the variables that pattern binds hold — CSMA's first step — in insertion order."""
+        candidates: dict[_Entry, None] = {}
+        cache: dict[int, Any] = {}
+        for getter, table in self._probes:
+            nodes = table.get(getter(quad))
+            if nodes is None:
+                continue
+            for node in nodes:
+                bucket = node.first
+                if bucket is None or (node.eqs and not node.fits(quad)):
+                    continue
+                if bucket.plain:
+                    candidates.update(bucket.plain)
+                for (position, _), table_ in bucket.tables.items():
+                    for entry in table_.select(*_lookup(quad[position], cache)):
+                        candidates[entry] = None
+        matched = []
+        for entry in candidates:
+            if entry.first_checks:
+                bindings = {name: quad[position] for position, name in entry.first_binds}
+                if not all(check(bindings) for check in entry.first_checks):
+                    continue
+            matched.append(entry)
+        if len(matched) > 1:
+            matched.sort(key=_seq)
+        return [entry.ident for entry in matched]
+
+    def stats(self) -> dict[str, int]:
+        """Counts: subscriptions, stored patterns, distinct patterns, join groups, masks, tabled constraints."""
+        return {
+            "subscriptions": len(self._entries),
+            "patterns": self._pattern_count,
+            "distinct_patterns": len(self._nodes),
+            "join_groups": len(self._groups),
+            "masks": len(self._masks),
+            "constraint_entries": self._tabled,
+        }
+
+
+def _enumerate(steps: tuple, depth: int, values: list[Any], rows: dict[_Node, list[Quad]]) -> Iterator[tuple]:
+    """Solutions of a join program, as tuples indexed by var id (values holds the bound prefix)."""
+    node, check, bind = steps[depth]
+    last = depth + 1 == len(steps)
+    width = len(values)
+    for quad in rows[node]:
+        for position, var in check:
+            value = quad[position]
+            bound = values[var]
+            if value is not bound and value != bound:
+                break
+        else:
+            del values[width:]
+            for position, var in bind:
+                values.append(quad[position])
+            if last:
+                yield tuple(values)
+            else:
+                yield from _enumerate(steps, depth + 1, values, rows)
+
+
+def _own_join(entry: _Entry, graph: Any, rows: dict[_Node, list[Quad]]) -> bool:
+    """A member's own existence join, each FILTER run as soon as its variables are bound."""
+    group, names = entry.group, entry.names
+    if entry.schedule is None:
+        variables = entry.sub.variables()
+        pending = list(entry.filters)
+        schedule = []
+        bound = 1 if group.graph_var else 0
+        for step in ((None, (), ()),) + group.steps:
+            bound += len(step[2])
+            seen = set(names[:bound])
+            now = tuple(f for f in pending if (f.variables & variables) <= seen)
+            pending = [f for f in pending if f not in now]
+            schedule.append((bound, now))
+        entry.schedule = tuple(schedule)
+    values: list[Any] = [graph] if group.graph_var else []
+    width, before = entry.schedule[0]
+    if before and not all(check(dict(zip(names, values))) for check in before):
+        return False
+    return _join_checked(group.steps, entry.schedule, names, 0, values, rows)
+
+
+def _join_checked(steps: tuple, schedule: tuple, names: tuple, depth: int, values: list[Any],
+                  rows: dict[_Node, list[Quad]]) -> bool:
+    node, check, bind = steps[depth]
+    _, checks = schedule[depth + 1]
+    last = depth + 1 == len(steps)
+    width = len(values)
+    for quad in rows[node]:
+        for position, var in check:
+            value = quad[position]
+            bound = values[var]
+            if value is not bound and value != bound:
+                break
+        else:
+            del values[width:]
+            for position, var in bind:
+                values.append(quad[position])
+            if checks:
+                bindings = dict(zip(names, values))
+                if not all(f(bindings) for f in checks):
+                    continue
+            if last or _join_checked(steps, schedule, names, depth + 1, values, rows):
+                return True
+    return False

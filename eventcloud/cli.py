@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
     p.add_argument("--format", help="input format (default: from the extension): nquads, trig, turtle, ntriples, n3, rdfxml")
     p.add_argument("--source", default="cli", help="source id used to name events without a graph [cli]")
-    p.add_argument("--concurrency", type=int, default=16, help="events in flight at once [16]")
+    p.add_argument("--concurrency", type=int, default=4, help="requests in flight at once [4]")
+    p.add_argument("--batch", type=int, default=50, help="events per request (each stays atomic) [50]")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE")
 
     p = sub.add_parser("query", help="run a one-time SPARQL query over everything stored",

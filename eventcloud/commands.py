@@ -41,24 +41,25 @@ async def publish(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     show = sys.stderr.isatty() or len(events) >= 100
     done = 0
+    batches = [events[i:i + args.batch] for i in range(0, len(events), max(1, args.batch))]
     async with connect(args.peer, source=args.source) as client:
         send, receive = trio.open_memory_channel[Any](0)
 
         async def worker(receive: trio.MemoryReceiveChannel) -> None:
             nonlocal done
             async with receive:
-                async for event in receive:
-                    await client.publish(event)
-                    done += 1
-                    if show and (done % 50 == 0 or done == len(events)):
+                async for batch in receive:
+                    await client.publish_batch(batch)
+                    done += len(batch)
+                    if show:
                         _progress(done, len(events), started)
 
         async with trio.open_nursery() as nursery:
             for _ in range(max(1, args.concurrency)):
                 nursery.start_soon(worker, receive.clone())
             async with send:
-                for event in events:
-                    await send.send(event)
+                for batch in batches:
+                    await send.send(batch)
             receive.close()
     seconds = time.perf_counter() - started
     print(f"published {len(events)} events ({total_quads} quads) in {seconds:.2f} s "

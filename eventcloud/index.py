@@ -413,7 +413,7 @@ class SubscriptionIndex:
         for compiled in sub.filters:
             needed = compiled.variables & variables
             conjuncts = simple_constraints(compiled)
-            whole = len(conjuncts) == 1 and compiled.expr[0] != "and"
+            whole = len(conjuncts) == 1 and getattr(compiled, "expr", ("and",))[0] != "and"
             for constraint in conjuncts:
                 if constraint.var in variables and constraint.indexable:
                     tabled.append((constraint, needed, whole))

@@ -18,6 +18,7 @@ import pyoxigraph as ox
 import trio
 
 from eventcloud.filter_values import canonical_term
+from eventcloud.geometry import next_hop
 from eventcloud.model import IRI, CompoundEvent, Literal, Quad
 from eventcloud.protocol import (
     ProtocolError,
@@ -84,66 +85,90 @@ class Queries:
     # --- publishing -----------------------------------------------------------------------
 
     async def _on_publish(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
-        event = canonical_event(event_from_wire(body.get("ev")))
-        published = self.peer.clock.now()
-        self.peer.counters["events_published"] += 1
+        """`ev`: one event, or `evs`: a batch (each event still atomic and idempotent on its
+        own; a batch only shares messages between peers)."""
+        if "evs" in body:
+            wires = field_of(body, "evs", list)
+        else:
+            wires = [body.get("ev")]
+        events = [canonical_event(event_from_wire(w)) for w in wires]
+        if not events:
+            raise ProtocolError("empty batch: give at least one event", code="bad-request")
+        stamped = [(event, self.peer.clock.now()) for event in events]
+        self.peer.counters["events_published"] += len(events)
         # Shielded: a publisher that disconnects mid-request must not leave half an event
         # stored. The delivery finishes (bounded by the retry window), or fails as a whole
         # and the publisher retries with the same graph IRI, which is idempotent.
         with trio.CancelScope(shield=True):
             with trio.fail_after(self.peer.retry_window * 4):
-                await self.deliver(event, published)
-        return {"g": event.graph.value, "t": published, "n": len(event)}
+                await self.deliver(stamped)
+        receipts = [{"g": e.graph.value, "t": t, "n": len(e)} for e, t in stamped]
+        return receipts[0] if "evs" not in body else {"receipts": receipts}
 
-    async def deliver(self, event: CompoundEvent, published: int) -> None:
-        """Store every quad of `event` on its owner; returns when all are stored."""
-        body = {"g": event.graph.value, "n": len(event), "t": published,
-                "q": [[term_to_wire(q.s), q.p.value, term_to_wire(q.o)] for q in event.quads]}
-        if self.peer.state.algorithm == "osma":
-            body["ce"] = event_to_wire(event)
-        await self._deliver(body)
+    async def deliver(self, stamped: list[tuple[CompoundEvent, int]]) -> None:
+        """Store every quad of the events on its owner; returns when all are stored."""
+        osma = self.peer.state.algorithm == "osma"
+        bodies = []
+        for event, published in stamped:
+            body = {"g": event.graph.value, "n": len(event), "t": published,
+                    "q": [[term_to_wire(q.s), q.p.value, term_to_wire(q.o)] for q in event.quads]}
+            if osma:
+                body["ce"] = event_to_wire(event)
+            bodies.append(body)
+        await self._deliver(bodies)
 
     async def _on_deliver(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
-        await self._deliver(body)
+        await self._deliver(field_of(body, "e", list))
         return {}
 
-    async def _deliver(self, body: dict[str, Any]) -> None:
+    async def _deliver(self, bodies: list[dict[str, Any]]) -> None:
+        """Keep the quads this peer owns; forward the others, all events together, one
+        message per next hop."""
         peer = self.peer
-        graph = term_from_wire(field_of(body, "g", str), True)
-        triples = field_of(body, "q", list)
-        mine: list[Quad] = []
-        groups: dict[str, list[Any]] = {}
-        from eventcloud.geometry import next_hop
+        zones = peer.neighbour_zones()
+        mine: list[tuple[IRI, list[Quad], dict[str, Any]]] = []
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for body in bodies:
+            if not isinstance(body, dict):
+                raise ProtocolError("invalid event in delivery", code="bad-request")
+            graph = term_from_wire(field_of(body, "g", str), True)
+            own: list[Quad] = []
+            by_hop: dict[str, list[Any]] = {}
+            for item in field_of(body, "q", list):
+                if not isinstance(item, list) or len(item) != 3:
+                    raise ProtocolError("invalid triple in delivery", code="bad-request")
+                quad = Quad(graph, term_from_wire(item[0], True), term_from_wire(item[1], True),
+                            term_from_wire(item[2], True))
+                hop = next_hop(peer.zone, zones, peer.space.point(quad))
+                if hop is None:
+                    own.append(quad)
+                else:
+                    by_hop.setdefault(hop, []).append(item)
+            if own:
+                mine.append((graph, own, body))
+            for hop, items in by_hop.items():
+                groups.setdefault(hop, []).append({**body, "q": items})
 
-        for item in triples:
-            if not isinstance(item, list) or len(item) != 3:
-                raise ProtocolError("invalid triple in delivery", code="bad-request")
-            quad = Quad(graph, term_from_wire(item[0], True), term_from_wire(item[1], True), term_from_wire(item[2], True))
-            hop = next_hop(peer.zone, peer.neighbour_zones(), peer.space.point(quad))
-            if hop is None:
-                mine.append(quad)
-            else:
-                groups.setdefault(hop, []).append(item)
-
-        async def forward(hop: str, items: list[Any]) -> None:
+        async def forward(hop: str, part: list[dict[str, Any]]) -> None:
             neighbour = peer.state.neighbours.get(hop)
-            sub = {**body, "q": items}
             try:
                 if neighbour is None:
                     raise Unreachable("neighbour vanished")
-                await peer.call(neighbour.address, "deliver", sub)
+                await peer.call(neighbour.address, "deliver", {"e": part})
             except (Unreachable, ConnectionLost) as exc:
                 log.info("peer %s: delivery via %s failed (%s); routing quads one by one", peer.id, hop, exc)
-                for item in items:
-                    quad = Quad(graph, term_from_wire(item[0], True), term_from_wire(item[1], True),
-                                term_from_wire(item[2], True))
-                    await peer.route(peer.space.point(quad), "deliver_local", {**body, "q": [item]})
+                for body in part:
+                    graph = term_from_wire(body["g"], True)
+                    for item in body["q"]:
+                        quad = Quad(graph, term_from_wire(item[0], True), term_from_wire(item[1], True),
+                                    term_from_wire(item[2], True))
+                        await peer.route(peer.space.point(quad), "deliver_local", {**body, "q": [item]})
 
         async with trio.open_nursery() as nursery:
-            for hop, items in groups.items():
-                nursery.start_soon(forward, hop, items)
-            if mine:
-                await self._store(graph, mine, body)
+            for hop, part in groups.items():
+                nursery.start_soon(forward, hop, part)
+            for graph, own, body in mine:
+                await self._store(graph, own, body)
 
     async def _local_deliver(self, body: dict[str, Any]) -> dict[str, Any]:
         graph = IRI(field_of(body, "g", str))

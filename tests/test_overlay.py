@@ -226,3 +226,16 @@ async def test_concurrent_joins_converge_to_exact_neighbour_tables(autojump_cloc
         for p in status["peers"]:
             expected = {k for k, z in zones.items() if k != p["id"] and z.is_neighbour(zones[p["id"]])}
             assert set(p["neighbours"]) == expected
+
+
+async def test_batches_store_every_event_once_and_stay_idempotent(autojump_clock):
+    async with open_overlay(6) as overlay:
+        async with overlay.client(3) as client:
+            events = sample_events(30)
+            receipts = await client.publish_batch(events)
+            assert [r.graph for r in receipts] == [e.graph.value for e in events]
+            assert len({r.published for r in receipts}) == 30  # each event its own publication time
+            await client.publish_batch(events[:10])  # a retried batch changes nothing
+            assert await client.count() == 150
+            with pytest.raises(ClientError, match="empty batch"):
+                await client._call("publish", {"evs": []})

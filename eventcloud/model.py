@@ -95,9 +95,10 @@ def make_quad(g: Term, s: Term, p: Term, o: Term) -> Quad:
         raise ModelError(f"the graph of a quad must be an IRI, got {g!r}")
     if not isinstance(p, IRI):
         raise ModelError(f"the predicate of a quad must be an IRI, got {p!r}")
-    for name, term in (("subject", s), ("object", o)):
-        if not isinstance(term, (IRI, Literal)):
-            raise ModelError(f"the {name} of a quad must be an IRI or a literal, got {term!r}")
+    if not isinstance(s, IRI):
+        raise ModelError(f"the subject of a quad must be an IRI (RDF has no literal subjects), got {s!r}")
+    if not isinstance(o, (IRI, Literal)):
+        raise ModelError(f"the object of a quad must be an IRI or a literal, got {o!r}")
     return Quad(g, s, p, o)
 
 

@@ -144,5 +144,5 @@ def test_the_documented_sdk_example_runs():
     example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "pubsub_example.py"
     done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "notified: attic is at 31.0" in done.stdout and "notified: office is at 26.5" in done.stdout
+    assert "notified: attic is at 31 °C" in done.stdout and "notified: office is at 26.5" in done.stdout
     assert "kitchen" not in done.stdout

@@ -19,11 +19,13 @@ import logging
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import trio
 
 from eventcloud.geometry import Box, Zone
+from eventcloud.index import SubscriptionIndex
 from eventcloud.matching import PartialMatch, advance, is_complete, next_pattern, notifier_index, results, start
 from eventcloud.model import IRI, CompoundEvent, Quad
 from eventcloud.protocol import ProtocolError, event_from_wire, event_to_wire, field_of, quad_from_wire, quad_to_wire, term_to_wire
@@ -68,6 +70,13 @@ class Subscriber:
     seen: dict[str, OrderedDict] = field(default_factory=dict)
 
 
+@lru_cache(maxsize=4096)
+def parse_cached(text: str) -> Subscription:
+    """Parsing costs ~15 ms (rdflib); a Subscription is immutable, so identical texts
+    (popular subscriptions, or many peers in one test process) share one parse."""
+    return parse_subscription(text)
+
+
 def _wire_solutions(solutions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: term_to_wire(v) for k, v in s.items()} for s in solutions]
 
@@ -78,6 +87,9 @@ class PubSub:
         self.queries = queries
         self.workers = workers
         self.subs: dict[str, Indexed] = {}
+        # Shared index of the subscriptions stored here: OSMA asks it which subscriptions an
+        # event matches, CSMA which ones a quad starts; cost grows with the matches.
+        self.index = SubscriptionIndex()
         # CSMA rewritten subscriptions waiting here, by event graph then subscription id.
         self.rewritten: dict[str, dict[str, list[tuple[PartialMatch, float]]]] = {}
         self._chain_records: dict[str, dict[str, Any]] = {}
@@ -109,7 +121,7 @@ class PubSub:
     def parse(self, record: dict[str, Any]) -> Subscription:
         sub = self._parsed.get(record["id"])
         if sub is None:
-            sub = parse_subscription(record["sparql"])
+            sub = parse_cached(record["sparql"])
             self._parsed[record["id"]] = sub
         return sub
 
@@ -119,6 +131,7 @@ class PubSub:
     def _add(self, record: dict[str, Any], persist: bool = True) -> Indexed:
         entry = Indexed(record, self.parse(record))
         self.subs[entry.id] = entry
+        self.index.add(entry.id, entry.sub)
         if persist:
             self.peer.store.put_subscription(entry.id, record)
         self.peer.counters["subscriptions"] = len(self.subs)
@@ -131,6 +144,7 @@ class PubSub:
         for entry in list(self.subs.values()):
             if not zone.intersects(self.box(entry.sub)):
                 del self.subs[entry.id]
+                self.index.remove(entry.id)
                 self.peer.store.remove_subscription(entry.id)
         self.peer.counters["subscriptions"] = len(self.subs)
 
@@ -147,7 +161,7 @@ class PubSub:
         if kind not in KINDS:
             raise OperationError(f"unknown notification kind {kind!r}: use one of {', '.join(KINDS)}", code="bad-request")
         try:
-            sub = parse_subscription(sparql)
+            sub = parse_cached(sparql)
         except SubscriptionError as exc:
             raise OperationError(str(exc), code="bad-subscription") from None
         ident = uuid.uuid4().hex
@@ -256,6 +270,7 @@ class PubSub:
         for waiting in self.rewritten.values():
             waiting.pop(ident, None)
         removed = self.subs.pop(ident, None) is not None
+        self.index.remove(ident)
         if removed:
             self.peer.store.remove_subscription(ident)
             self.peer.counters["subscriptions"] = len(self.subs)
@@ -289,9 +304,10 @@ class PubSub:
         waiting = self.rewritten.get(graph.value, {})
         for quad in fresh:
             if whole is None:
-                for entry in list(self.subs.values()):
-                    if published >= entry.t:
-                        await self.work_send.send(("first", entry.id, quad, size, published))
+                for ident in self.index.first_pattern_candidates(quad):
+                    entry = self.subs.get(ident)
+                    if entry is not None and published >= entry.t:
+                        await self.work_send.send(("first", ident, quad, size, published))
             for ident, items in list(waiting.items()):
                 record = self._chain_records.get(ident)
                 sub = self._parsed.get(ident)
@@ -316,8 +332,9 @@ class PubSub:
         kind = item[0]
         if kind == "osma":
             _, event, size, published = item
-            for entry in list(self.subs.values()):
-                if published < entry.t:
+            for ident in self.index.match_event(event):
+                entry = self.subs.get(ident)
+                if entry is None or published < entry.t:
                     continue
                 index = notifier_index(entry.sub, event)
                 if index is None or not self.peer.zone.contains(self.peer.space.point(event.quads[index])):

@@ -280,3 +280,27 @@ async def test_non_canonical_literals_match_like_the_store(autojump_clock, algor
             await collect(sub, 1, got, seconds=30)
             assert [n.event for n in got] == [graph.value]
             assert [q.o.lexical for q in got[0].quads] == ["1"]  # stored and delivered canonically
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_many_subscriptions_match_the_oracle(autojump_clock, algorithm):
+    """Hundreds of stored subscriptions (the per-peer index at work), the same oracle."""
+    rng = random.Random(11)
+    texts = sorted({random_subscription(rng) for _ in range(600)})
+    async with open_overlay(4, algorithm, seed=11) as overlay:
+        async with overlay.client(0, "many") as subscriber, overlay.client(2, "pub") as publisher:
+            subs = [(text, await subscriber.subscribe(text, kind="signal")) for text in texts]
+            events = [random_event(rng, i, "many") for i in range(12)]
+            for event in events:
+                await publisher.publish(event)
+            await trio.sleep(20)
+            for text, sub in subs:
+                expected = {e.graph.value for e in events if oracle_solutions(text, e)}
+                got = []
+                while True:
+                    try:
+                        got.append(sub._receive.receive_nowait().event)
+                    except trio.WouldBlock:
+                        break
+                assert len(got) == len(set(got)), text
+                assert set(got) == expected, text

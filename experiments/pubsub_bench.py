@@ -25,12 +25,20 @@ from peers.cluster import LocalCluster
 
 
 async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeout: float,
-                   batch: int = 1) -> dict[str, Any]:
+                   batch: int = 1, extra: list[str] = ()) -> dict[str, Any]:
     cluster = LocalCluster(peers, algorithm=algorithm)
     await trio.to_thread.run_sync(cluster.start)
     try:
         async with connect(cluster.entry, source="bench-sub") as subscriber:
             subs = [await subscriber.subscribe(text, kind="signal") for text in workload.subscriptions]
+            if extra:
+                async def register(texts: list[str]) -> None:
+                    for text in texts:
+                        await subscriber.subscribe(text, kind="signal")
+                async with trio.open_nursery() as nursery:
+                    for slot in range(8):
+                        nursery.start_soon(register, extra[slot::8])
+                print(f"  {algorithm}: {len(extra)} non-matching subscriptions registered", file=sys.stderr)
             expected = workload.expected_notifications
             times: list[float] = []
             before = await subscriber.status()
@@ -106,12 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1, help="events per publish request [1: one by one, as the paper]")
     parser.add_argument("--algorithms", default="osma,csma")
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--registered", type=int, default=0,
+                        help="also register this many non-matching chain subscriptions (issue 4's end-to-end effect)")
     args = parser.parse_args(argv)
     workload = generate(events=args.events, subscriptions=args.subscriptions, k=args.k, seed=0)
-    rows = [trio.run(run_once, a, args.peers, workload, args.concurrency, args.timeout, args.batch)
+    extra = generate(events=0, subscriptions=args.registered, k=args.k, seed=99).subscriptions if args.registered else []
+    rows = [trio.run(run_once, a, args.peers, workload, args.concurrency, args.timeout, args.batch, extra)
             for a in args.algorithms.split(",")]
     print(f"\n{args.peers} local peer processes, {args.events} CEs of 5 quads, {args.subscriptions} "
-          f"chain subscription(s) k={args.k}, {args.concurrency} publishers, {args.batch} event(s) per request\n")
+          f"chain subscription(s) k={args.k} (+{len(extra)} non-matching), {args.concurrency} publishers, {args.batch} event(s) per request\n")
     print("| algorithm | notified/expected | subscriber throughput (CE/s) | publish rate (CE/s) | end-to-end (s) "
           "| messages/event | bytes/event | duplicates filtered | CSMA rewrites |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -27,7 +27,7 @@ not put in tables at all (`indexable` is false): their subscriptions stay uncond
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Iterable
 

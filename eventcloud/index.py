@@ -249,9 +249,14 @@ def _empty_key(quad: Quad) -> tuple:
 
 
 class SubscriptionIndex:
-    """Stored subscriptions of one peer, matched against whole events or single quads."""
+    """Stored subscriptions of one peer, matched against whole events or single quads.
 
-    def __init__(self) -> None:
+    `share_joins=False` gives every subscription its own join group (for measurements only:
+    the answers are the same, only the sharing of joins between equal bodies is lost).
+    """
+
+    def __init__(self, share_joins: bool = True) -> None:
+        self._share = share_joins
         self._entries: dict[str, _Entry] = {}
         self._nodes: dict[tuple, _Node] = {}
         self._groups: dict[tuple, _Group] = {}
@@ -399,7 +404,7 @@ class SubscriptionIndex:
                 (check if name in bound else bind).append((position, vid[name]))
             bound |= set(canon[index][1])
             steps.append((nodes[index], tuple(check), tuple(bind)))
-        group_key = (gname is not None, tuple(steps))
+        group_key = (gname is not None, tuple(steps)) if self._share else (entry.seq,)
         group = self._groups.get(group_key)
         if group is None:
             group = self._groups[group_key] = _Group(group_key, tuple(steps), gname is not None)
@@ -520,6 +525,14 @@ class SubscriptionIndex:
             return state
 
         for group in groups:
+            if not group.filtered and not group.tables:  # only members without FILTERs: one solution will do
+                for node in group.others:
+                    if node not in rows:
+                        break
+                else:
+                    if _exists(group.steps, 0, [graph] if group.graph_var else [], rows):
+                        matched.update(group.plain)
+                continue
             state = solutions_of(group)
             if state is None:
                 continue
@@ -641,6 +654,29 @@ def _enumerate(steps: tuple, depth: int, values: list[Any], rows: dict[_Node, li
                 yield tuple(values)
             else:
                 yield from _enumerate(steps, depth + 1, values, rows)
+
+
+def _exists(steps: tuple, depth: int, values: list[Any], rows: dict[_Node, list[Quad]]) -> bool:
+    """Has the join program a solution? (`_enumerate` stopped at the first)"""
+    node, check, bind = steps[depth]
+    depth += 1
+    last = depth == len(steps)
+    width = len(values)
+    for quad in rows[node]:
+        for position, var in check:
+            value = quad[position]
+            bound = values[var]
+            if value is not bound and value != bound:
+                break
+        else:
+            if last:
+                return True
+            del values[width:]
+            for position, var in bind:
+                values.append(quad[position])
+            if _exists(steps, depth, values, rows):
+                return True
+    return False
 
 
 def _own_join(entry: _Entry, graph: Any, rows: dict[_Node, list[Quad]]) -> bool:

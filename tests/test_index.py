@@ -174,7 +174,7 @@ operations = st.lists(
     max_size=45,
 )
 event_picks = st.lists(st.integers(0, len(EVENTS) - 1), min_size=1, max_size=6)
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
@@ -192,7 +192,7 @@ def test_index_equals_brute_force_after_any_adds_and_removes(ops, picks) -> None
                            "masks": 0, "constraint_entries": 0}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(operations, event_picks)
 def test_past_the_solution_cap_members_run_their_own_join(ops, picks) -> None:
     old = index_module.SOLUTION_CAP

@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", choices=("local-name", "identity"), default="local-name",
                    help="term-to-coordinate mapping of a new overlay [local-name]")
     p.add_argument("--log-level", default="warning", help="debug, info, warning, error [warning]")
+    p.add_argument("--seed", type=int, help="seed of the random join point (reproducible experiments)")
 
     p = sub.add_parser("cluster", help="start N local peer processes and keep them running",
                        description="Start N peer processes on this machine (the first on --port, the others on "
@@ -140,7 +141,7 @@ def run_peer_command(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = PeerConfig(listen=args.listen, join=args.join, data_dir=args.data_dir, algorithm=args.algorithm,
-                        space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise)
+                        space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed)
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:

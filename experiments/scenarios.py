@@ -75,7 +75,7 @@ async def run_point(scenario: str, point: Point, run: int, algorithm: str, out: 
     key = logs.RunKey(scenario, point.x, run, algorithm)
     workload = workload_for(point, seed + run)
     cluster = SshCluster(hosts[: point.peers], algorithm=algorithm) if hosts else \
-        LocalCluster(point.peers, algorithm=algorithm)
+        LocalCluster(point.peers, algorithm=algorithm, seed=seed)
     await trio.to_thread.run_sync(cluster.start)
     received: list[tuple[str, str, float, float | None]] = []
     published: list[tuple[str, float]] = []

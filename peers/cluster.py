@@ -28,7 +28,7 @@ class ClusterError(RuntimeError):
 class LocalCluster:
     def __init__(self, peers: int, *, data_dir: str | Path | None = None, port: int = 0,
                  algorithm: str = "osma", mapping: str = "local-name", host: str = "127.0.0.1",
-                 start_timeout: float = 60.0, log_level: str = "warning") -> None:
+                 start_timeout: float = 60.0, log_level: str = "warning", seed: int | None = None) -> None:
         if peers < 1:
             raise ClusterError("a cluster needs at least one peer")
         self.size = peers
@@ -40,6 +40,7 @@ class LocalCluster:
         self.host = host
         self.start_timeout = start_timeout
         self.log_level = log_level
+        self.seed = seed
         self.processes: list[subprocess.Popen] = []
         self.addresses: list[str] = []
         self.commands: list[list[str]] = []
@@ -55,6 +56,8 @@ class LocalCluster:
                "--mapping", self.mapping, "--log-level", self.log_level]
         if index > 0:
             cmd += ["--join", self.addresses[0]]
+        if self.seed is not None:
+            cmd += ["--seed", str(self.seed + index)]
         return cmd
 
     def start(self, progress=None) -> None:

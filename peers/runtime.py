@@ -121,8 +121,17 @@ async def run_peer(
         with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
                 peer.nursery = nursery
-                listen = config.listen  # after a restart a new port is fine: neighbours learn it
-                bound = await nursery.start(transport.serve, listen, serve_connection)
+                bound = None
+                if restored is not None and restored.address and config.listen.endswith(":0"):
+                    # Come back on the same port if it is free, so clients' addresses stay
+                    # valid; otherwise any port will do: neighbours learn it below.
+                    previous = config.listen.rpartition(":")[0] + ":" + restored.address.rpartition(":")[2]
+                    try:
+                        bound = await nursery.start(transport.serve, previous, serve_connection)
+                    except OSError:
+                        bound = None
+                if bound is None:
+                    bound = await nursery.start(transport.serve, config.listen, serve_connection)
                 state.address = advertised_address(bound, config.advertise)
                 await nursery.start(pubsub.run)
                 if restored is not None:

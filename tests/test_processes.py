@@ -51,8 +51,9 @@ async def test_cli_publish_query_status_and_restart(cluster, tmp_path):
 
     # SIGTERM a peer that holds data, restart it with the same command: same count.
     index = max(range(1, 4), key=lambda i: next(p["quads"] for p in status["peers"] if p["address"] == cluster.addresses[i]))
+    old_address = cluster.addresses[index]
     assert cluster.stop_peer(index) == 0
-    cluster.start_peer(index)
+    assert cluster.start_peer(index) == old_address  # same command, same port (it is free)
     async with connect(cluster.entry) as client:
         with trio.fail_after(30):
             while True:  # neighbours learn the restarted peer's new port from its announcement

@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
     p.add_argument("--format", choices=("table", "json"), default="table", help="[table]")
 
+    p = sub.add_parser("leave", help="make a peer leave the overlay gracefully and stop",
+                       description="Ask the peer at --peer to hand its zone, quads and subscriptions to a neighbour "
+                                   "whose zone merges with it, then stop. (SIGTERM only stops a peer: it keeps its "
+                                   "zone and comes back with it when restarted.)")
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of the peer that leaves")
+
     p = sub.add_parser("subscribe", help="subscribe with SPARQL and print notifications as they arrive",
                        description="Register a SPARQL continuous query and print a notification for every matching "
                                    "compound event published afterwards, until interrupted. In jsonl format the first "
@@ -148,10 +154,16 @@ def run_peer_command(args: argparse.Namespace) -> int:
             running = await nursery.start(run_peer, config)
             print(f"eventcloud peer {running.peer.id}: listening on {running.address} "
                   f"({running.peer.state.algorithm})", flush=True)
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for _ in signals:
-                    running.stop()
-                    break
+
+            async def on_signal() -> None:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for _ in signals:
+                        running.stop()
+                        return
+
+            nursery.start_soon(on_signal)
+            await running.stopped.wait()  # a signal, or `eventcloud leave`
+            nursery.cancel_scope.cancel()
 
     try:
         trio.run(serve)

@@ -67,6 +67,13 @@ async def publish(args: argparse.Namespace) -> int:
     return 0
 
 
+async def leave(args: argparse.Namespace) -> int:
+    async with connect(args.peer) as client:
+        reply = await client._call("leave", {})
+    print(f"peer at {args.peer} left; its zone went to peer {reply['heir']}")
+    return 0
+
+
 async def query(args: argparse.Namespace) -> int:
     async with connect(args.peer) as client:
         result = await client.query(args.sparql)

@@ -59,6 +59,7 @@ class Membership:
         peer.handlers["neighbours"] = self._on_neighbours
         peer.handlers["take_over"] = self._on_take_over
         peer.handlers["table"] = self._on_table
+        peer.handlers["leave"] = self._on_leave
 
     # --- joining ------------------------------------------------------------------------
 
@@ -260,6 +261,18 @@ class Membership:
                 except (Unreachable, ConnectionLost, RemoteError) as exc:
                     last_error = exc
             raise OperationError(f"cannot leave: no neighbour could take over ({last_error})", code="cannot-leave")
+
+    async def _on_leave(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+        """Leave the overlay gracefully, then stop this peer (after the reply is sent)."""
+        heir = await self.leave()
+        self.peer.retire()
+        assert self.peer.nursery is not None
+        self.peer.nursery.start_soon(self._stop_soon)
+        return {"heir": heir}
+
+    async def _stop_soon(self) -> None:
+        await trio.sleep(0.2)
+        self.peer.shutdown()
 
     async def _on_take_over(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
         peer = self.peer

@@ -93,6 +93,7 @@ class Peer:
         self.export_subscriptions: Callable[[Zone], list[dict[str, Any]]] = lambda zone: []
         self.prune_subscriptions: Callable[[Zone], None] = lambda zone: None
         self.install_subscription: Callable[[dict[str, Any]], None] = lambda record: None
+        self.shutdown: Callable[[], None] = lambda: None  # set by the runtime
 
     # --- identity -----------------------------------------------------------------------
 
@@ -120,6 +121,16 @@ class Peer:
         self.state.clock = self.clock.last
         if self.data_dir is not None:
             save_state(self.data_dir, self.state)
+
+    def retire(self) -> None:
+        """After a graceful leave: this peer owns nothing any more, so its state must not
+        bring the zone back on a restart (the file is kept, renamed, for inspection)."""
+        self.state.zone = None
+        if self.data_dir is not None:
+            path = self.data_dir / "peer.json"
+            if path.exists():
+                path.rename(self.data_dir / "peer.json.left")
+        self.data_dir = None
 
     def set_neighbours(self, neighbours: dict[str, Neighbour]) -> None:
         self.state.neighbours = neighbours

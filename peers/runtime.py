@@ -76,6 +76,7 @@ class RunningPeer:
     queries: Queries
     pubsub: PubSub
     cancel_scope: trio.CancelScope
+    stopped: trio.Event
 
     @property
     def address(self) -> str:
@@ -117,8 +118,10 @@ async def run_peer(
                 with trio.move_on_after(config.retry_window):
                     await pubsub.connection_closed(conn)
 
+    stopped = trio.Event()
     try:
         with trio.CancelScope() as scope:
+            peer.shutdown = scope.cancel
             async with trio.open_nursery() as nursery:
                 peer.nursery = nursery
                 bound = None
@@ -146,7 +149,7 @@ async def run_peer(
                     peer.ready.set()
                 if config.stabilise_every > 0:
                     nursery.start_soon(membership.stabilise_forever, config.stabilise_every)
-                task_status.started(RunningPeer(peer, membership, queries, pubsub, scope))
+                task_status.started(RunningPeer(peer, membership, queries, pubsub, scope, stopped))
                 await trio.sleep_forever()
     finally:
         with trio.CancelScope(shield=True):
@@ -154,3 +157,4 @@ async def run_peer(
         if state.zone is not None:
             peer.persist()
         store.close()
+        stopped.set()

@@ -147,3 +147,19 @@ def test_the_documented_sdk_example_runs():
     assert done.returncode == 0, done.stderr
     assert "notified: attic is at 31 °C" in done.stdout and "notified: office is at 26.5" in done.stdout
     assert "kitchen" not in done.stdout
+
+
+def test_cli_leave_hands_the_zone_over_and_stops_the_peer(tmp_path):
+    with LocalCluster(3, data_dir=tmp_path / "c") as cluster:
+        path = tmp_path / "e.nq"
+        with open(path, "w") as handle:
+            write_nquads(sample_events(50), handle)
+        assert cli("publish", "--peer", cluster.entry, str(path)).returncode == 0
+        done = cli("leave", "--peer", cluster.addresses[2])
+        assert done.returncode == 0, done.stderr
+        assert "left; its zone went to peer" in done.stdout
+        assert cluster.processes[2].wait(30) == 0
+        status = json.loads(cli("status", "--peer", cluster.entry, "--format", "json").stdout)
+        assert len(status["peers"]) == 2 and status["partition"] is True
+        done = cli("query", "--peer", cluster.entry, "--format", "json", COUNT)
+        assert count_of(json.loads(done.stdout)) == 250

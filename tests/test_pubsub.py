@@ -304,3 +304,51 @@ async def test_many_subscriptions_match_the_oracle(autojump_clock, algorithm):
                         break
                 assert len(got) == len(set(got)), text
                 assert set(got) == expected, text
+
+
+async def test_a_subscriber_that_stops_reading_does_not_stall_the_peers(monkeypatch):
+    """Real loopback TCP: a subscriber that never reads fills its socket, then the bounded
+    buffer; further notifications for it are dropped and counted, publishing goes on."""
+    import socket
+
+    import peers.pubsub
+    from eventcloud.protocol import REQUEST, FrameDecoder, Message, encode
+    from eventcloud.transport import TcpTransport
+    from peers.runtime import PeerConfig, run_peer
+
+    monkeypatch.setattr(peers.pubsub, "SUBSCRIBER_BUFFER", 20)
+    async with trio.open_nursery() as nursery:
+        first = await nursery.start(run_peer, PeerConfig(listen="127.0.0.1:0"), TcpTransport())
+        await nursery.start(run_peer, PeerConfig(listen="127.0.0.1:0", join=first.address), TcpTransport())
+        host, port = first.address.rsplit(":", 1)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((host, int(port)))
+        query = "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }"
+        sock.sendall(encode(Message(REQUEST, "subscribe", 1, 0, {"sparql": query, "kind": "event"})))
+        decoder = FrameDecoder()
+        with trio.fail_after(30):
+            while (reply := decoder.next_message()) is None:
+                decoder.feed(await trio.to_thread.run_sync(sock.recv, 65536))
+        assert reply.kind == "rep"
+        # from now on the subscriber reads nothing
+        from eventcloud.client import connect
+
+        async with connect(first.address) as client:
+            big = [CompoundEvent(g, tuple(make_quad(g, SUBJECTS[0], PREDICATES[0], Literal("x" * 2000 + str(i)))
+                                          for i in range(5)))
+                   for g in (event_graph("flood", n, n) for n in range(300))]
+            with trio.fail_after(120):
+                for event in big:
+                    await client.publish(event)
+            with trio.fail_after(30):
+                while True:  # the pump stays blocked on the full socket; the buffer overflows
+                    status = await client.status()
+                    dropped = sum(p["counters"].get("notifications_dropped", 0) for p in status["peers"])
+                    if dropped:
+                        break
+                    await trio.sleep(0.2)
+            assert dropped > 0
+            assert await client.count() == 1500  # every publication was stored all the same
+        sock.close()
+        nursery.cancel_scope.cancel()

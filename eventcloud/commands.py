@@ -185,9 +185,11 @@ def _print_note(note: Any) -> None:
 async def demo(args: argparse.Namespace) -> int:
     from peers.cluster import LocalCluster
 
-    from eventcloud.demo import demo_events
+    from eventcloud.demo import citybench_dir, demo_events
 
     events = demo_events(args.events)
+    what = ("Aarhus sensor observations (CityBench)" if citybench_dir() is not None else
+            "synthetic sensor observations (CityBench data not found: set EVENTCLOUD_CITYBENCH)")
     print(f"== starting a local cluster of {args.peers} peers ({args.algorithm})", flush=True)
     cluster = LocalCluster(args.peers, algorithm=args.algorithm)
     try:
@@ -198,7 +200,7 @@ async def demo(args: argparse.Namespace) -> int:
             sub = await subscriber.subscribe(DEMO_SUBSCRIPTION, kind="bindings")
             print(f"== subscribed ({sub.id[:8]}…):\n{DEMO_SUBSCRIPTION}", flush=True)
             expected = sum(1 for e in events if _demo_matches(e))
-            print(f"== publishing {len(events)} Aarhus sensor observations from {cluster.addresses[-1]} "
+            print(f"== publishing {len(events)} {what} from {cluster.addresses[-1]} "
                   f"({expected} have a value over 30)", flush=True)
             received = 0
 

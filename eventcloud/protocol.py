@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import msgpack
@@ -129,10 +130,10 @@ def term_from_wire(data: Any, trusted: bool = False) -> Term:
     """Decode a term. `trusted` skips re-validating terms another peer already validated
     (the entry peer checks everything a client sends); it is the hot path of routing."""
     if trusted:
-        if isinstance(data, str):
-            return _trusted(IRI, value=data)
+        if type(data) is str:
+            return _trusted_iri(data)
         if isinstance(data, list) and len(data) in (2, 3):
-            return _trusted(Literal, lexical=data[0], datatype=data[1], language=data[2] if len(data) == 3 else None)
+            return _trusted_literal(data[0], data[1], data[2] if len(data) == 3 else None)
     try:
         if isinstance(data, str):
             return IRI(data)
@@ -143,11 +144,24 @@ def term_from_wire(data: Any, trusted: bool = False) -> Term:
     raise ProtocolError(f"invalid term encoding {data!r}", code="bad-request")
 
 
-def _trusted(cls: type, **fields: Any) -> Any:
-    obj = object.__new__(cls)
-    for name, value in fields.items():
-        object.__setattr__(obj, name, value)
-    return obj
+_new = object.__new__
+_set = object.__setattr__
+
+
+@lru_cache(maxsize=1 << 16)
+def _trusted_iri(value: str) -> IRI:
+    """IRIs recur constantly (graphs, predicates, shared subjects); they are immutable."""
+    iri = _new(IRI)
+    _set(iri, "value", value)
+    return iri
+
+
+def _trusted_literal(lexical: str, datatype: str, language: str | None) -> Literal:
+    literal = _new(Literal)
+    _set(literal, "lexical", lexical)
+    _set(literal, "datatype", datatype)
+    _set(literal, "language", language)
+    return literal
 
 
 def quad_to_wire(quad: Quad) -> list[Any]:
@@ -179,7 +193,10 @@ def event_from_wire(data: Any, trusted: bool = False) -> CompoundEvent:
             s, p, o = (term_from_wire(x, trusted) for x in item)
             quads.append(Quad(graph, s, p, o) if trusted else make_quad(graph, s, p, o))
         if trusted:
-            return _trusted(CompoundEvent, graph=graph, quads=tuple(quads))
+            event = _new(CompoundEvent)
+            _set(event, "graph", graph)
+            _set(event, "quads", tuple(quads))
+            return event
         return CompoundEvent(graph, tuple(quads))
     except ModelError as exc:
         raise ProtocolError(f"invalid compound event: {exc}", code="bad-request") from None

@@ -43,6 +43,7 @@ TOMBSTONE_TTL = 300.0
 SUBSCRIBER_BUFFER = 10_000     # notifications queued per subscriber connection before dropping
 SEEN_LIMIT = 200_000           # (subscription, event) pairs remembered per subscription for dedup
 RECONSTRUCT_DEADLINE = 30.0
+OSMA_CHECKED_LIMIT = 100_000   # recent events whose OSMA candidates this peer remembers
 
 
 @dataclass
@@ -93,6 +94,7 @@ class PubSub:
         # CSMA rewritten subscriptions waiting here, by event graph then subscription id.
         self.rewritten: dict[str, dict[str, list[tuple[PartialMatch, float]]]] = {}
         self._chain_records: dict[str, dict[str, Any]] = {}
+        self._osma_checked: OrderedDict[str, set[str]] = OrderedDict()
         self.tombstones: dict[str, float] = {}
         self._parsed: dict[str, Subscription] = {}
         self.subscribers: dict[RpcConnection, Subscriber] = {}
@@ -299,8 +301,24 @@ class PubSub:
 
     async def on_stored(self, graph: IRI, fresh: list[Quad], size: int, published: int,
                         whole: dict[str, Any] | None, new: bool) -> None:
-        if whole is not None and new and self.subs:
-            await self.work_send.send(("osma", event_from_wire(whole, trusted=True), size, published))
+        if whole is not None and self.subs and fresh:
+            # OSMA: this peer can only be the notifier of a subscription whose indexing
+            # pattern matches one of the quads it owns, so those quads' candidates are the
+            # only subscriptions to check (and the whole event is decoded only if any).
+            # An event whose quads arrive here in several deliveries is checked once per
+            # subscription: `checked` remembers which were already decided for it.
+            checked = self._osma_checked.setdefault(graph.value, set())
+            if len(self._osma_checked) > OSMA_CHECKED_LIMIT:
+                self._osma_checked.popitem(last=False)
+            candidates = []
+            for quad in fresh:
+                for ident in self.index.first_pattern_candidates(quad):
+                    if ident not in checked:
+                        checked.add(ident)
+                        candidates.append(ident)
+            if candidates:
+                await self.work_send.send(("osma", event_from_wire(whole, trusted=True), size, published,
+                                           candidates))
         waiting = self.rewritten.get(graph.value, {})
         for quad in fresh:
             if whole is None:
@@ -331,10 +349,11 @@ class PubSub:
     async def _process(self, item: tuple) -> None:
         kind = item[0]
         if kind == "osma":
-            _, event, size, published = item
-            for ident in self.index.match_event(event):
+            _, event, size, published, candidates = item
+            matched = set(self.index.match_event(event))  # the shared joins decide the matches
+            for ident in candidates:
                 entry = self.subs.get(ident)
-                if entry is None or published < entry.t:
+                if ident not in matched or entry is None or published < entry.t:
                     continue
                 index = notifier_index(entry.sub, event)
                 if index is None or not self.peer.zone.contains(self.peer.space.point(event.quads[index])):

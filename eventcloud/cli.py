@@ -8,7 +8,6 @@ Each subcommand is a thin shell over the SDK (`eventcloud.client`) or the daemon
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -18,8 +17,8 @@ from typing import Any, Sequence
 
 import trio
 
-from eventcloud.client import ClientError, Notification, connect
-from eventcloud.model import ModelError, Quad
+from eventcloud.client import ClientError, Notification
+from eventcloud.model import Quad
 from eventcloud.transport import AddressError, parse_address
 
 DEMO_SUBSCRIPTION = """PREFIX sao: <http://purl.oclc.org/NET/sao/>
@@ -226,5 +225,3 @@ def notification_json(note: Notification) -> dict[str, Any]:
 def quads_text(quads: Sequence[Quad]) -> str:
     return "".join(q.n_quads() + "\n" for q in quads)
 
-
-__all__ = ["main", "build_parser", "notification_json", "ModelError", "connect"]

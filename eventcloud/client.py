@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import time
 from collections import OrderedDict
 from contextlib import asynccontextmanager
@@ -27,8 +26,9 @@ from typing import Any, AsyncIterator, Iterable
 import trio
 
 from eventcloud.hlc import HybridClock
-from eventcloud.model import IRI, CompoundEvent, Quad, Term, event_graph, make_quad
+from eventcloud.model import IRI, CompoundEvent, Quad, Term, event_graph
 from eventcloud.protocol import (
+    NOTIFICATION_KINDS,
     ProtocolError,
     event_to_wire,
     pattern_to_wire,
@@ -38,7 +38,7 @@ from eventcloud.protocol import (
 from eventcloud.rpc import ConnectionLost, RemoteError, RpcConnection
 from eventcloud.transport import AddressError, TcpTransport, Transport, Unreachable
 
-KINDS = ("signal", "bindings", "event")
+KINDS = NOTIFICATION_KINDS
 
 
 class ClientError(Exception):
@@ -246,7 +246,7 @@ async def connect(address: str, *, transport: Transport | None = None, source: s
     clock = HybridClock(physical_ms)
     conn = RpcConnection(stream, clock, name=f"client->{address}")
     client = Client(conn, source or f"client-{id(conn):x}")
-    conn._on_push = client._on_push
+    conn.on_push = client._on_push
     failure: BaseException | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(conn.run)

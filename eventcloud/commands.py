@@ -7,13 +7,12 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import trio
 
 from eventcloud.cli import DEMO_SUBSCRIPTION, notification_json, quads_text
-from eventcloud.client import ClientError, connect
+from eventcloud.client import connect
 from eventcloud.geometry import Zone
 
 

@@ -50,6 +50,7 @@ from typing import Any, Callable, Iterator
 
 from .constraints import RANK, Constraint, ConstraintTable, probe, simple_constraints
 from .filter_values import to_value
+from .joins import Node, canonical_key, empty_key, enumerate_solutions, exists, join_checked, selectivity
 from .model import CompoundEvent, Quad
 from .subscription import Subscription, Var
 
@@ -58,29 +59,7 @@ __all__ = ["SubscriptionIndex", "SOLUTION_CAP"]
 #: Solutions of a group's join kept per event; members not decided by then run their own join.
 SOLUTION_CAP = 64
 
-_POSITIONS = (0, 1, 2, 3)  # g, s, p, o as in model.Quad
 _seq = attrgetter("seq")
-
-
-class _Node:
-    """One distinct pattern (with its graph term), shared by every subscription that has it."""
-
-    __slots__ = ("key", "mask", "lookup", "eqs", "users", "trigger", "first")
-
-    def __init__(self, key: tuple, mask: tuple[int, ...], lookup: Any, eqs: tuple[tuple[int, int], ...]) -> None:
-        self.key = key          # per position: the constant term, or the variable's slot number
-        self.mask = mask        # positions holding constants
-        self.lookup = lookup    # the constants, as the mask's dict key
-        self.eqs = eqs          # (i, j): two positions of one repeated variable
-        self.users = 0          # (subscription, pattern) pairs using this node
-        self.trigger: _Trigger | None = None
-        self.first: _Bucket | None = None
-
-    def fits(self, quad: Quad) -> bool:
-        for i, j in self.eqs:
-            if quad[i] != quad[j]:
-                return False
-        return True
 
 
 class _Tables:
@@ -153,16 +132,16 @@ class _Group(_Tables):
         self.key = key
         self.steps = steps
         self.graph_var = graph_var
-        self.trigger: _Node = steps[0][0]
+        self.trigger: Node = steps[0][0]
         self.others = tuple(n for n in dict.fromkeys(step[0] for step in steps) if n is not self.trigger)
         self.plain: dict[_Entry, None] = {}      # no FILTER: any solution will do
         self.filtered: dict[_Entry, None] = {}   # FILTERs, none tabled
         self.free = 0                            # members not tabled at the trigger
         self.size = 0
 
-    def solutions(self, graph: Any, rows: dict[_Node, list[Quad]]) -> Iterator[tuple]:
+    def solutions(self, graph: Any, rows: dict[Node, list[Quad]]) -> Iterator[tuple]:
         values: list[Any] = [graph] if self.graph_var else []
-        return _enumerate(self.steps, 0, values, rows)
+        return enumerate_solutions(self.steps, 0, values, rows)
 
 
 class _Entry:
@@ -207,7 +186,7 @@ class _Solutions:
             found.append(solution)
         return found[i]
 
-    def any_for(self, entry: _Entry, graph: Any, rows: dict[_Node, list[Quad]]) -> bool:
+    def any_for(self, entry: _Entry, graph: Any, rows: dict[Node, list[Quad]]) -> bool:
         for i in range(SOLUTION_CAP):
             solution = self.at(i)
             if solution is None:
@@ -217,35 +196,6 @@ class _Solutions:
         if self.at(SOLUTION_CAP) is None:
             return False
         return _own_join(entry, graph, rows)  # many solutions: let the FILTERs prune early
-
-
-def _canonical(graph: Any, pattern: Any) -> tuple[tuple, dict[str, int], tuple[tuple[int, int], ...]]:
-    """(key, {variable: first position}, repeated-variable equalities) of a pattern with its graph."""
-    key: list[Any] = []
-    first: dict[str, int] = {}
-    slot_of: dict[str, int] = {}
-    eqs: list[tuple[int, int]] = []
-    for position, term in zip(_POSITIONS, (graph, pattern.subject, pattern.predicate, pattern.object)):
-        if type(term) is Var:
-            name = term.name
-            if name in first:
-                eqs.append((first[name], position))
-            else:
-                first[name] = position
-                slot_of[name] = len(slot_of)
-            key.append(slot_of[name])
-        else:
-            key.append(term)
-    return tuple(key), first, tuple(eqs)
-
-
-def _selectivity(key: tuple) -> int:
-    """How selective a pattern looks: constants in s/o count 2, in p or g 1."""
-    return sum((2 if position in (1, 3) else 1) for position, t in enumerate(key) if type(t) is not int)
-
-
-def _empty_key(quad: Quad) -> tuple:
-    return ()
 
 
 class SubscriptionIndex:
@@ -258,11 +208,11 @@ class SubscriptionIndex:
     def __init__(self, share_joins: bool = True) -> None:
         self._share = share_joins
         self._entries: dict[str, _Entry] = {}
-        self._nodes: dict[tuple, _Node] = {}
+        self._nodes: dict[tuple, Node] = {}
         self._groups: dict[tuple, _Group] = {}
         # mask -> (key function over a quad, {constants: [nodes]})
-        self._masks: dict[tuple[int, ...], tuple[Callable[[Quad], Any], dict[Any, list[_Node]]]] = {}
-        self._probes: tuple[tuple[Callable[[Quad], Any], dict[Any, list[_Node]]], ...] = ()
+        self._masks: dict[tuple[int, ...], tuple[Callable[[Quad], Any], dict[Any, list[Node]]]] = {}
+        self._probes: tuple[tuple[Callable[[Quad], Any], dict[Any, list[Node]]], ...] = ()
         self._counter = 0
         self._tabled = 0
         self._pattern_count = 0
@@ -336,23 +286,23 @@ class SubscriptionIndex:
                 self._drop(node)
         return True
 
-    def _node(self, key: tuple, eqs: tuple[tuple[int, int], ...]) -> _Node:
+    def _node(self, key: tuple, eqs: tuple[tuple[int, int], ...]) -> Node:
         node = self._nodes.get(key)
         if node is not None:
             return node
         mask = tuple(position for position, t in enumerate(key) if type(t) is not int)
         lookup = key[mask[0]] if len(mask) == 1 else tuple(key[i] for i in mask)
-        node = _Node(key, mask, lookup, eqs)
+        node = Node(key, mask, lookup, eqs)
         self._nodes[key] = node
         probe_entry = self._masks.get(mask)
         if probe_entry is None:
-            getter = _empty_key if not mask else itemgetter(*mask)
+            getter = empty_key if not mask else itemgetter(*mask)
             probe_entry = self._masks[mask] = (getter, {})
             self._probes = tuple(self._masks.values())
         probe_entry[1].setdefault(lookup, []).append(node)
         return node
 
-    def _drop(self, node: _Node) -> None:
+    def _drop(self, node: Node) -> None:
         del self._nodes[node.key]
         _, table = self._masks[node.mask]
         siblings = table[node.lookup]
@@ -366,7 +316,7 @@ class SubscriptionIndex:
     def _compile(self, entry: _Entry) -> None:
         sub = entry.sub
         gname = sub.graph.name if type(sub.graph) is Var else None
-        canon = [_canonical(sub.graph, pattern) for pattern in sub.patterns]
+        canon = [canonical_key(sub.graph, pattern) for pattern in sub.patterns]
         nodes = []
         for key, _, eqs in canon:
             node = self._node(key, eqs)
@@ -376,7 +326,7 @@ class SubscriptionIndex:
         entry.nodes = tuple(nodes)
 
         # the join program: trigger first, then the pattern with most positions fixed or bound
-        trigger = max(range(len(nodes)), key=lambda i: (_selectivity(canon[i][0]), -i))
+        trigger = max(range(len(nodes)), key=lambda i: (selectivity(canon[i][0]), -i))
         names: list[str] = [gname] if gname else []
         vid = {name: i for i, name in enumerate(names)}
         order, remaining = [trigger], [i for i in range(len(nodes)) if i != trigger]
@@ -465,9 +415,9 @@ class SubscriptionIndex:
 
     # --- matching ------------------------------------------------------------------------------
 
-    def _tables(self, quads: tuple[Quad, ...]) -> dict[_Node, list[Quad]]:
+    def _tables(self, quads: tuple[Quad, ...]) -> dict[Node, list[Quad]]:
         """Per matched node, the quads matching it (the event's binding tables)."""
-        rows: dict[_Node, list[Quad]] = {}
+        rows: dict[Node, list[Quad]] = {}
         probes = self._probes
         for quad in quads:
             for getter, table in probes:
@@ -530,7 +480,7 @@ class SubscriptionIndex:
                     if node not in rows:
                         break
                 else:
-                    if _exists(group.steps, 0, [graph] if group.graph_var else [], rows):
+                    if exists(group.steps, 0, [graph] if group.graph_var else [], rows):
                         matched.update(group.plain)
                 continue
             state = solutions_of(group)
@@ -563,7 +513,7 @@ class SubscriptionIndex:
         return [entry.ident for entry in result]
 
     @staticmethod
-    def _group_tables(group: _Group, state: _Solutions, graph: Any, rows: dict[_Node, list[Quad]],
+    def _group_tables(group: _Group, state: _Solutions, graph: Any, rows: dict[Node, list[Quad]],
                       matched: dict[_Entry, None], cache: dict[int, Any]) -> None:
         """Members tabled at the group: one lookup per solution and constrained variable."""
         undecided: dict[_Entry, None] = {}
@@ -635,51 +585,7 @@ class SubscriptionIndex:
         }
 
 
-def _enumerate(steps: tuple, depth: int, values: list[Any], rows: dict[_Node, list[Quad]]) -> Iterator[tuple]:
-    """Solutions of a join program, as tuples indexed by var id (values holds the bound prefix)."""
-    node, check, bind = steps[depth]
-    last = depth + 1 == len(steps)
-    width = len(values)
-    for quad in rows[node]:
-        for position, var in check:
-            value = quad[position]
-            bound = values[var]
-            if value is not bound and value != bound:
-                break
-        else:
-            del values[width:]
-            for position, var in bind:
-                values.append(quad[position])
-            if last:
-                yield tuple(values)
-            else:
-                yield from _enumerate(steps, depth + 1, values, rows)
-
-
-def _exists(steps: tuple, depth: int, values: list[Any], rows: dict[_Node, list[Quad]]) -> bool:
-    """Has the join program a solution? (`_enumerate` stopped at the first)"""
-    node, check, bind = steps[depth]
-    depth += 1
-    last = depth == len(steps)
-    width = len(values)
-    for quad in rows[node]:
-        for position, var in check:
-            value = quad[position]
-            bound = values[var]
-            if value is not bound and value != bound:
-                break
-        else:
-            if last:
-                return True
-            del values[width:]
-            for position, var in bind:
-                values.append(quad[position])
-            if _exists(steps, depth, values, rows):
-                return True
-    return False
-
-
-def _own_join(entry: _Entry, graph: Any, rows: dict[_Node, list[Quad]]) -> bool:
+def _own_join(entry: _Entry, graph: Any, rows: dict[Node, list[Quad]]) -> bool:
     """A member's own existence join, each FILTER run as soon as its variables are bound."""
     group, names = entry.group, entry.names
     if entry.schedule is None:
@@ -698,29 +604,4 @@ def _own_join(entry: _Entry, graph: Any, rows: dict[_Node, list[Quad]]) -> bool:
     width, before = entry.schedule[0]
     if before and not all(check(dict(zip(names, values))) for check in before):
         return False
-    return _join_checked(group.steps, entry.schedule, names, 0, values, rows)
-
-
-def _join_checked(steps: tuple, schedule: tuple, names: tuple, depth: int, values: list[Any],
-                  rows: dict[_Node, list[Quad]]) -> bool:
-    node, check, bind = steps[depth]
-    _, checks = schedule[depth + 1]
-    last = depth + 1 == len(steps)
-    width = len(values)
-    for quad in rows[node]:
-        for position, var in check:
-            value = quad[position]
-            bound = values[var]
-            if value is not bound and value != bound:
-                break
-        else:
-            del values[width:]
-            for position, var in bind:
-                values.append(quad[position])
-            if checks:
-                bindings = dict(zip(names, values))
-                if not all(f(bindings) for f in checks):
-                    continue
-            if last or _join_checked(steps, schedule, names, depth + 1, values, rows):
-                return True
-    return False
+    return join_checked(group.steps, entry.schedule, names, 0, values, rows)

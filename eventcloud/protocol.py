@@ -20,6 +20,8 @@ import msgpack
 from eventcloud.model import IRI, CompoundEvent, Literal, ModelError, Quad, Term, make_quad
 
 REQUEST, REPLY, ERROR, PUSH = "req", "rep", "err", "push"
+#: What a notification carries: the subscription and event only, all solutions, or all quads.
+NOTIFICATION_KINDS = ("signal", "bindings", "event")
 KINDS = frozenset({REQUEST, REPLY, ERROR, PUSH})
 DEFAULT_MAX_FRAME = 32 * 1024 * 1024
 _HEADER = struct.Struct(">I")

@@ -64,7 +64,7 @@ class RpcConnection:
         self.clock = clock
         self.name = name
         self._on_request = on_request
-        self._on_push = on_push
+        self.on_push = on_push  # may be set after construction (the SDK builds its client around the connection)
         self._max_frame = max_frame
         self._decoder = FrameDecoder(max_frame, known_ops)
         self._ids = itertools.count(1)
@@ -127,8 +127,8 @@ class RpcConnection:
                 channel.send_nowait(message)
         elif message.kind == REQUEST:
             nursery.start_soon(self._serve_request, message)
-        elif message.kind == PUSH and self._on_push is not None:
-            nursery.start_soon(self._on_push, self, message.op, message.body)
+        elif message.kind == PUSH and self.on_push is not None:
+            nursery.start_soon(self.on_push, self, message.op, message.body)
 
     async def _serve_request(self, message: Message) -> None:
         assert message.op is not None and message.id is not None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rdflib import Literal as RLiteral
-from rdflib import URIRef, Variable
+from rdflib import URIRef
 from rdflib.paths import Path as RPath
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.parserutils import CompValue

@@ -18,7 +18,6 @@ import argparse
 import random
 import statistics
 from collections import Counter
-from pathlib import Path
 
 from eventcloud.geometry import CoordinateSpace, Zone, multicast_children, next_hop
 from eventcloud.model import Quad

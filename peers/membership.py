@@ -341,9 +341,6 @@ class Membership:
 
     async def stabilise_forever(self, interval: float) -> None:
         while True:
-            await trio.sleep(interval * (0.5 + peer_random(self.peer)))
+            await trio.sleep(interval * (0.5 + self.peer.random.random()))  # jittered
             await self.stabilise_once()
 
-
-def peer_random(peer: Peer) -> float:
-    return peer.random.random()

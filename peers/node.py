@@ -177,7 +177,7 @@ class Peer:
         handler = self.handlers.get(op)
         if handler is None:
             raise ProtocolError(f"unknown message type {op!r}", code="unknown-op")
-        if op not in ("join_split_probe", "ping"):
+        if op != "ping":  # everything else needs a zone: wait until joined or restored
             await self.ready.wait()
         return await handler(conn, body)
 

@@ -28,7 +28,8 @@ from eventcloud.geometry import Box, Zone
 from eventcloud.index import SubscriptionIndex
 from eventcloud.matching import PartialMatch, advance, is_complete, next_pattern, notifier_index, results, start
 from eventcloud.model import IRI, CompoundEvent, Quad
-from eventcloud.protocol import ProtocolError, event_from_wire, event_to_wire, field_of, quad_from_wire, quad_to_wire, term_to_wire
+from eventcloud.protocol import (NOTIFICATION_KINDS, ProtocolError, event_from_wire, field_of, quad_to_wire,
+                                 term_to_wire)
 from eventcloud.rpc import ConnectionLost, OperationError, RemoteError, RpcConnection
 from eventcloud.subscription import Subscription, SubscriptionError, parse_subscription
 from eventcloud.transport import Unreachable
@@ -37,7 +38,6 @@ from peers.queries import Queries
 
 log = logging.getLogger(__name__)
 
-KINDS = ("signal", "bindings", "event")
 REWRITTEN_TTL = 120.0          # seconds a CSMA rewritten subscription waits for its event's quads
 TOMBSTONE_TTL = 300.0
 SUBSCRIBER_BUFFER = 10_000     # notifications queued per subscriber connection before dropping
@@ -160,8 +160,9 @@ class PubSub:
         peer = self.peer
         sparql = field_of(body, "sparql", str)
         kind = body.get("kind", "bindings")
-        if kind not in KINDS:
-            raise OperationError(f"unknown notification kind {kind!r}: use one of {', '.join(KINDS)}", code="bad-request")
+        if kind not in NOTIFICATION_KINDS:
+            raise OperationError(f"unknown notification kind {kind!r}: use one of {', '.join(NOTIFICATION_KINDS)}",
+                                 code="bad-request")
         try:
             sub = parse_cached(sparql)
         except SubscriptionError as exc:

@@ -19,7 +19,7 @@ import trio
 
 from eventcloud.filter_values import canonical_term
 from eventcloud.geometry import next_hop
-from eventcloud.model import IRI, CompoundEvent, Literal, Quad
+from eventcloud.model import IRI, CompoundEvent, Quad
 from eventcloud.protocol import (
     ProtocolError,
     event_from_wire,

@@ -29,6 +29,14 @@ def sample_events(n: int, quads: int = 5, source: str = "s") -> list[CompoundEve
     return events
 
 
+def assert_exact_neighbour_tables(status: dict) -> None:
+    """Every peer's table lists exactly the zones that neighbour its own (so it is symmetric)."""
+    zones = {p["id"]: Zone.from_wire(p["zone"]) for p in status["peers"]}
+    for p in status["peers"]:
+        expected = {k for k, z in zones.items() if k != p["id"] and z.is_neighbour(zones[p["id"]])}
+        assert set(p["neighbours"]) == expected
+
+
 COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
 
 
@@ -43,11 +51,7 @@ async def test_joins_partition_the_space_and_quads_are_stored_exactly_once(autoj
             assert len(status["peers"]) == 8
             ok, report = partition_report(status)
             assert ok, report
-            # neighbour tables are symmetric and exact
-            zones = {p["id"]: Zone.from_wire(p["zone"]) for p in status["peers"]}
-            for p in status["peers"]:
-                expected = {k for k, z in zones.items() if k != p["id"] and z.is_neighbour(zones[p["id"]])}
-                assert set(p["neighbours"]) == expected
+            assert_exact_neighbour_tables(status)
             events = sample_events(60)
             for event in events:
                 await client.publish(event)
@@ -222,10 +226,7 @@ async def test_concurrent_joins_converge_to_exact_neighbour_tables(autojump_cloc
         assert len(status["peers"]) == 12  # every peer reached exactly once by the multicast
         ok, report = partition_report(status)
         assert ok, report
-        zones = {p["id"]: Zone.from_wire(p["zone"]) for p in status["peers"]}
-        for p in status["peers"]:
-            expected = {k for k, z in zones.items() if k != p["id"] and z.is_neighbour(zones[p["id"]])}
-            assert set(p["neighbours"]) == expected
+        assert_exact_neighbour_tables(status)
 
 
 async def test_batches_store_every_event_once_and_stay_idempotent(autojump_clock):

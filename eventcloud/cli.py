@@ -90,6 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json"), default="table", help="table, or SPARQL 1.1 JSON results [table]")
     p.add_argument("sparql", help="the query text")
 
+    p = sub.add_parser("find", help="find stored quads by pattern (or count them)",
+                       description="Print the stored quads matching a pattern as N-Quads; each of -g -s -p -o "
+                                   "is a term in N-Triples syntax (<iri>, \"lit\", \"5\"^^<dt>), omitted = any.")
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    for flag, name in (("-g", "graph"), ("-s", "subject"), ("-p", "predicate"), ("-o", "object")):
+        p.add_argument(flag, f"--{name}", help=f"the {name} term (N-Triples syntax)")
+    p.add_argument("--count", action="store_true", help="print only how many quads match")
+
+    p = sub.add_parser("delete", help="delete a compound event (all its quads) by graph IRI")
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    p.add_argument("graph", help="the event's graph IRI (with or without <>)")
+
     p = sub.add_parser("status", help="show every peer: address, zone, quads, subscriptions, neighbours")
     p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
     p.add_argument("--format", choices=("table", "json"), default="table", help="[table]")

@@ -73,6 +73,29 @@ async def leave(args: argparse.Namespace) -> int:
     return 0
 
 
+async def find(args: argparse.Namespace) -> int:
+    from eventcloud.model import ModelError, term_from_n3
+
+    try:
+        pattern = [term_from_n3(t) if t else None for t in (args.graph, args.subject, args.predicate, args.object)]
+    except ModelError as exc:
+        print(f"eventcloud find: {exc}", file=sys.stderr)
+        return 2
+    async with connect(args.peer) as client:
+        if args.count:
+            print(await client.count(*pattern))
+        else:
+            sys.stdout.write(quads_text(await client.find(*pattern)))
+    return 0
+
+
+async def delete(args: argparse.Namespace) -> int:
+    async with connect(args.peer) as client:
+        removed = await client.delete(args.graph.strip("<>"))
+    print(f"deleted {removed} quads of {args.graph.strip('<>')}")
+    return 0
+
+
 async def query(args: argparse.Namespace) -> int:
     async with connect(args.peer) as client:
         result = await client.query(args.sparql)

@@ -42,6 +42,17 @@ async def test_cli_publish_query_status_and_restart(cluster, tmp_path):
     done = cli("query", "--peer", cluster.addresses[2], "--format", "json", COUNT)
     assert done.returncode == 0, done.stderr
     assert count_of(json.loads(done.stdout)) == 1000
+    done = cli("find", "--peer", cluster.entry, "-p", "<http://example.org/p1>", "--count")
+    assert done.returncode == 0 and done.stdout.strip() == "200", done.stderr
+    graph = events[7].graph.value
+    done = cli("find", "--peer", cluster.entry, "-g", f"<{graph}>")
+    assert sorted(done.stdout.splitlines()) == sorted(q.n_quads() for q in events[7].quads)
+    done = cli("delete", "--peer", cluster.entry, graph)
+    assert done.returncode == 0 and "deleted 5 quads" in done.stdout
+    assert cli("find", "--peer", cluster.entry, "--count").stdout.strip() == "995"
+    assert cli("publish", "--peer", cluster.entry, str(path)).returncode == 0  # republish: back to 1000
+    done = cli("find", "--peer", cluster.entry, "-s", "not-a-term")
+    assert done.returncode == 2 and "not an N-Triples" in done.stderr
     done = cli("status", "--peer", cluster.entry, "--format", "json")
     status = json.loads(done.stdout)
     assert len(status["peers"]) == 4 and status["partition"] is True

@@ -2,6 +2,6 @@
 
 import sys
 
-from eventcloud.cli import main
+from eventcloud.cli.main import main
 
 sys.exit(main())

@@ -25,9 +25,9 @@ from typing import Any, AsyncIterator, Iterable
 
 import trio
 
-from eventcloud.hlc import HybridClock
-from eventcloud.model import IRI, CompoundEvent, Quad, Term, event_graph
-from eventcloud.protocol import (
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.rdf.model import IRI, CompoundEvent, Quad, Term, event_graph
+from eventcloud.wire.frames import (
     NOTIFICATION_KINDS,
     ProtocolError,
     event_to_wire,
@@ -35,8 +35,8 @@ from eventcloud.protocol import (
     quad_from_wire,
     term_from_wire,
 )
-from eventcloud.rpc import ConnectionLost, RemoteError, RpcConnection
-from eventcloud.transport import AddressError, TcpTransport, Transport, Unreachable
+from eventcloud.net.rpc import ConnectionLost, RemoteError, RpcConnection
+from eventcloud.net.transport import AddressError, TcpTransport, Transport, Unreachable
 
 KINDS = NOTIFICATION_KINDS
 
@@ -141,7 +141,7 @@ class Client:
     async def publish_file(self, path: str | Path, format: str | None = None) -> tuple[int, int]:
         """Publish every event of an RDF file; (events, quads). The file is parsed fully
         first, so a malformed file publishes nothing."""
-        from eventcloud.rdfio import read_events
+        from eventcloud.rdf.files import read_events
 
         events = read_events(path, format, source=self.source, sequence=next(self._sequence))
         quads = 0
@@ -152,7 +152,7 @@ class Client:
 
     async def publish_graph(self, graph: Any, iri: IRI | None = None) -> list[PublishReceipt]:
         """Publish an rdflib Graph (one event) or Dataset (one event per named graph)."""
-        from eventcloud.rdfio import events_from_rdflib
+        from eventcloud.rdf.files import events_from_rdflib
 
         return [await self.publish(e) for e in events_from_rdflib(graph, graph=iri)]
 

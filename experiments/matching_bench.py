@@ -40,10 +40,10 @@ import time
 import tracemalloc
 from dataclasses import dataclass
 
-from eventcloud.filters import compile_filter
-from eventcloud.index import SubscriptionIndex
-from eventcloud.model import IRI, XSD, CompoundEvent, Literal, Quad
-from eventcloud.subscription import Subscription, TriplePattern, Var, parse_subscription
+from eventcloud.sparql.filters.compiler import compile_filter
+from eventcloud.matching.index import SubscriptionIndex
+from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, Quad
+from eventcloud.sparql.subscription import Subscription, TriplePattern, Var, parse_subscription
 
 BASE = "http://bench.example/"
 PREDICATES = 1000
@@ -155,7 +155,7 @@ def _accumulate(values: list[float]):
 
 def _constant(r: random.Random, t: int) -> tuple[Literal, str]:
     """The threshold t as an integer, a decimal or a double constant (and its SPARQL text)."""
-    from eventcloud.filter_values import canonical_term
+    from eventcloud.sparql.filters.values import canonical_term
     kind = r.randrange(3)
     if kind == 0:
         return Literal(str(t), XSD_INTEGER), str(t)
@@ -177,7 +177,7 @@ def _value(r: random.Random, spec: Spec) -> Literal:
 
 
 def _canonical(event: CompoundEvent) -> CompoundEvent:
-    from eventcloud.filter_values import canonical_term
+    from eventcloud.sparql.filters.values import canonical_term
     return CompoundEvent(event.graph, tuple(Quad(q.g, q.s, q.p, canonical_term(q.o)) for q in event.quads))
 
 

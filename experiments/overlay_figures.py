@@ -19,8 +19,8 @@ import random
 import statistics
 from collections import Counter
 
-from eventcloud.geometry import CoordinateSpace, Zone, multicast_children, next_hop
-from eventcloud.model import Quad
+from eventcloud.overlay.zones import CoordinateSpace, Zone, multicast_children, next_hop
+from eventcloud.rdf.model import Quad
 
 SIZES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -75,12 +75,12 @@ def datasets() -> dict[str, list[Quad]]:
 
     out = {"paper workload (3,000 CEs × 5 quads)": [q for e in generate(events=3000, subscriptions=1, k=5).events
                                                   for q in e.quads]}
-    from eventcloud.demo import citybench_dir
+    from eventcloud.cli.demo import citybench_dir
 
     directory = citybench_dir()
     if directory is not None:
-        from eventcloud.citybench import sample_events
-        from eventcloud.rdfio import read_events
+        from eventcloud.rdf.citybench import sample_events
+        from eventcloud.rdf.files import read_events
 
         out["CityBench readings (3,000 CEs)"] = [q for e in sample_events(directory, 3000) for q in e.quads]
         out["SensorRepository.n3"] = [q for e in read_events(directory / "SensorRepository.n3") for q in e.quads]

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import trio
 
 from eventcloud.client import connect
-from eventcloud.hlc import unpack
+from eventcloud.wire.hlc import unpack
 from experiments import logs
 from experiments.hosts import SshCluster, read_hosts
 from experiments.workloads import Workload, generate

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eventcloud.model import IRI, CompoundEvent, Literal, Quad, make_quad
+from eventcloud.rdf.model import IRI, CompoundEvent, Literal, Quad, make_quad
 
 #: Average N-Quads bytes of one quad in the paper's events (5 quads ≈ 670 bytes).
 BYTES_PER_QUAD = 134
@@ -269,9 +269,9 @@ def load(directory: str | Path) -> Workload:
 
 
 def read_event_file(path: str | Path) -> list[CompoundEvent]:
-    """Compound events of an N-Quads file (eventcloud.rdfio when present, else pyoxigraph)."""
+    """Compound events of an N-Quads file (eventcloud.rdf.files when present, else pyoxigraph)."""
     try:
-        from eventcloud.rdfio import read_events
+        from eventcloud.rdf.files import read_events
     except ImportError:
         return _parse_nquads(path)
     return list(read_events(path))

@@ -18,10 +18,10 @@ from typing import Any
 
 import trio
 
-from eventcloud.geometry import CoordinateSpace, Zone, neighbours_of
-from eventcloud.protocol import ProtocolError, field_of, quad_from_wire, quad_to_wire
-from eventcloud.rpc import ConnectionLost, OperationError, RemoteError, RpcConnection
-from eventcloud.transport import Unreachable
+from eventcloud.overlay.zones import CoordinateSpace, Zone, neighbours_of
+from eventcloud.wire.frames import ProtocolError, field_of, quad_from_wire, quad_to_wire
+from eventcloud.net.rpc import ConnectionLost, OperationError, RemoteError, RpcConnection
+from eventcloud.net.transport import Unreachable
 from peers.node import Peer, point_to_wire
 from peers.state import Neighbour
 

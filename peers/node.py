@@ -18,11 +18,11 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from eventcloud.geometry import Box, GeometryError, Point, Zone, multicast_children, multicast_root, next_hop
-from eventcloud.hlc import HybridClock
-from eventcloud.protocol import ProtocolError, field_of
-from eventcloud.rpc import ConnectionLost, OperationError, RemoteError, RpcConnection
-from eventcloud.transport import Transport, Unreachable
+from eventcloud.overlay.zones import Box, GeometryError, Point, Zone, multicast_children, multicast_root, next_hop
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.frames import ProtocolError, field_of
+from eventcloud.net.rpc import ConnectionLost, OperationError, RemoteError, RpcConnection
+from eventcloud.net.transport import Transport, Unreachable
 from peers.state import Neighbour, PeerState, save_state
 from peers.store import PeerStore
 

@@ -24,15 +24,15 @@ from typing import Any
 
 import trio
 
-from eventcloud.geometry import Box, Zone
-from eventcloud.index import SubscriptionIndex
-from eventcloud.matching import PartialMatch, advance, is_complete, next_pattern, notifier_index, results, start
-from eventcloud.model import IRI, CompoundEvent, Quad
-from eventcloud.protocol import (NOTIFICATION_KINDS, ProtocolError, event_from_wire, field_of, quad_to_wire,
+from eventcloud.overlay.zones import Box, Zone
+from eventcloud.matching.index import SubscriptionIndex
+from eventcloud.matching.reference import PartialMatch, advance, is_complete, next_pattern, notifier_index, results, start
+from eventcloud.rdf.model import IRI, CompoundEvent, Quad
+from eventcloud.wire.frames import (NOTIFICATION_KINDS, ProtocolError, event_from_wire, field_of, quad_to_wire,
                                  term_to_wire)
-from eventcloud.rpc import ConnectionLost, OperationError, RemoteError, RpcConnection
-from eventcloud.subscription import Subscription, SubscriptionError, parse_subscription
-from eventcloud.transport import Unreachable
+from eventcloud.net.rpc import ConnectionLost, OperationError, RemoteError, RpcConnection
+from eventcloud.sparql.subscription import Subscription, SubscriptionError, parse_subscription
+from eventcloud.net.transport import Unreachable
 from peers.node import Peer
 from peers.queries import Queries
 

@@ -17,10 +17,10 @@ from typing import Any, Awaitable, Callable
 import pyoxigraph as ox
 import trio
 
-from eventcloud.filter_values import canonical_term
-from eventcloud.geometry import next_hop
-from eventcloud.model import IRI, CompoundEvent, Quad
-from eventcloud.protocol import (
+from eventcloud.sparql.filters.values import canonical_term
+from eventcloud.overlay.zones import next_hop
+from eventcloud.rdf.model import IRI, CompoundEvent, Quad
+from eventcloud.wire.frames import (
     ProtocolError,
     event_from_wire,
     event_to_wire,
@@ -31,9 +31,9 @@ from eventcloud.protocol import (
     term_from_wire,
     term_to_wire,
 )
-from eventcloud.rpc import ConnectionLost, OperationError, RpcConnection
-from eventcloud.sparql_query import QueryPlanError, candidate_patterns
-from eventcloud.transport import Unreachable
+from eventcloud.net.rpc import ConnectionLost, OperationError, RpcConnection
+from eventcloud.sparql.query_plan import QueryPlanError, candidate_patterns
+from eventcloud.net.transport import Unreachable
 from peers.node import Peer
 from peers.store import quad_to_ox
 

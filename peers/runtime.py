@@ -15,11 +15,11 @@ from pathlib import Path
 
 import trio
 
-from eventcloud.geometry import CoordinateSpace, Zone
-from eventcloud.hlc import HybridClock
-from eventcloud.protocol import DEFAULT_MAX_FRAME
-from eventcloud.rpc import RpcConnection
-from eventcloud.transport import TcpTransport, Transport
+from eventcloud.overlay.zones import CoordinateSpace, Zone
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.frames import DEFAULT_MAX_FRAME
+from eventcloud.net.rpc import RpcConnection
+from eventcloud.net.transport import TcpTransport, Transport
 from peers.membership import Membership
 from peers.node import Peer
 from peers.pubsub import PubSub

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventcloud.geometry import CoordinateSpace, Zone
+from eventcloud.overlay.zones import CoordinateSpace, Zone
 
 ALGORITHMS = ("osma", "csma")
 

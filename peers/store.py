@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator
 
 import pyoxigraph as ox
 
-from eventcloud.model import IRI, XSD, Literal, Quad, Term
+from eventcloud.rdf.model import IRI, XSD, Literal, Quad, Term
 
 META_GRAPH = "urn:eventcloud:meta"
 SUBSCRIPTIONS_GRAPH = "urn:eventcloud:subscriptions"

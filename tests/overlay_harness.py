@@ -12,8 +12,8 @@ from typing import AsyncIterator
 import trio
 
 from eventcloud.client import Client, connect
-from eventcloud.geometry import CoordinateSpace
-from eventcloud.transport import MemoryNetwork
+from eventcloud.overlay.zones import CoordinateSpace
+from eventcloud.net.transport import MemoryNetwork
 from peers.runtime import PeerConfig, RunningPeer, run_peer
 
 

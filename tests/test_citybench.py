@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eventcloud.citybench import (
+from eventcloud.rdf.citybench import (
     CT,
     SAO,
     SES,
@@ -20,8 +20,8 @@ from eventcloud.citybench import (
     read_stream,
     sample_events,
 )
-from eventcloud.model import IRI, RDF, XSD, CompoundEvent, Literal, Quad, event_graph
-from eventcloud.rdfio import RDFInputError, parse_events, read_events, write_nquads
+from eventcloud.rdf.model import IRI, RDF, XSD, CompoundEvent, Literal, Quad, event_graph
+from eventcloud.rdf.files import RDFInputError, parse_events, read_events, write_nquads
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "citybench"
 needs_data = pytest.mark.skipif(

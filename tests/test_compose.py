@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from eventcloud.cli import build_parser
+from eventcloud.cli.main import build_parser
 
 COMPOSE = Path(__file__).resolve().parents[1] / "compose"
 

@@ -12,11 +12,11 @@ import random
 import pyoxigraph as ox
 import pytest
 
-from eventcloud.filter_regex import RegexError, replace_all, translate_regex
-from eventcloud.filter_values import ExprError, canonical_term
-from eventcloud.filters import CompiledFilter, compile_filter, render
-from eventcloud.model import IRI, XSD, Literal, Term, term_from_n3
-from eventcloud.subscription import SubscriptionError, parse_subscription
+from eventcloud.sparql.filters.regex import RegexError, replace_all, translate_regex
+from eventcloud.sparql.filters.values import ExprError, canonical_term
+from eventcloud.sparql.filters.compiler import CompiledFilter, compile_filter, render
+from eventcloud.rdf.model import IRI, XSD, Literal, Term, term_from_n3
+from eventcloud.sparql.subscription import SubscriptionError, parse_subscription
 
 PREFIXES = "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> PREFIX ex: <http://ex.org/> "
 BOOL_T, BOOL_F = f'"true"^^<{XSD}boolean>', f'"false"^^<{XSD}boolean>'

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from eventcloud.geometry import (
+from eventcloud.overlay.zones import (
     DIMENSIONS,
     CoordinateSpace,
     GeometryError,
@@ -21,7 +21,7 @@ from eventcloud.geometry import (
     neighbours_of,
     next_hop,
 )
-from eventcloud.model import IRI, Literal, Quad
+from eventcloud.rdf.model import IRI, Literal, Quad
 
 DEFAULT = CoordinateSpace()
 IDENTITY = CoordinateSpace(mapping="identity")

@@ -17,14 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import eventcloud.index as index_module
-from eventcloud.constraints import ConstraintTable, simple_constraints
-from eventcloud.filter_values import canonical_term, to_value
-from eventcloud.filters import compile_filter
-from eventcloud.index import SubscriptionIndex
-from eventcloud.matching import advance, match_pattern, matches, start
-from eventcloud.model import IRI, XSD, CompoundEvent, Literal, Quad
-from eventcloud.subscription import Subscription, parse_subscription
+import eventcloud.matching.index as index_module
+from eventcloud.matching.constraints import ConstraintTable, simple_constraints
+from eventcloud.sparql.filters.values import canonical_term, to_value
+from eventcloud.sparql.filters.compiler import compile_filter
+from eventcloud.matching.index import SubscriptionIndex
+from eventcloud.matching.reference import advance, match_pattern, matches, start
+from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, Quad
+from eventcloud.sparql.subscription import Subscription, parse_subscription
 from tests.test_matching import random_event, random_literal, random_query
 
 EX = "http://ex.org/"

@@ -14,13 +14,13 @@ from collections import Counter
 import pyoxigraph as ox
 import pytest
 
-from eventcloud.filter_values import canonical_term
-from eventcloud.matching import (
+from eventcloud.sparql.filters.values import canonical_term
+from eventcloud.matching.reference import (
     EventIndex, PartialMatch, advance, is_complete, match_pattern, matches, next_pattern,
     notifier_index, results, solutions, start,
 )
-from eventcloud.model import IRI, XSD, CompoundEvent, Literal, Quad, Term
-from eventcloud.subscription import Subscription, parse_subscription
+from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, Quad, Term
+from eventcloud.sparql.subscription import Subscription, parse_subscription
 
 EX = "http://ex.org/"
 PREFIXES = f"PREFIX ex: <{EX}> PREFIX xsd: <{XSD}> "

@@ -9,10 +9,10 @@ import pytest
 import trio
 
 from eventcloud.client import ClientError
-from eventcloud.commands import partition_report
-from eventcloud.geometry import Zone
-from eventcloud.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
-from eventcloud.protocol import FrameDecoder
+from eventcloud.cli.commands import partition_report
+from eventcloud.overlay.zones import Zone
+from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
+from eventcloud.wire.frames import FrameDecoder
 from tests.overlay_harness import open_overlay
 
 EX = "http://example.org/"
@@ -202,7 +202,7 @@ async def test_leave_hands_the_zone_to_a_neighbour(autojump_clock):
 
 
 async def test_a_publisher_that_disconnects_mid_request_leaves_the_whole_event(autojump_clock):
-    from eventcloud.protocol import REQUEST, Message, encode, event_to_wire
+    from eventcloud.wire.frames import REQUEST, Message, encode, event_to_wire
 
     async with open_overlay(6) as overlay:
         event = sample_events(1, quads=12)[0]

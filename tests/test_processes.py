@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from eventcloud.client import connect
-from eventcloud.rdfio import write_nquads
+from eventcloud.rdf.files import write_nquads
 from peers.cluster import LocalCluster
 from tests.test_overlay import COUNT, count_of, sample_events
 

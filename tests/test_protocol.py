@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventcloud.hlc import HybridClock, pack, unpack
-from eventcloud.model import IRI, XSD, CompoundEvent, Literal, make_quad
-from eventcloud.protocol import (
+from eventcloud.wire.hlc import HybridClock, pack, unpack
+from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, make_quad
+from eventcloud.wire.frames import (
     ERROR, PUSH, REPLY, REQUEST, FrameDecoder, Message, ProtocolError, encode, event_from_wire,
     event_to_wire, pattern_from_wire, quad_from_wire, quad_to_wire, term_from_wire, term_to_wire,
 )

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from eventcloud.client import ClientError, Notification
-from eventcloud.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
+from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
 from peers.store import quad_to_ox
 from tests.overlay_harness import open_overlay
 
@@ -312,8 +312,8 @@ async def test_a_subscriber_that_stops_reading_does_not_stall_the_peers(monkeypa
     import socket
 
     import peers.pubsub
-    from eventcloud.protocol import REQUEST, FrameDecoder, Message, encode
-    from eventcloud.transport import TcpTransport
+    from eventcloud.wire.frames import REQUEST, FrameDecoder, Message, encode
+    from eventcloud.net.transport import TcpTransport
     from peers.runtime import PeerConfig, run_peer
 
     monkeypatch.setattr(peers.pubsub, "SUBSCRIBER_BUFFER", 20)

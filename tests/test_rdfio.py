@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import rdflib
 
-from eventcloud.model import (
+from eventcloud.rdf.model import (
     IRI,
     RDF_LANGSTRING,
     SKOLEM_BASE,
@@ -19,7 +19,7 @@ from eventcloud.model import (
     Literal,
     event_graph,
 )
-from eventcloud.rdfio import (
+from eventcloud.rdf.files import (
     FORMATS,
     RDFInputError,
     events_from_rdflib,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eventcloud.model import IRI, RDF, XSD, Literal
-from eventcloud.subscription import (
+from eventcloud.rdf.model import IRI, RDF, XSD, Literal
+from eventcloud.sparql.subscription import (
     Subscription, SubscriptionError, TriplePattern, Var, parse_subscription,
 )
 

@@ -8,7 +8,7 @@ from collections import Counter
 import pyoxigraph as ox
 import pytest
 
-from eventcloud.model import IRI, CompoundEvent, Literal
+from eventcloud.rdf.model import IRI, CompoundEvent, Literal
 from experiments import workloads
 from experiments.workloads import ACCEPT_ALL, WorkloadError, generate
 

@@ -11,7 +11,7 @@ import sys
 import trio
 
 from eventcloud.client import connect
-from eventcloud.model import IRI, XSD, Literal
+from eventcloud.rdf.model import IRI, XSD, Literal
 
 EX = "http://example.org/"
 QUERY = f"""

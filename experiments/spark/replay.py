@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a script: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from eventcloud.model import IRI, CompoundEvent, Term, make_quad, skolem_iri, term_from_n3  # noqa: E402
+from eventcloud.rdf.model import IRI, CompoundEvent, Term, make_quad, skolem_iri, term_from_n3  # noqa: E402
 from experiments import logs  # noqa: E402
 from experiments.spark import DEFAULT_MASTER, session  # noqa: E402
 

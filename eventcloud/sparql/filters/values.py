@@ -22,12 +22,12 @@ import re
 import struct
 from decimal import Decimal as _PyDecimal
 
-from .filter_temporal import (
+from eventcloud.sparql.filters.temporal import (
     SCALE as _SCALE, XSD_DATE, XSD_DATETIME, XSD_DAYTIMEDURATION, XSD_DURATION, XSD_TIME, XSD_YEARMONTHDURATION,
     Duration, Temporal, compare_durations, compare_temporal, duration_parser, format_decimal, format_duration,
     format_temporal, parse_date, parse_datetime, parse_time, trunc_div,
 )
-from .model import IRI, XSD, XSD_STRING, Literal, Term
+from eventcloud.rdf.model import IRI, XSD, XSD_STRING, Literal, Term
 
 XSD_BOOLEAN = XSD + "boolean"
 XSD_INTEGER = XSD + "integer"

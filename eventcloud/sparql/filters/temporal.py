@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .model import XSD
+from eventcloud.rdf.model import XSD
 
 XSD_DATETIME = XSD + "dateTime"
 XSD_DATE = XSD + "date"

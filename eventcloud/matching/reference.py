@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from .model import IRI, RDF_LANGSTRING, XSD_STRING, CompoundEvent, Literal, ModelError, Quad, Term
-from .subscription import JoinPlan, Subscription, Var
+from eventcloud.rdf.model import IRI, RDF_LANGSTRING, XSD_STRING, CompoundEvent, Literal, ModelError, Quad, Term
+from eventcloud.sparql.subscription import JoinPlan, Subscription, Var
 
 Bindings = dict[str, Term]
 

@@ -36,8 +36,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Iterator, Mapping
 
-from eventcloud.model import IRI, RDF, XSD, CompoundEvent, Literal, Quad, event_graph
-from eventcloud.rdfio import RDFInputError
+from eventcloud.rdf.model import IRI, RDF, XSD, CompoundEvent, Literal, Quad, event_graph
+from eventcloud.rdf.files import RDFInputError
 
 __all__ = [
     "CityBenchError",

@@ -11,9 +11,9 @@ from typing import Any
 
 import trio
 
-from eventcloud.cli import DEMO_SUBSCRIPTION, notification_json, quads_text
+from eventcloud.cli.main import DEMO_SUBSCRIPTION, notification_json, quads_text
 from eventcloud.client import connect
-from eventcloud.geometry import Zone
+from eventcloud.overlay.zones import Zone
 
 
 def _progress(done: int, total: int, started: float, width: int = 30) -> None:
@@ -24,7 +24,7 @@ def _progress(done: int, total: int, started: float, width: int = 30) -> None:
 
 
 async def publish(args: argparse.Namespace) -> int:
-    from eventcloud.rdfio import RDFInputError, read_events
+    from eventcloud.rdf.files import RDFInputError, read_events
 
     events = []
     for index, path in enumerate(args.files):
@@ -74,7 +74,7 @@ async def leave(args: argparse.Namespace) -> int:
 
 
 async def find(args: argparse.Namespace) -> int:
-    from eventcloud.model import ModelError, term_from_n3
+    from eventcloud.rdf.model import ModelError, term_from_n3
 
     try:
         pattern = [term_from_n3(t) if t else None for t in (args.graph, args.subject, args.predicate, args.object)]
@@ -138,7 +138,7 @@ def _table(columns: list[str], rows: list[list[str]]) -> None:
 
 def partition_report(status: dict[str, Any]) -> tuple[bool, str]:
     """Do the peers' zones partition the space exactly? (volumes add up, none overlap)"""
-    from eventcloud.geometry import CoordinateSpace
+    from eventcloud.overlay.zones import CoordinateSpace
 
     space = CoordinateSpace.from_dict(status["space"])
     zones = [Zone.from_wire(p["zone"]) for p in status["peers"]]
@@ -161,7 +161,7 @@ async def status(args: argparse.Namespace) -> int:
         result["partition"] = ok
         print(json.dumps(result, indent=1))
         return 0
-    from eventcloud.geometry import CoordinateSpace
+    from eventcloud.overlay.zones import CoordinateSpace
 
     top = CoordinateSpace.from_dict(result["space"]).top
     rows = []
@@ -207,7 +207,7 @@ def _print_note(note: Any) -> None:
 async def demo(args: argparse.Namespace) -> int:
     from peers.cluster import LocalCluster
 
-    from eventcloud.demo import citybench_dir, demo_events
+    from eventcloud.cli.demo import citybench_dir, demo_events
 
     events = demo_events(args.events)
     what = ("Aarhus sensor observations (CityBench)" if citybench_dir() is not None else

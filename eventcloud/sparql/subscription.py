@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Union
 
-from .filter_values import canonical_term
-from .filters import CompiledFilter, FilterError, compile_filter, from_parse_tree
-from .model import IRI, XSD_STRING, Literal, ModelError, Term
+from eventcloud.sparql.filters.values import canonical_term
+from eventcloud.sparql.filters.compiler import CompiledFilter, FilterError, compile_filter, from_parse_tree
+from eventcloud.rdf.model import IRI, XSD_STRING, Literal, ModelError, Term
 
 __all__ = [
     "Var", "PatternTerm", "TriplePattern", "Subscription", "SubscriptionError", "JoinPlan",

@@ -18,8 +18,8 @@ from typing import Any, Sequence
 import trio
 
 from eventcloud.client import ClientError, Notification
-from eventcloud.model import Quad
-from eventcloud.transport import AddressError, parse_address
+from eventcloud.rdf.model import Quad
+from eventcloud.net.transport import AddressError, parse_address
 
 DEMO_SUBSCRIPTION = """PREFIX sao: <http://purl.oclc.org/NET/sao/>
 PREFIX ssn: <http://purl.oclc.org/NET/ssnx/ssn#>
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_peer_command(args)
         if args.command == "cluster":
             return run_cluster_command(args)
-        from eventcloud import commands
+        from eventcloud.cli import commands
 
         return trio.run(getattr(commands, args.command), args)
     except (ClientError, BaseExceptionGroup) as exc:
@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_peer_command(args: argparse.Namespace) -> int:
-    from eventcloud.geometry import CoordinateSpace
+    from eventcloud.overlay.zones import CoordinateSpace
     from peers.runtime import PeerConfig, run_peer
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, Mapping, Sequence
 
-from eventcloud.model import IRI, Literal, Quad, Term
+from eventcloud.rdf.model import IRI, Literal, Quad, Term
 
 #: Order of the four axes of the CAN.
 DIMENSIONS = ("graph", "subject", "predicate", "object")

@@ -21,7 +21,7 @@ Structure (G-ToPSS's "subscription matrix", seed 000, with the constraint tables
 * Each group is registered under its trigger node. A quad matching a node makes the groups
   triggered there candidates. Subscriptions with a simple constraint `?x op constant` on a
   variable of the trigger are not in that list: they sit in the node's constraint tables
-  (eventcloud.constraints), sorted per operator, and become candidates only when one binary
+  (eventcloud.matching.constraints), sorted per operator, and become candidates only when one binary
   search per bound value says their constraint holds — before any join. A subscription whose
   trigger no quad matches is never looked at: the work per event grows with the candidates,
   not with the number stored.
@@ -48,11 +48,11 @@ from __future__ import annotations
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Iterator
 
-from .constraints import RANK, Constraint, ConstraintTable, probe, simple_constraints
-from .filter_values import to_value
-from .joins import Node, canonical_key, empty_key, enumerate_solutions, exists, join_checked, selectivity
-from .model import CompoundEvent, Quad
-from .subscription import Subscription, Var
+from eventcloud.matching.constraints import RANK, Constraint, ConstraintTable, probe, simple_constraints
+from eventcloud.sparql.filters.values import to_value
+from eventcloud.matching.joins import Node, canonical_key, empty_key, enumerate_solutions, exists, join_checked, selectivity
+from eventcloud.rdf.model import CompoundEvent, Quad
+from eventcloud.sparql.subscription import Subscription, Var
 
 __all__ = ["SubscriptionIndex", "SOLUTION_CAP"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 
-from eventcloud.model import IRI, CompoundEvent, Literal, ModelError, Quad, Term, make_quad
+from eventcloud.rdf.model import IRI, CompoundEvent, Literal, ModelError, Quad, Term, make_quad
 
 REQUEST, REPLY, ERROR, PUSH = "req", "rep", "err", "push"
 #: What a notification carries: the subscription and event only, all solutions, or all quads.

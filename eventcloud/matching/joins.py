@@ -8,7 +8,7 @@ sequence of steps (node, positions to check against bound variables, positions t
 the functions here run one over the binding tables: enumerate its solutions, test that one
 exists, or test it with FILTERs applied as soon as their variables are bound.
 
-Pure code; split from `eventcloud.index`, which decides which subscriptions use which nodes
+Pure code; split from `eventcloud.matching.index`, which decides which subscriptions use which nodes
 and programs.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from .model import Quad
-from .subscription import Var
+from eventcloud.rdf.model import Quad
+from eventcloud.sparql.subscription import Var
 
 POSITIONS = (0, 1, 2, 3)  # g, s, p, o as in model.Quad
 

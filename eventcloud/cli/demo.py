@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from eventcloud.model import CompoundEvent
+from eventcloud.rdf.model import CompoundEvent
 
 
 def citybench_dir() -> Path | None:
@@ -22,7 +22,7 @@ def citybench_dir() -> Path | None:
 def demo_events(n: int) -> list[CompoundEvent]:
     """`n` sensor-observation events: CityBench parking and traffic readings if available,
     else readings synthesised in the same vocabulary (and the demo says so)."""
-    from eventcloud.citybench import sample_events
+    from eventcloud.rdf.citybench import sample_events
 
     directory = citybench_dir()
     if directory is not None:
@@ -33,8 +33,8 @@ def demo_events(n: int) -> list[CompoundEvent]:
 def _synthetic(n: int) -> list[CompoundEvent]:
     import random
 
-    from eventcloud.citybench import _HAS_VALUE, _OBSERVATION, _OBSERVED_BY, _RDF_TYPE, SES
-    from eventcloud.model import IRI, XSD, Literal, event_graph
+    from eventcloud.rdf.citybench import _HAS_VALUE, _OBSERVATION, _OBSERVED_BY, _RDF_TYPE, SES
+    from eventcloud.rdf.model import IRI, XSD, Literal, event_graph
 
     rng = random.Random(7)
     events = []

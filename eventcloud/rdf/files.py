@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, TextIO
 
 import pyoxigraph as ox
 
-from eventcloud.model import (
+from eventcloud.rdf.model import (
     IRI,
     XSD_STRING,
     CompoundEvent,

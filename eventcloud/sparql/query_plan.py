@@ -17,7 +17,7 @@ from rdflib.paths import Path as RPath
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from eventcloud.model import IRI, Literal, ModelError, Term
+from eventcloud.rdf.model import IRI, Literal, ModelError, Term
 
 Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
 EVERYTHING: Pattern = (None, None, None, None)

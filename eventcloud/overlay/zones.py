@@ -5,7 +5,7 @@ Nothing here does I/O, reads a clock or keeps state: the peer runtime asks these
 and does the sending itself. The space has no wrap-around (coordinates are lexicographic,
 not hashed), so neighbours abut inside the space only.
 
-The term -> coordinate mapping lives in `eventcloud.coordinates`; its names are
+The term -> coordinate mapping lives in `eventcloud.overlay.coordinates`; its names are
 re-exported here so callers need one import.
 """
 
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping, TypeVar
 
-from eventcloud.coordinates import (
+from eventcloud.overlay.coordinates import (
     DIMENSIONS,
     Box,
     CoordinateSpace,

@@ -15,8 +15,8 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from eventcloud.hlc import HybridClock
-from eventcloud.protocol import (
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.frames import (
     DEFAULT_MAX_FRAME,
     ERROR,
     PUSH,

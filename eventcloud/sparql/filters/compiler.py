@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
-from .filter_functions import BUILTINS, CASTS, compile_regex, make_fn_iri, plain, string_and_lang
-from .filter_regex import RegexError, replace_all, translate_regex
-from .filter_values import (
+from eventcloud.sparql.filters.functions import BUILTINS, CASTS, compile_regex, make_fn_iri, plain, string_and_lang
+from eventcloud.sparql.filters.regex import RegexError, replace_all, translate_regex
+from eventcloud.sparql.filters.values import (
     ExprError, Value, arithmetic, canonical_term, compare, ebv, equals, negate, plus, to_term, to_value,
 )
-from .model import IRI, XSD, XSD_STRING, Literal, ModelError, Term
+from eventcloud.rdf.model import IRI, XSD, XSD_STRING, Literal, ModelError, Term
 
 Expr = tuple
 Evaluator = Callable[[Mapping[str, Term]], Value]

@@ -15,17 +15,17 @@ import re
 import sys
 from typing import Callable
 
-from .filter_temporal import (
+from eventcloud.sparql.filters.temporal import (
     SCALE as _SCALE, XSD_DATE, XSD_DATETIME, XSD_DAYTIMEDURATION, XSD_TIME, DateTimeV, DateV, Duration, Temporal,
     TimeV, components, format_tz, parse_date, parse_datetime, parse_time,
 )
-from .filter_values import (
+from eventcloud.sparql.filters.values import (
     XSD_BOOLEAN, XSD_DECIMAL, XSD_DOUBLE, XSD_FLOAT, XSD_INTEGER, _I64_MAX, _I64_MIN, Dec, ExprError, F32, LangStr,
     Value, dec_to_double, f32, is_numeric, lexical, parse_boolean, parse_decimal, parse_double, parse_float,
     parse_integer, to_value,
 )
-from .filter_regex import RegexError, translate_regex
-from .model import IRI, RDF_LANGSTRING, XSD_STRING, Literal, ModelError
+from eventcloud.sparql.filters.regex import RegexError, translate_regex
+from eventcloud.rdf.model import IRI, RDF_LANGSTRING, XSD_STRING, Literal, ModelError
 
 # --- argument helpers -------------------------------------------------------------------------
 

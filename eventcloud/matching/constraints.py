@@ -31,9 +31,9 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .filter_temporal import SCALE, Temporal
-from .filter_values import F32, Dec, ExprError, LangStr, compare, dec_to_double, equals, f32, to_value
-from .model import IRI, Literal, Term
+from eventcloud.sparql.filters.temporal import SCALE, Temporal
+from eventcloud.sparql.filters.values import F32, Dec, ExprError, LangStr, compare, dec_to_double, equals, f32, to_value
+from eventcloud.rdf.model import IRI, Literal, Term
 
 __all__ = ["Constraint", "ConstraintTable", "OPS", "holds", "simple_constraints", "probe"]
 

@@ -1,0 +1,3 @@
+from eventcloud.cli.main import main
+
+__all__ = ["main"]

@@ -8,8 +8,9 @@
 
 One connection carries requests and the notifications pushed for its subscriptions. The
 client keeps its own hybrid clock, sent with every request, so a publication issued after
-`subscribe` returned is stamped after the subscription (the happen-before property).
-Notifications are deduplicated per (subscription, event) before the application sees them.
+`subscribe` returned is stamped after the subscription (the happen-before property). The
+entry peer delivers each (subscription, event) pair once. Every failure is a `ClientError`
+with a code (`eventcloud.errors.ErrorCode`) and a message saying what to do.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections import OrderedDict
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,44 +25,35 @@ from typing import Any, AsyncIterator, Iterable
 
 import trio
 
-from eventcloud.wire.hlc import HybridClock
+from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, ModelError, RemoteError
+from eventcloud.net.rpc import RpcConnection, open_connection
+from eventcloud.net.transport import AddressError, TcpTransport, Transport
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad, Term, event_graph
-from eventcloud.wire.frames import (
-    NOTIFICATION_KINDS,
-    ProtocolError,
-    event_to_wire,
-    pattern_to_wire,
-    quad_from_wire,
-    term_from_wire,
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.messages import (
+    NOTIFICATION_KINDS, Counted, Delete, Deleted, Empty, Find, Left, Notification, Publish, Published, Quads,
+    Receipt, Sparql, SparqlResult, Status, Subscribe, Subscribed, Unsubscribe,
 )
-from eventcloud.net.rpc import ConnectionLost, RemoteError, RpcConnection
-from eventcloud.net.transport import AddressError, TcpTransport, Transport, Unreachable
+from eventcloud.wire.ops import Op
+
+__all__ = ["ClientError", "Client", "Subscription", "Notification", "PublishReceipt", "connect", "KINDS"]
 
 KINDS = NOTIFICATION_KINDS
+PublishReceipt = Receipt
 
 
-class ClientError(Exception):
-    """A request failed; the message says why and what to do."""
+class ClientError(EventCloudError):
+    """A request failed; the message says why and what to do, the code what kind of failure."""
 
-    def __init__(self, message: str, code: str = "failed") -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass(frozen=True)
-class Notification:
-    subscription: str
-    event: str                                   # the compound event's graph IRI
-    kind: str                                    # signal | bindings | event
-    solutions: tuple[dict[str, Term], ...] = ()  # bindings kind: every distinct solution
-    quads: tuple[Quad, ...] = ()                 # event kind: every quad of the event
-    published: int = 0                           # hybrid-clock publication time
-    error: str | None = None                     # set when the peer could not complete it
+    default_code = ErrorCode.BAD_REQUEST
 
 
 @dataclass
 class Subscription:
-    """An active subscription: an async iterator of its notifications."""
+    """An active subscription: an async iterator of its notifications.
+
+    The iteration ends after `unsubscribe`; it raises ClientError when the connection to the
+    entry peer is lost (so a subscriber never waits silently on a dead connection)."""
 
     id: str
     sparql: str
@@ -77,20 +68,16 @@ class Subscription:
         try:
             return await self._receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
+            reason = self._client.lost
+            if reason is not None and self.id not in self._client.unsubscribed:
+                raise ClientError(f"subscription {self.id} ended: {reason}", ErrorCode.UNREACHABLE) from None
             raise StopAsyncIteration from None
 
     async def receive(self) -> Notification:
-        return await self._receive.receive()
+        return await self.__anext__()
 
     async def unsubscribe(self) -> None:
         await self._client.unsubscribe(self)
-
-
-@dataclass(frozen=True)
-class PublishReceipt:
-    graph: str
-    published: int
-    quads: int
 
 
 class Client:
@@ -98,45 +85,49 @@ class Client:
         self._conn = conn
         self.source = source
         self._sequence = itertools.count()
-        self._subscriptions: dict[str, tuple[trio.MemorySendChannel, OrderedDict]] = {}
-        self.duplicates_filtered = 0
+        self._subscriptions: dict[str, trio.MemorySendChannel[Notification]] = {}
+        self.unsubscribed: set[str] = set()
         self.dropped = 0
+        self.lost: str | None = None
 
-    async def _call(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, op: Op, body: Any = None) -> dict[str, Any]:
+        """One request to the entry peer; ClientError on any failure."""
         try:
-            return await self._conn.call(op, body)
+            return await self._conn.call(op, body if body is not None else Empty())
         except RemoteError as exc:
             raise ClientError(exc.message, exc.code) from None
         except ConnectionLost as exc:
-            raise ClientError(f"connection to the entry peer lost: {exc}", "unreachable") from None
-        except ProtocolError as exc:
-            raise ClientError(str(exc), exc.code) from None
+            raise ClientError(f"connection to the entry peer lost: {exc.message}", ErrorCode.UNREACHABLE) from None
+        except EventCloudError as exc:
+            raise ClientError(exc.message, exc.code) from None
 
-    # --- publishing ---------------------------------------------------------------------
+    # --- publishing ---------------------------------------------------------------------------
 
     def event(self, triples: Iterable[tuple[Term, Term, Term]], graph: IRI | str | None = None) -> CompoundEvent:
-        """A compound event from triples; the graph IRI is made from this client's source
-        id, the time and a sequence number when none is given."""
-        if graph is None:
-            graph = event_graph(self.source, int(time.time() * 1000), next(self._sequence))
-        elif isinstance(graph, str):
-            graph = IRI(graph)
-        return CompoundEvent.from_triples(graph, triples)
+        """A compound event from triples; the graph IRI is made from this client's source id,
+        the time and a sequence number when none is given."""
+        try:
+            if graph is None:
+                graph = event_graph(self.source, int(time.time() * 1000), next(self._sequence))
+            elif isinstance(graph, str):
+                graph = IRI(graph)
+            return CompoundEvent.from_triples(graph, triples)
+        except ModelError as exc:
+            raise ClientError(exc.message, exc.code) from None
 
-    async def publish(self, event: CompoundEvent) -> PublishReceipt:
+    async def publish(self, event: CompoundEvent) -> Receipt:
         """Store the event on the overlay; returns once every quad is stored. Publishing the
         same graph IRI again is a retry and never produces a second notification."""
-        reply = await self._call("publish", {"ev": event_to_wire(event)})
-        return PublishReceipt(reply["g"], reply["t"], reply["n"])
+        return (await self.publish_batch([event]))[0]
 
-    async def publish_batch(self, events: list[CompoundEvent]) -> list[PublishReceipt]:
+    async def publish_batch(self, events: list[CompoundEvent]) -> list[Receipt]:
         """Publish several events in one request: each stays atomic and idempotent on its
         own, but peers forward them together (one message per hop for the whole batch),
         which is how bulk loads and replays reach high throughput."""
         if not events:
             return []
-        reply = await self._call("publish", {"evs": [event_to_wire(e) for e in events]})
-        return [PublishReceipt(r["g"], r["t"], r["n"]) for r in reply["receipts"]]
+        reply = await self.call(Op.PUBLISH, _encodable(Publish(tuple(events))))
+        return list(Published.from_wire(reply).receipts)
 
     async def publish_file(self, path: str | Path, format: str | None = None) -> tuple[int, int]:
         """Publish every event of an RDF file; (events, quads). The file is parsed fully
@@ -144,93 +135,104 @@ class Client:
         from eventcloud.rdf.files import read_events
 
         events = read_events(path, format, source=self.source, sequence=next(self._sequence))
-        quads = 0
         for event in events:
             await self.publish(event)
-            quads += len(event)
-        return len(events), quads
+        return len(events), sum(len(e) for e in events)
 
-    async def publish_graph(self, graph: Any, iri: IRI | None = None) -> list[PublishReceipt]:
+    async def publish_graph(self, graph: Any, iri: IRI | None = None) -> list[Receipt]:
         """Publish an rdflib Graph (one event) or Dataset (one event per named graph)."""
         from eventcloud.rdf.files import events_from_rdflib
 
         return [await self.publish(e) for e in events_from_rdflib(graph, graph=iri)]
 
-    # --- reading ------------------------------------------------------------------------
+    # --- reading ------------------------------------------------------------------------------
 
     async def find(self, g: Term | None = None, s: Term | None = None, p: Term | None = None,
                    o: Term | None = None) -> list[Quad]:
-        reply = await self._call("find", {"p": pattern_to_wire((g, s, p, o))})
-        return [quad_from_wire(q) for q in reply["quads"]]
+        return list(Quads.from_wire(await self.call(Op.FIND, Find((g, s, p, o)))).quads)
 
     async def count(self, g: Term | None = None, s: Term | None = None, p: Term | None = None,
                     o: Term | None = None) -> int:
-        return (await self._call("count", {"p": pattern_to_wire((g, s, p, o))}))["count"]
+        return Counted.from_wire(await self.call(Op.COUNT, Find((g, s, p, o)))).count
 
     async def query(self, sparql: str) -> Any:
         """One-time SPARQL over everything stored: SELECT/ASK give the SPARQL 1.1 JSON
         results as a dict; CONSTRUCT/DESCRIBE give N-Triples text."""
-        reply = await self._call("sparql", {"query": sparql})
-        if reply["form"] == "graph":
-            return reply["ntriples"]
-        return json.loads(reply["json"])
+        result = SparqlResult.from_wire(await self.call(Op.SPARQL, Sparql(sparql)))
+        return result.text if result.form == "graph" else json.loads(result.text)
 
     async def delete(self, graph: IRI | str) -> int:
-        value = graph.value if isinstance(graph, IRI) else graph
-        return (await self._call("delete", {"g": value}))["removed"]
+        try:
+            iri = graph if isinstance(graph, IRI) else IRI(graph)
+        except ModelError as exc:
+            raise ClientError(exc.message, exc.code) from None
+        return Deleted.from_wire(await self.call(Op.DELETE, Delete(iri))).removed
 
-    async def status(self) -> dict[str, Any]:
-        return await self._call("status", {})
+    async def status(self) -> Status:
+        return Status.from_wire(await self.call(Op.STATUS))
 
-    # --- subscribing --------------------------------------------------------------------
+    async def leave(self) -> str:
+        """Make the entry peer leave the overlay (its zone goes to a neighbour); the heir's id."""
+        return Left.from_wire(await self.call(Op.LEAVE)).heir
+
+    # --- subscribing --------------------------------------------------------------------------
 
     async def subscribe(self, sparql: str, kind: str = "bindings", buffer: int = 100_000) -> Subscription:
         """Register a SPARQL continuous query; returns once every responsible peer stored it.
         `kind`: "signal" (id and event), "bindings" (all distinct solutions) or "event"
         (every quad of the matching compound event)."""
         if kind not in KINDS:
-            raise ClientError(f"unknown notification kind {kind!r}: use one of {', '.join(KINDS)}", "bad-request")
+            raise ClientError(f"unknown notification kind {kind!r}: use one of {', '.join(KINDS)}")
         send, receive = trio.open_memory_channel[Notification](buffer)
-        reply = await self._call("subscribe", {"sparql": sparql, "kind": kind})
-        self._subscriptions[reply["id"]] = (send, OrderedDict())
-        return Subscription(reply["id"], sparql, kind, receive, self)
+        reply = Subscribed.from_wire(await self.call(Op.SUBSCRIBE, Subscribe(sparql, kind)))
+        if self.lost is not None:
+            send.close()
+        self._subscriptions[reply.id] = send
+        return Subscription(reply.id, sparql, kind, receive, self)
 
     async def unsubscribe(self, subscription: Subscription | str) -> None:
         """After this returns, no notification for the subscription reaches the application."""
         ident = subscription.id if isinstance(subscription, Subscription) else subscription
-        entry = self._subscriptions.pop(ident, None)
-        if entry is not None:
-            entry[0].close()
-        await self._call("unsubscribe", {"id": ident})
+        self.unsubscribed.add(ident)
+        send = self._subscriptions.pop(ident, None)
+        if send is not None:
+            send.close()
+        await self.call(Op.UNSUBSCRIBE, Unsubscribe(ident))
 
-    async def _on_push(self, conn: RpcConnection, op: str, body: dict[str, Any]) -> None:
-        if op != "notification":
+    def _on_push(self, conn: RpcConnection, op: Op, body: dict[str, Any]) -> None:
+        if op is not Op.NOTIFICATION:
             return
-        entry = self._subscriptions.get(body.get("subscription", ""))
-        if entry is None:
+        send = self._subscriptions.get(body.get("subscription", ""))
+        if send is None:
             return
-        send, seen = entry
-        event = body.get("event", "")
-        if event in seen:
-            self.duplicates_filtered += 1
+        try:
+            note = Notification.from_wire(body)
+        except EventCloudError:
+            self.dropped += 1
             return
-        seen[event] = None
-        if len(seen) > 500_000:
-            seen.popitem(last=False)
-        note = Notification(
-            subscription=body["subscription"], event=event, kind=body.get("kind", ""),
-            solutions=tuple({k: term_from_wire(v) for k, v in s.items()} for s in body.get("solutions", ())),
-            quads=tuple(quad_from_wire(q) for q in body.get("quads", ())),
-            published=body.get("t", 0), error=body.get("error"),
-        )
         try:
             send.send_nowait(note)
         except (trio.WouldBlock, trio.ClosedResourceError):
             self.dropped += 1
 
-    def _close_all(self) -> None:
-        for send, _ in self._subscriptions.values():
+    def _connection_ended(self, reason: str) -> None:
+        self.lost = reason
+        for send in self._subscriptions.values():
             send.close()
+
+
+def _encodable(body: Publish) -> Publish:
+    """Refuse, with a ClientError, what msgpack cannot carry (e.g. a lone surrogate in a literal)."""
+    for event in body.events:
+        for quad in event.quads:
+            for term in quad:
+                text = term.value if type(term) is IRI else term.lexical  # type: ignore[union-attr]
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise ClientError(f"event {event.graph.value}: {term.n3()[:60]} is not valid Unicode text "
+                                      f"({exc.reason})", ErrorCode.BAD_REQUEST) from None
+    return body
 
 
 @asynccontextmanager
@@ -240,23 +242,23 @@ async def connect(address: str, *, transport: Transport | None = None, source: s
     transport = transport or TcpTransport()
     try:
         stream = await transport.connect(address)
-    except (Unreachable, AddressError) as exc:
-        raise ClientError(f"{exc}; is a peer running there? start one with `eventcloud peer` or `eventcloud cluster`",
-                          "unreachable") from None
+    except (ConnectionLost, AddressError) as exc:
+        raise ClientError(f"{exc.message}; is a peer running there? start one with `eventcloud peer` or "
+                          f"`eventcloud cluster`", ErrorCode.UNREACHABLE) from None
     clock = HybridClock(physical_ms)
-    conn = RpcConnection(stream, clock, name=f"client->{address}")
-    client = Client(conn, source or f"client-{id(conn):x}")
-    conn.on_push = client._on_push
-    failure: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(conn.run)
+    client: Client | None = None
+
+    def on_push(conn: RpcConnection, op: Op, body: dict[str, Any]) -> None:
+        if client is not None:
+            client._on_push(conn, op, body)
+
+    def on_close(reason: str) -> None:
+        if client is not None and client.lost is None:
+            client._connection_ended(reason)
+
+    async with open_connection(stream, clock, on_push=on_push, on_close=on_close, name=f"client->{address}") as conn:
+        client = Client(conn, source or f"client-{id(conn):x}")
         try:
             yield client
-        except BaseException as exc:  # re-raised below, not wrapped in the nursery's group
-            failure = exc
         finally:
-            client._close_all()
-            await conn.aclose()
-            nursery.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
+            client._connection_ended("the client was closed")

@@ -213,7 +213,7 @@ def baseline_times(subs: list[tuple[str, Subscription, Spec]], events: list[Comp
                    ) -> tuple[list[float], list[list[str]]]:
     import pyoxigraph as ox
 
-    from peers.store import quad_to_ox
+    from eventcloud.rdf.oxigraph import quad_to_ox
 
     times, answers = [], []
     for event in events:

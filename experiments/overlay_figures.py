@@ -19,7 +19,7 @@ import random
 import statistics
 from collections import Counter
 
-from eventcloud.overlay.zones import CoordinateSpace, Zone, multicast_children, next_hop
+from eventcloud.overlay import CoordinateSpace, Zone, multicast_children, next_hop
 from eventcloud.rdf.model import Quad
 
 SIZES = (1, 2, 4, 8, 16, 32, 64)
@@ -75,9 +75,9 @@ def datasets() -> dict[str, list[Quad]]:
 
     out = {"paper workload (3,000 CEs × 5 quads)": [q for e in generate(events=3000, subscriptions=1, k=5).events
                                                   for q in e.quads]}
-    from eventcloud.cli.demo import citybench_dir
+    from eventcloud.rdf.citybench import data_dir
 
-    directory = citybench_dir()
+    directory = data_dir()
     if directory is not None:
         from eventcloud.rdf.citybench import sample_events
         from eventcloud.rdf.files import read_events

@@ -41,7 +41,7 @@ async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeo
                 print(f"  {algorithm}: {len(extra)} non-matching subscriptions registered", file=sys.stderr)
             expected = workload.expected_notifications
             times: list[float] = []
-            before = await subscriber.status()
+            before = (await subscriber.status()).to_wire()
             started = time.perf_counter()
             published = 0
 
@@ -76,7 +76,7 @@ async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeo
                             publishers.start_soon(publish, slot)
                     publish_seconds = time.perf_counter() - started
             print(file=sys.stderr)
-            after = await subscriber.status()
+            after = (await subscriber.status()).to_wire()
     finally:
         await trio.to_thread.run_sync(cluster.stop)
     counters = _counter_delta(before, after)

@@ -123,7 +123,7 @@ async def run_point(scenario: str, point: Point, run: int, algorithm: str, out: 
                     await done.wait()
                     nursery.cancel_scope.cancel()
             finished = time.time()
-            status = await subscriber.status()
+            status = (await subscriber.status()).to_wire()
     finally:
         await trio.to_thread.run_sync(cluster.stop)
     with logs.open_log(out, key, f"{algorithm}-run") as log:

@@ -1,346 +1,326 @@
-"""Overlay membership: join by splitting the owner of a point, graceful leave by merging
-into a neighbour, and announcements that keep neighbour tables exact.
+"""Overlay membership: join by splitting the owner of a point, graceful leave by merging into a
+neighbour, announcements and stabilisation that keep neighbour tables exact.
 
 Join (new peer N, owner O of a random point):
-  1. N asks any peer to route ``join_split`` to the point; O splits its zone along the
-     next dimension at the numeric midpoint, keeps the lower half, gives N the upper half,
-     and replies with N's zone, N's neighbours, the overlay settings and the data of N's half.
-  2. N stores the data, persists its state and calls ``join_commit`` on O; O then drops
-     the handed-over quads and tells every affected neighbour about both zones.
-Messages for N's half that reach O meanwhile are forwarded to N, which holds them until it
-is ready. Leave is the reverse, toward a neighbour whose zone merges with ours into a box.
+  1. N asks any peer to route ``join_split`` to the point; O splits its zone
+     (`overlay.split_for_join`), keeps the lower half, grants N the upper half with N's
+     neighbour table, the overlay settings and the data of N's half.
+  2. N stores the data, persists its state and calls ``join_commit`` on O; O then drops the
+     handed-over quads and subscriptions and tells its old neighbours about both zones.
+One join at a time per owner, from split to commit; a split whose newcomer never commits is
+undone after `join_timeout`. Leave is the reverse, toward a neighbour whose zone merges with
+ours into a box (`overlay.merge_for_leave`). The decisions are pure plans; this service does
+the talking.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import random
+from collections import Counter
+from typing import Any, Awaitable, Callable
 
 import trio
 
-from eventcloud.overlay.zones import CoordinateSpace, Zone, neighbours_of
-from eventcloud.wire.frames import ProtocolError, field_of, quad_from_wire, quad_to_wire
-from eventcloud.net.rpc import ConnectionLost, OperationError, RemoteError, RpcConnection
-from eventcloud.net.transport import Unreachable
-from peers.node import Peer, point_to_wire
-from peers.state import Neighbour
+from eventcloud.errors import ErrorCode, EventCloudError, GeometryError, RequestError, Unreachable
+from eventcloud.net.rpc import RpcConnection, open_connection
+from eventcloud.net.transport import Transport
+from eventcloud.overlay import (
+    CoordinateSpace, Neighbour, Zone, announced, heirs, merge_for_leave, split_for_join, verified,
+)
+from eventcloud.rdf.model import Quad
+from eventcloud.wire.codec import neighbour_to_wire, point_to_wire
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.messages import (
+    Announce, Empty, EventMeta, Handover, JoinCommit, JoinGrant, JoinRequest, Left, OverlayInfo, PeerId, Routed,
+    Table, TakeOver,
+)
+from eventcloud.wire.ops import Op
+from peers.router import FAILED, Router
+from peers.state import PeerState
+from peers.store import AsyncStore
+from peers.subscriptions import Subscriptions
 
 log = logging.getLogger(__name__)
 
-
-def neighbour_to_wire(ident: str, n: Neighbour) -> dict[str, Any]:
-    return {"id": ident, "address": n.address, "zone": n.zone.to_wire()}
+__all__ = ["Membership"]
 
 
-def neighbour_from_wire(data: Any) -> tuple[str, Neighbour]:
-    if not isinstance(data, dict):
-        raise ProtocolError("invalid neighbour record", code="bad-request")
-    ident = field_of(data, "id", str)
-    address = field_of(data, "address", str)
-    try:
-        zone = Zone.from_wire(data.get("zone"))
-    except ValueError as exc:
-        raise ProtocolError(f"invalid zone: {exc}", code="bad-request") from None
-    return ident, Neighbour(address, zone)
+class _PendingJoin:
+    """A split granted to a newcomer, until it commits (or the timer undoes it)."""
+
+    def __init__(self, zone: Zone, table: dict[str, Neighbour], quads: list[Quad], announce_to: tuple[str, ...]):
+        self.zone = zone                  # the owner's zone before the split (to undo it)
+        self.table = table
+        self.quads = quads                # handed over, dropped here at commit
+        self.announce_to = announce_to
+        self.timer = trio.CancelScope()
 
 
 class Membership:
-    def __init__(self, peer: Peer) -> None:
-        self.peer = peer
-        self._handover: dict[str, list[Any]] = {}
-        self._pending_announce: dict[str, dict[str, Neighbour]] = {}
-        # One join at a time per owner, from split to commit: a second split before the
-        # first commit would hand out neighbour tables that are already stale.
+    def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
+                 transport: Transport, clock: HybridClock, counters: Counter[str], *,
+                 persist: Callable[[], Awaitable[None]], retire: Callable[[RpcConnection], Awaitable[None]],
+                 rng: random.Random, join_timeout: float, retry_window: float) -> None:
+        self.state = state
+        self.router = router
+        self.store = store
+        self.subscriptions = subscriptions
+        self.transport = transport
+        self.clock = clock
+        self.counters = counters
+        self.persist = persist
+        self.retire = retire            # after a graceful leave: drop the zone, stop once `conn` has the reply
+        self.rng = rng
+        self.join_timeout = join_timeout
+        self.retry_window = retry_window
+        self.lock = trio.Lock()          # serialises zone changes on this peer
         self._join_gate = trio.Semaphore(1)
-        self._rollback: dict[str, tuple[Zone, dict[str, Neighbour]]] = {}
-        self.join_timeout = 30.0
-        peer.local_ops["join_split"] = self._local_join_split
-        peer.handlers["join_commit"] = self._on_join_commit
-        peer.handlers["neighbours"] = self._on_neighbours
-        peer.handlers["take_over"] = self._on_take_over
-        peer.handlers["table"] = self._on_table
-        peer.handlers["leave"] = self._on_leave
+        self._pending: dict[str, _PendingJoin] = {}
+        self._nursery: trio.Nursery | None = None
 
-    # --- joining ------------------------------------------------------------------------
+    def handlers(self) -> dict[Op, Any]:
+        return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit, Op.NEIGHBOURS: self._on_neighbours,
+                Op.TAKE_OVER: self._on_take_over, Op.TABLE: self._on_table, Op.LEAVE: self._on_leave}
+
+    def routed(self) -> dict[Op, Any]:
+        return {Op.JOIN_SPLIT: self._local_join_split}
+
+    async def run(self, *, stabilise_every: float, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Join timers and periodic stabilisation run here."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            if stabilise_every > 0:
+                await self._stabilise_forever(stabilise_every)
+            else:
+                await trio.sleep_forever()
+
+    async def _on_info(self, conn: RpcConnection, body: Empty) -> OverlayInfo:
+        state = self.state
+        return OverlayInfo(state.id, state.address, state.space, state.algorithm)
+
+    # --- joining ------------------------------------------------------------------------------
 
     async def join(self, bootstrap: str) -> None:
         """Enter the overlay through `bootstrap` (any live peer)."""
-        peer = self.peer
+        state = self.state
         try:
-            stream = await peer.transport.connect(bootstrap)
+            stream = await self.transport.connect(bootstrap)
         except Unreachable as exc:
-            raise OperationError(f"cannot join through {bootstrap}: {exc}", code="unreachable") from None
-        conn = RpcConnection(stream, peer.clock, name=f"join->{bootstrap}")
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(conn.run)
-            info = await conn.call("overlay_info", {})
-            space = CoordinateSpace.from_dict(info["space"])
-            point = tuple(peer.random.randrange(space.top) for _ in range(4))
-            reply = await conn.call("route", {"pt": point_to_wire(point), "op": "join_split",
-                                               "b": {"id": peer.id, "address": peer.address}})
-            grant = reply["r"]
-            peer.state.space = space
-            peer.state.algorithm = grant["algorithm"]
-            peer.state.zone = Zone.from_wire(grant["zone"])
-            peer.state.neighbours = dict(neighbour_from_wire(n) for n in grant["neighbours"])
-            await self._install(grant["data"])
-            peer.persist()
-            owner_address = grant["owner"]["address"]
-            await conn.aclose()
-            nursery.cancel_scope.cancel()
-        await peer.call(owner_address, "join_commit", {"id": peer.id})
-        peer.ready.set()
-        log.info("peer %s joined: zone %s", peer.id, peer.zone)
+            raise RequestError(f"cannot join through {bootstrap}: {exc.message}", ErrorCode.UNREACHABLE) from None
+        async with open_connection(stream, self.clock, name=f"join->{bootstrap}") as conn:
+            info = OverlayInfo.from_wire(await conn.call(Op.OVERLAY_INFO))
+            space: CoordinateSpace = info.space
+            point = tuple(self.rng.randrange(space.top) for _ in range(4))
+            reply = Routed.from_wire(await conn.call(Op.ROUTE, {
+                "point": point_to_wire(point), "op": Op.JOIN_SPLIT.value,
+                "body": JoinRequest(state.id, state.address).to_wire()}))
+            grant = JoinGrant.from_wire(reply.result)
+        state.space = space
+        state.algorithm = grant.algorithm
+        state.zone = grant.zone
+        state.neighbours = dict(grant.neighbours)
+        await self._install(grant.data)
+        await self.persist()
+        await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
+        log.info("peer %s joined: zone %s", state.id, state.zone)
 
-    async def _install(self, data: dict[str, Any]) -> None:
-        peer = self.peer
-        events = data.get("events", {})
-        by_graph: dict[str, list[Any]] = {}
-        for item in data.get("quads", []):
-            quad = quad_from_wire(item)
+    async def _install(self, data: Handover) -> None:
+        events = {m.graph: (m.size, m.published) for m in data.events}
+        by_graph: dict[str, list[Quad]] = {}
+        for quad in data.quads:
             by_graph.setdefault(quad.g.value, []).append(quad)
         for graph, quads in by_graph.items():
             size, published = events.get(graph, (len(quads), 0))
-            peer.store.add_quads(quads[0].g, quads, size, published)
-        for record in data.get("subscriptions", []):
-            peer.install_subscription(record)
+            await self.store.add_quads(quads[0].g, quads, size, published)
+        await self.subscriptions.install(data.subscriptions)
 
-    async def _local_join_split(self, body: dict[str, Any]) -> dict[str, Any]:
-        peer = self.peer
-        new_id = field_of(body, "id", str)
-        new_address = field_of(body, "address", str)
+    async def _handover(self, zone: Zone) -> tuple[list[Quad], Handover]:
+        space = self.state.space
+        quads = [q for q in await self.store.find(None, None, None, None) if zone.contains(space.point(q))]
+        events = {}
+        for q in quads:
+            info = self.store.event_info(q.g)
+            if info is not None:
+                events[q.g.value] = EventMeta(q.g.value, *info)
+        return quads, Handover(tuple(quads), tuple(events.values()), tuple(self.subscriptions.export(zone)))
+
+    async def _local_join_split(self, body: JoinRequest) -> dict[str, Any]:
         await self._join_gate.acquire()
         try:
-            grant = await self._split_for(new_id, new_address)
+            grant, pending = await self._split_for(body.id, body.address)
         except BaseException:
             self._join_gate.release()
             raise
-        assert peer.nursery is not None
-        peer.nursery.start_soon(self._expire_join, new_id)
-        return grant
+        self._pending[body.id] = pending
+        if self._nursery is not None:
+            self._nursery.start_soon(self._expire_join, body.id, pending)
+        return grant.to_wire()
 
-    async def _expire_join(self, new_id: str) -> None:
+    async def _split_for(self, new_id: str, new_address: str) -> tuple[JoinGrant, _PendingJoin]:
+        state = self.state
+        async with self.lock:
+            try:
+                plan = split_for_join(state.id, state.address, state.zone, state.neighbours, new_id, new_address)
+            except GeometryError as exc:
+                raise RequestError(f"cannot split zone for a join: {exc.message}", ErrorCode.UNAVAILABLE) from None
+            pending = _PendingJoin(state.zone, dict(state.neighbours), [], plan.announce_to)
+            state.zone = plan.lower
+            state.neighbours = plan.owner_table
+            await self.persist()
+            quads, data = await self._handover(plan.upper)
+            pending.quads = quads
+            grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, data)
+            return grant, pending
+
+    async def _expire_join(self, new_id: str, pending: _PendingJoin) -> None:
         """Undo a split whose newcomer never committed (it died mid-join)."""
-        await trio.sleep(self.join_timeout)
-        undo = self._rollback.pop(new_id, None)
-        if undo is None:
-            return
-        peer = self.peer
-        log.warning("peer %s: peer %s never committed its join; taking the zone back", peer.id, new_id)
-        self._handover.pop(new_id, None)
-        self._pending_announce.pop(new_id, None)
-        peer.state.zone = undo[0]
-        peer.set_neighbours(undo[1])
+        with pending.timer:
+            await trio.sleep(self.join_timeout)
+            if self._pending.get(new_id) is not pending:
+                return
+            del self._pending[new_id]
+            log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
+            async with self.lock:
+                self.state.zone = pending.zone
+                self.state.neighbours = pending.table
+                await self.persist()
+            self._join_gate.release()
+
+    async def _on_join_commit(self, conn: RpcConnection, body: JoinCommit) -> Empty:
+        state = self.state
+        pending = self._pending.pop(body.id, None)
+        if pending is None:
+            raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
+                               ErrorCode.NOT_FOUND)
+        pending.timer.cancel()
         self._join_gate.release()
+        await self.store.remove_quads(pending.quads)
+        await self.subscriptions.prune(state.zone)
+        newcomer = state.neighbours[body.id]
+        records = {state.id: Neighbour(state.address, state.zone), body.id: newcomer}
+        await self.announce(records, pending.announce_to)
+        return Empty()
 
-    async def _split_for(self, new_id: str, new_address: str) -> dict[str, Any]:
-        peer = self.peer
-        async with peer.membership_lock:
-            self._rollback[new_id] = (peer.zone, dict(peer.state.neighbours))
-            lower, upper = peer.zone.split()
-            candidates = peer.neighbour_zones()
-            candidates[peer.id] = lower
-            new_neighbours = neighbours_of(upper, candidates)
-            mine = {k: n for k, n in peer.state.neighbours.items() if k in neighbours_of(lower, peer.neighbour_zones())}
-            mine[new_id] = Neighbour(new_address, upper)
-            old_neighbours = dict(peer.state.neighbours)
-            peer.state.zone = lower
-            peer.set_neighbours(mine)
-            quads = [q for q in peer.store.find(None, None, None, None) if upper.contains(peer.space.point(q))]
-            self._handover[new_id] = quads
-            events = {}
-            for q in quads:
-                info = peer.store.event_info(q.g)
-                if info is not None:
-                    events[q.g.value] = list(info)
-            subscriptions = peer.export_subscriptions(upper)
-            self._pending_announce[new_id] = old_neighbours
-            def wire(ident: str) -> dict[str, Any]:
-                if ident == peer.id:
-                    return neighbour_to_wire(peer.id, Neighbour(peer.address, lower))
-                return neighbour_to_wire(ident, old_neighbours[ident])
-            return {
-                "zone": upper.to_wire(),
-                "neighbours": [wire(k) for k in new_neighbours],
-                "algorithm": peer.state.algorithm,
-                "owner": {"id": peer.id, "address": peer.address},
-                "data": {"quads": [quad_to_wire(q) for q in quads], "events": events, "subscriptions": subscriptions},
-            }
+    # --- announcements --------------------------------------------------------------------------
 
-    async def _on_join_commit(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
-        peer = self.peer
-        new_id = field_of(body, "id", str)
-        if self._rollback.pop(new_id, None) is None:
-            raise OperationError(f"no join in progress for peer {new_id} (it timed out and was undone)",
-                                 code="bad-request")
-        self._join_gate.release()
-        quads = self._handover.pop(new_id, [])
-        old_neighbours = self._pending_announce.pop(new_id, {})
-        peer.store.remove_quads(quads)
-        peer.prune_subscriptions(peer.zone)
-        announce = [
-            neighbour_to_wire(peer.id, Neighbour(peer.address, peer.zone)),
-            neighbour_to_wire(new_id, peer.state.neighbours[new_id]),
-        ]
-        await self.announce(announce, [n.address for k, n in old_neighbours.items()])
-        return {}
-
-    # --- announcements ------------------------------------------------------------------
-
-    async def announce(self, records: list[dict[str, Any]], addresses: list[str], removed: list[str] = ()) -> None:
-        """Tell each address about new/changed zones (and departed peers); best effort per
-        peer, since an unreachable neighbour re-learns its table when it announces itself."""
-        body = {"peers": records, "removed": list(removed)}
+    async def announce(self, records: dict[str, Neighbour], addresses: Any, removed: tuple[str, ...] = ()) -> None:
+        """Tell each address about new/changed zones (and departed peers); best effort per peer,
+        since an unreachable neighbour re-learns its table when it announces itself."""
+        body = Announce(records, removed)
 
         async def one(address: str) -> None:
             try:
-                await self.peer.call(address, "neighbours", body)
-            except (Unreachable, ConnectionLost, RemoteError) as exc:
-                log.warning("peer %s: could not update %s: %s", self.peer.id, address, exc)
+                await self.router.call(address, Op.NEIGHBOURS, body)
+            except EventCloudError as exc:
+                log.warning("peer %s: could not update %s: %s", self.state.id, address, exc)
 
         async with trio.open_nursery() as nursery:
             for address in set(addresses):
-                if address != self.peer.address:
+                if address != self.state.address:
                     nursery.start_soon(one, address)
 
-    async def _on_neighbours(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
+    async def _on_neighbours(self, conn: RpcConnection, body: Announce) -> PeerId:
         """Update the table from announced zones: keep those that neighbour ours."""
-        peer = self.peer
-        records = body.get("peers", [])
-        removed = body.get("removed", [])
-        if not isinstance(records, list) or not isinstance(removed, list):
-            raise ProtocolError("invalid neighbour announcement", code="bad-request")
-        table = dict(peer.state.neighbours)
-        for ident in removed:
-            table.pop(ident, None)
-        for record in records:
-            ident, neighbour = neighbour_from_wire(record)
-            if ident == peer.id:
-                continue
-            if peer.zone.is_neighbour(neighbour.zone):
-                table[ident] = neighbour
-            else:
-                table.pop(ident, None)
-        peer.set_neighbours(table)
-        return {"id": peer.id}
+        state = self.state
+        async with self.lock:
+            state.neighbours = announced(state.id, state.zone, state.neighbours, (body.peers or {}).items(),
+                                         body.removed)
+            await self.persist()
+        return PeerId(state.id)
 
     async def announce_self(self) -> None:
         """After a restart: tell the neighbours where we are now (the port may differ)."""
-        peer = self.peer
-        me = neighbour_to_wire(peer.id, Neighbour(peer.address, peer.zone))
-        await self.announce([me], [n.address for n in peer.state.neighbours.values()])
+        state = self.state
+        await self.announce({state.id: Neighbour(state.address, state.zone)},
+                            [n.address for n in state.neighbours.values()])
 
-    # --- leaving ------------------------------------------------------------------------
+    # --- leaving --------------------------------------------------------------------------------
 
     async def leave(self) -> str:
         """Hand our zone and data to a neighbour whose zone merges with ours; returns its id."""
-        peer = self.peer
-        async with peer.membership_lock:
-            candidates = sorted(
-                ((k, n) for k, n in peer.state.neighbours.items() if n.zone.merge(peer.zone) is not None),
-                key=lambda kn: (kn[1].zone.splits != peer.zone.splits, kn[0]),  # the sibling first
-            )
+        state = self.state
+        async with self.lock:
+            candidates = heirs(state.zone, state.neighbours)
             if not candidates:
-                raise OperationError(
-                    "cannot leave: no neighbour's zone merges with this peer's zone into a box "
-                    "(its sibling is split further); stop another peer first", code="cannot-leave"
-                )
-            quads = list(peer.store.find(None, None, None, None))
-            events = {q.g.value: list(peer.store.event_info(q.g) or (0, 0)) for q in quads}
-            subscriptions = peer.export_subscriptions(peer.zone)
-            last_error: Exception | None = None
-            for ident, neighbour in candidates:
+                raise RequestError("cannot leave: no neighbour's zone merges with this peer's zone into a box "
+                                   "(its sibling is split further); stop another peer first", ErrorCode.CANNOT_LEAVE)
+            _, data = await self._handover(state.zone)
+            last_error: EventCloudError | None = None
+            for ident in candidates:
+                neighbour = state.neighbours[ident]
                 try:
-                    await peer.call(neighbour.address, "take_over", {
-                        "id": peer.id,
-                        "zone": peer.zone.to_wire(),
-                        "neighbours": [neighbour_to_wire(k, n) for k, n in peer.state.neighbours.items()],
-                        "data": {"quads": [quad_to_wire(q) for q in quads], "events": events, "subscriptions": subscriptions},
-                    })
+                    await self.router.call(neighbour.address, Op.TAKE_OVER,
+                                           TakeOver(state.id, state.zone, dict(state.neighbours), data))
                     return ident
-                except (Unreachable, ConnectionLost, RemoteError) as exc:
+                except EventCloudError as exc:
                     last_error = exc
-            raise OperationError(f"cannot leave: no neighbour could take over ({last_error})", code="cannot-leave")
+            raise RequestError(f"cannot leave: no neighbour could take over ({last_error})", ErrorCode.CANNOT_LEAVE)
 
-    async def _on_leave(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
-        """Leave the overlay gracefully, then stop this peer (after the reply is sent)."""
+    async def _on_leave(self, conn: RpcConnection, body: Empty) -> Left:
+        """Leave the overlay gracefully; the runtime stops this peer once the reply is sent."""
         heir = await self.leave()
-        self.peer.retire()
-        assert self.peer.nursery is not None
-        self.peer.nursery.start_soon(self._stop_soon)
-        return {"heir": heir}
+        await self.retire(conn)
+        return Left(heir)
 
-    async def _stop_soon(self) -> None:
-        await trio.sleep(0.2)
-        self.peer.shutdown()
+    async def _on_take_over(self, conn: RpcConnection, body: TakeOver) -> PeerId:
+        state = self.state
+        async with self.lock:
+            plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
+            if plan is None:
+                raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
+            await self._install(body.data)
+            state.zone = plan.merged
+            state.neighbours = plan.table
+            await self.persist()
+        await self.announce({state.id: Neighbour(state.address, plan.merged)}, plan.announce_to, removed=(body.id,))
+        return PeerId(state.id)
 
-    async def _on_take_over(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
-        peer = self.peer
-        leaving = field_of(body, "id", str)
-        async with peer.membership_lock:
-            zone = Zone.from_wire(body.get("zone"))
-            merged = peer.zone.merge(zone)
-            if merged is None:
-                raise OperationError("zones do not merge into a box", code="cannot-leave")
-            await self._install(field_of(body, "data", dict))
-            their = dict(neighbour_from_wire(n) for n in body.get("neighbours", []))
-            pool = {**peer.state.neighbours, **their}
-            pool.pop(leaving, None)
-            pool.pop(peer.id, None)
-            old_addresses = [n.address for n in pool.values()]
-            peer.state.zone = merged
-            peer.set_neighbours({k: n for k, n in pool.items() if merged.is_neighbour(n.zone)})
-        me = neighbour_to_wire(peer.id, Neighbour(peer.address, merged))
-        await self.announce([me], old_addresses, removed=[leaving])
-        return {"id": peer.id}
+    # --- stabilisation --------------------------------------------------------------------------
 
-    # --- stabilisation --------------------------------------------------------------------
-
-    async def _on_table(self, conn: RpcConnection, body: dict[str, Any]) -> dict[str, Any]:
-        peer = self.peer
-        return {"self": neighbour_to_wire(peer.id, Neighbour(peer.address, peer.zone)),
-                "neighbours": [neighbour_to_wire(k, n) for k, n in peer.state.neighbours.items()]}
+    async def _on_table(self, conn: RpcConnection, body: Empty) -> Table:
+        state = self.state
+        return Table((state.id, Neighbour(state.address, state.zone)), dict(state.neighbours))
 
     async def stabilise_once(self) -> None:
         """Ask each neighbour for its own zone and its table; fix stale entries and learn
         neighbours we missed (e.g. after concurrent joins), verifying each candidate with the
         candidate itself, the only authority on its zone."""
-        peer = self.peer
+        state = self.state
         authoritative: dict[str, Neighbour] = {}
         candidates: dict[str, Neighbour] = {}
-        for ident, neighbour in list(peer.state.neighbours.items()):
-            try:
-                with trio.fail_after(peer.retry_window):
-                    reply = await peer.call(neighbour.address, "table", {})
-            except (Unreachable, ConnectionLost, RemoteError, trio.TooSlowError):
+        for ident, neighbour in list(state.neighbours.items()):
+            table = await self._table_of(neighbour.address)
+            if table is None:
                 continue  # maybe restarting: keep it, it announces itself when back
-            me, theirs = neighbour_from_wire(reply["self"]), reply.get("neighbours", [])
-            authoritative[me[0]] = me[1]
-            for record in theirs:
-                other, info = neighbour_from_wire(record)
-                if other != peer.id and other not in peer.state.neighbours and peer.zone.is_neighbour(info.zone):
+            me_id, me = table.me
+            authoritative[me_id] = me
+            for other, info in table.neighbours.items():
+                if other != state.id and other not in state.neighbours and state.zone.is_neighbour(info.zone):
                     candidates[other] = info
         for ident, info in candidates.items():
-            try:
-                with trio.fail_after(peer.retry_window):
-                    reply = await peer.call(info.address, "table", {})
-                authoritative[ident] = neighbour_from_wire(reply["self"])[1]
-            except (Unreachable, ConnectionLost, RemoteError, trio.TooSlowError):
-                continue
+            table = await self._table_of(info.address)
+            if table is not None:
+                authoritative[ident] = table.me[1]
         if not authoritative:
             return
-        async with peer.membership_lock:
-            table = dict(peer.state.neighbours)
-            for ident, info in authoritative.items():
-                if peer.zone.is_neighbour(info.zone):
-                    table[ident] = info
-                else:
-                    table.pop(ident, None)
-            if table != peer.state.neighbours:
-                peer.set_neighbours(table)
+        async with self.lock:
+            table = verified(state.zone, state.neighbours, authoritative)
+            if table != state.neighbours:
+                state.neighbours = table
+                await self.persist()
 
-    async def stabilise_forever(self, interval: float) -> None:
+    async def _table_of(self, address: str) -> Table | None:
+        try:
+            with trio.fail_after(self.retry_window):
+                return Table.from_wire(await self.router.call(address, Op.TABLE, Empty()))
+        except (*FAILED, EventCloudError, trio.TooSlowError):
+            return None
+
+    async def _stabilise_forever(self, interval: float) -> None:
         while True:
-            await trio.sleep(interval * (0.5 + self.peer.random.random()))  # jittered
-            await self.stabilise_once()
-
+            await trio.sleep(interval * (0.5 + self.rng.random()))  # jittered
+            if self.state.has_zone:
+                await self.stabilise_once()

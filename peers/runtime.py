@@ -1,68 +1,57 @@
-"""The trio runtime of one peer: opens its store, listens, joins or restores, and serves.
+"""The trio runtime of one peer: builds its services, owns every nursery, listens, joins and serves.
 
-Everything runs under one nursery: the listener, one task per connection (the RPC reader,
-which owns its request handlers), pooled outgoing connections, the pub/sub workers and the
-subscriber pumps. Cancelling that nursery (SIGTERM, Ctrl-C, a test's cancel scope) stops
-the peer cleanly; its state and store are on disk, so the same command brings it back.
+Construction is the wiring diagram (each service receives what it calls):
+
+    store ─ state ─ clock
+    router(state, transport, clock, dispatcher)
+    subscriptions(state, store)                  the registry and its shared index
+    queries(state, router, store, subscriptions)
+    delivery(state, router, queries, clock)      entry side: sessions, dedup, reconstruction
+    matcher(state, router, store, subscriptions, delivery.accept)
+    storage(state, router, store, matcher, clock)
+    membership(state, router, store, subscriptions, transport, clock)
+
+Everything runs under one nursery opened here: the listener, one task per connection (its
+RPC reader owns its request handlers), and each service's `run()` (the router's pooled
+connections, matching workers, delivery pumps and reconstructions, membership timers).
+Cancelling it (SIGTERM, Ctrl-C, a test's cancel scope) stops the peer cleanly; its state and
+store are on disk, so the same command brings it back.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
-from eventcloud.overlay.zones import CoordinateSpace, Zone
-from eventcloud.wire.hlc import HybridClock
-from eventcloud.wire.frames import DEFAULT_MAX_FRAME
+from eventcloud.errors import EventCloudError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import TcpTransport, Transport
+from eventcloud.overlay import Zone
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.messages import Empty, Pong
+from eventcloud.wire.ops import Op
+from peers.config import PeerConfig, advertised_address
+from peers.delivery import Delivery
+from peers.dispatch import Dispatcher
+from peers.matcher import Matcher
 from peers.membership import Membership
-from peers.node import Peer
-from peers.pubsub import PubSub
 from peers.queries import Queries
-from peers.state import ALGORITHMS, PeerState, load_state
-from peers.store import PeerStore
+from peers.router import RetryPolicy, Router
+from peers.state import PeerState, load_state, save_state
+from peers.storage import Storage
+from peers.store import AsyncStore, Offload, PeerStore
+from peers.subscriptions import Subscriptions
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class PeerConfig:
-    listen: str = "127.0.0.1:0"
-    join: str | None = None
-    data_dir: Path | None = None          # None: in memory, nothing survives (tests)
-    algorithm: str = "osma"               # used only by the first peer of an overlay
-    space: CoordinateSpace = field(default_factory=CoordinateSpace)
-    retry_window: float = 5.0
-    max_frame: int = DEFAULT_MAX_FRAME
-    workers: int = 4
-    seed: int | None = None               # for the join point; None: random
-    advertise: str | None = None          # HOST[:PORT] other peers use to reach this one
-    stabilise_every: float = 5.0          # seconds between neighbour-table checks (0: never)
-
-
-def advertised_address(bound: str, advertise: str | None) -> str:
-    """The address other peers should use: --advertise if given; a wildcard bind
-    (0.0.0.0, ::) is replaced by this host's name so neighbours can reach it."""
-    import socket
-
-    host, _, port = bound.rpartition(":")
-    if advertise:
-        host_part, sep, port_part = advertise.rpartition(":")
-        if not sep:
-            return f"{advertise}:{port}"
-        return f"{host_part}:{port}" if port_part == "0" else advertise
-    if host in ("0.0.0.0", "::", ""):
-        return f"{socket.gethostbyname(socket.gethostname())}:{port}"
-    return bound
-
-    def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {self.algorithm!r}: use one of {', '.join(ALGORITHMS)}")
+__all__ = ["PeerConfig", "RunningPeer", "run_peer", "wall_clock_ms"]
 
 
 def wall_clock_ms() -> int:
@@ -71,19 +60,55 @@ def wall_clock_ms() -> int:
 
 @dataclass
 class RunningPeer:
-    peer: Peer
-    membership: Membership
+    """A handle on a serving peer (what `run_peer` reports once it serves)."""
+
+    state: PeerState
+    counters: Counter[str]
+    router: Router
+    subscriptions: Subscriptions
     queries: Queries
-    pubsub: PubSub
+    delivery: Delivery
+    matcher: Matcher
+    storage: Storage
+    membership: Membership
     cancel_scope: trio.CancelScope
     stopped: trio.Event
 
     @property
+    def id(self) -> str:
+        return self.state.id
+
+    @property
     def address(self) -> str:
-        return self.peer.address
+        return self.state.address
 
     def stop(self) -> None:
         self.cancel_scope.cancel()
+
+
+class _Persistence:
+    """Saves the peer's state (offloaded: it fsyncs) and retires it after a graceful leave."""
+
+    def __init__(self, state: PeerState, clock: HybridClock, data_dir: Path | None, offload: Offload) -> None:
+        self.state = state
+        self.clock = clock
+        self.data_dir = data_dir
+        self.offload = offload
+
+    async def save(self) -> None:
+        self.state.clock = self.clock.last
+        if self.data_dir is not None:
+            await self.offload.run(save_state, self.data_dir, self.state)
+
+    def retire(self) -> None:
+        """This peer owns nothing any more: its state must not bring the zone back on a
+        restart (the file is kept, renamed, for inspection)."""
+        self.state.zone = None
+        if self.data_dir is not None:
+            path = self.data_dir / "peer.json"
+            if path.exists():
+                path.rename(self.data_dir / "peer.json.left")
+        self.data_dir = None
 
 
 async def run_peer(
@@ -95,35 +120,63 @@ async def run_peer(
 ) -> None:
     """Run one peer until cancelled; `task_status.started` gets a handle once it serves."""
     transport = transport or TcpTransport()
-    data_dir = Path(config.data_dir) if config.data_dir is not None else None
+    data_dir = config.data_dir
     restored = load_state(data_dir) if data_dir is not None else None
     state = restored or PeerState(space=config.space, algorithm=config.algorithm)
-    store = PeerStore(data_dir / "store" if data_dir is not None else None)
+    offload = Offload(config.offloaded, 1)
+    store = AsyncStore(PeerStore(data_dir / "store" if data_dir is not None else None), config.offloaded)
     clock = HybridClock(physical_ms, state.clock)
-    peer = Peer(state, store, transport, clock, data_dir=data_dir, retry_window=config.retry_window)
-    if config.seed is not None:
-        peer.random.seed(config.seed)
-    membership = Membership(peer)
-    queries = Queries(peer)
-    pubsub = PubSub(peer, queries, workers=config.workers)
-    known_ops = frozenset(peer.handlers)
+    counters: Counter[str] = Counter()
+    rng = random.Random(config.seed)
+    persistence = _Persistence(state, clock, data_dir, offload)
+    dispatcher = Dispatcher(counters)
+
+    router = Router(state, transport, clock, dispatcher, counters, retry=RetryPolicy(config.retry_window),
+                    max_hops=config.max_hops, max_frame=config.max_frame)
+    subscriptions = Subscriptions(state, store, counters, tombstone_ttl=config.tombstone_ttl)
+    queries = Queries(state, router, store, subscriptions, counters, offload=Offload(config.offloaded, 2))
+    delivery = Delivery(state, router, queries, clock, counters, retry_window=config.retry_window,
+                        subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
+                        reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline)
+    matcher = Matcher(state, router, store, subscriptions, delivery.accept, counters, workers=config.workers,
+                      work_queue=config.work_queue, rewritten_ttl=config.rewritten_ttl,
+                      enqueue_timeout=config.retry_window)
+    storage = Storage(state, router, store, matcher, clock, counters, retry_window=config.retry_window)
+
+    stopped = trio.Event()
+    scope = trio.CancelScope()
+
+    async def retire(conn: RpcConnection) -> None:
+        persistence.retire()
+        nursery.start_soon(_stop_after_reply, conn, scope)
+
+    membership = Membership(state, router, store, subscriptions, transport, clock, counters,
+                            persist=persistence.save, retire=retire, rng=rng, join_timeout=config.join_timeout,
+                            retry_window=config.retry_window)
+
+    async def ping(conn: RpcConnection, body: Empty) -> Pong:
+        return Pong(state.id, state.address)
+
+    dispatcher.register({Op.PING: ping})
+    for service in (router, queries, delivery, storage, membership):
+        dispatcher.register(service.handlers(), getattr(service, "routed", dict)())
+    dispatcher.register(routed=matcher.routed())
+    accepted = dispatcher.request_ops
 
     async def serve_connection(stream: trio.abc.Stream) -> None:
-        conn = RpcConnection(stream, clock, on_request=peer.handle, max_frame=config.max_frame,
-                             known_ops=known_ops, name=f"{peer.address}<-client", counters=peer.counters)
+        conn = RpcConnection(stream, clock, on_request=dispatcher.handle, max_frame=config.max_frame,
+                             accepted_ops=accepted, max_inflight=config.max_inflight, max_outbox=config.max_outbox,
+                             name=f"{state.address}<-client", counters=counters)
         try:
             await conn.run()
         finally:
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(config.retry_window):
-                    await pubsub.connection_closed(conn)
+                    await delivery.connection_closed(conn)
 
-    stopped = trio.Event()
     try:
-        with trio.CancelScope() as scope:
-            peer.shutdown = scope.cancel
+        with scope:
             async with trio.open_nursery() as nursery:
-                peer.nursery = nursery
                 bound = None
                 if restored is not None and restored.address and config.listen.endswith(":0"):
                     # Come back on the same port if it is free, so clients' addresses stay
@@ -136,25 +189,41 @@ async def run_peer(
                 if bound is None:
                     bound = await nursery.start(transport.serve, config.listen, serve_connection)
                 state.address = advertised_address(bound, config.advertise)
-                await nursery.start(pubsub.run)
+                await nursery.start(router.run)
+                await nursery.start(matcher.run)
+                await nursery.start(delivery.run)
                 if restored is not None:
-                    peer.persist()
-                    peer.ready.set()
+                    await persistence.save()
+                    dispatcher.ready.set()
                     await membership.announce_self()
                 elif config.join:
                     await membership.join(config.join)
+                    dispatcher.ready.set()
                 else:
                     state.zone = Zone(state.space.whole_space())
-                    peer.persist()
-                    peer.ready.set()
-                if config.stabilise_every > 0:
-                    nursery.start_soon(membership.stabilise_forever, config.stabilise_every)
-                task_status.started(RunningPeer(peer, membership, queries, pubsub, scope, stopped))
+                    await persistence.save()
+                    dispatcher.ready.set()
+                await nursery.start(_run_membership, membership, config.stabilise_every)
+                task_status.started(RunningPeer(state, counters, router, subscriptions, queries, delivery, matcher,
+                                                storage, membership, scope, stopped))
                 await trio.sleep_forever()
     finally:
         with trio.CancelScope(shield=True):
-            await peer.close_connections()
-        if state.zone is not None:
-            peer.persist()
-        store.close()
+            if state.has_zone:
+                try:
+                    await persistence.save()
+                except (OSError, EventCloudError) as exc:
+                    log.warning("peer %s: could not save its state on the way out: %s", state.id, exc)
+            store.sync.close()
         stopped.set()
+
+
+async def _run_membership(membership: Membership, stabilise_every: float, *, task_status: Any) -> None:
+    await membership.run(stabilise_every=stabilise_every, task_status=task_status)
+
+
+async def _stop_after_reply(conn: RpcConnection, scope: trio.CancelScope) -> None:
+    """After a graceful leave: stop once the client has the reply (it closes), within 2 s."""
+    with trio.move_on_after(2):
+        await conn.wait_closed()
+    scope.cancel()

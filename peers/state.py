@@ -2,7 +2,8 @@
 
 Written atomically (temporary file, fsync, rename) after every change, so a peer killed at
 any moment and restarted with the same data directory comes back with its zone and can
-re-contact its neighbours.
+re-contact its neighbours. A file that cannot be read is refused with a message saying so,
+never half-loaded.
 """
 
 from __future__ import annotations
@@ -14,50 +15,78 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventcloud.overlay.zones import CoordinateSpace, Zone
+from eventcloud.errors import EventCloudError, Unavailable
+from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
+from eventcloud.wire.codec import neighbour_from_wire, neighbour_to_wire, zone_from_wire, zone_to_wire
+from peers.config import ALGORITHMS
 
-ALGORITHMS = ("osma", "csma")
+__all__ = ["PeerState", "StateError", "load_state", "save_state", "state_path"]
 
 
-@dataclass
-class Neighbour:
-    address: str
-    zone: Zone
+class StateError(EventCloudError):
+    """A data directory whose peer.json cannot be used."""
 
 
 @dataclass
 class PeerState:
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     address: str = ""
-    zone: Zone | None = None
+    zone_or_none: Zone | None = None
     neighbours: dict[str, Neighbour] = field(default_factory=dict)
     space: CoordinateSpace = field(default_factory=CoordinateSpace)
     algorithm: str = "osma"
     clock: int = 0
 
+    @property
+    def zone(self) -> Zone:
+        """This peer's zone; Unavailable while it has none (joining, or after it left)."""
+        if self.zone_or_none is None:
+            raise Unavailable(f"peer {self.id} has no zone yet (it is joining, or it left)")
+        return self.zone_or_none
+
+    @zone.setter
+    def zone(self, zone: Zone | None) -> None:
+        self.zone_or_none = zone
+
+    @property
+    def has_zone(self) -> bool:
+        return self.zone_or_none is not None
+
+    def neighbour_zones(self) -> dict[str, Zone]:
+        return {k: n.zone for k, n in self.neighbours.items()}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "address": self.address,
-            "zone": self.zone.to_wire() if self.zone is not None else None,
-            "neighbours": {k: {"address": n.address, "zone": n.zone.to_wire()} for k, n in self.neighbours.items()},
+            "zone": zone_to_wire(self.zone_or_none) if self.zone_or_none is not None else None,
+            "neighbours": [neighbour_to_wire(k, n) for k, n in self.neighbours.items()],
             "space": self.space.to_dict(),
             "algorithm": self.algorithm,
             "clock": self.clock,
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "PeerState":
+    def from_json(cls, data: Any) -> "PeerState":
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        algorithm = data.get("algorithm", "osma")
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}")
+        clock = data.get("clock", 0)
+        if type(clock) is not int or clock < 0:
+            raise ValueError(f"invalid clock {clock!r}")
+        neighbours = data.get("neighbours", [])
+        if isinstance(neighbours, dict):  # the older {id: {address, zone}} form
+            neighbours = [{"id": k, **v} for k, v in neighbours.items()]
         return cls(
-            id=data["id"],
-            address=data["address"],
-            zone=Zone.from_wire(data["zone"]) if data.get("zone") is not None else None,
-            neighbours={
-                k: Neighbour(v["address"], Zone.from_wire(v["zone"])) for k, v in data.get("neighbours", {}).items()
-            },
+            id=str(data["id"]),
+            address=str(data["address"]),
+            zone_or_none=zone_from_wire(data["zone"]) if data.get("zone") is not None else None,
+            neighbours=dict(neighbour_from_wire(n) for n in neighbours),
             space=CoordinateSpace.from_dict(data["space"]),
-            algorithm=data.get("algorithm", "osma"),
-            clock=int(data.get("clock", 0)),
+            algorithm=algorithm,
+            clock=clock,
         )
 
 
@@ -66,16 +95,19 @@ def state_path(data_dir: Path) -> Path:
 
 
 def load_state(data_dir: Path) -> PeerState | None:
+    """The saved state, None for a fresh directory; StateError if the file is unusable."""
     path = state_path(data_dir)
     if not path.exists():
         return None
     try:
         return PeerState.from_json(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"corrupt peer state {path}: {exc}; move it away to start this peer afresh") from None
+    except (ValueError, KeyError, TypeError, EventCloudError) as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        raise StateError(f"corrupt peer state {path}: {message}; move it away to start this peer afresh") from None
 
 
 def save_state(data_dir: Path, state: PeerState) -> None:
+    """Write the state atomically and durably (blocking: call it off the event loop)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = state_path(data_dir)
     tmp = path.with_suffix(".tmp")

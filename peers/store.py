@@ -5,6 +5,10 @@ deletion by event are native. Two reserved graphs hold what the overlay needs be
 data: per event its size and publication time (CSMA reconstruction and the happen-before
 check need them for every stored quad), and the subscriptions indexed on this peer, so
 both survive a restart. Nothing here knows about zones or the network.
+
+`PeerStore` is synchronous (pyoxigraph on RocksDB blocks); services reach it through
+`AsyncStore`, which runs each call in a worker thread, one at a time, so the event loop never
+waits on the disk.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import pyoxigraph as ox
+import trio
 
-from eventcloud.rdf.model import IRI, XSD, Literal, Quad, Term
+from eventcloud.rdf.model import IRI, XSD, Quad, Term
+from eventcloud.rdf.oxigraph import quad_from_ox, quad_to_ox, to_ox
 
 META_GRAPH = "urn:eventcloud:meta"
 SUBSCRIPTIONS_GRAPH = "urn:eventcloud:subscriptions"
@@ -26,32 +32,6 @@ _RECORD = ox.NamedNode("urn:eventcloud:record")
 _META = ox.NamedNode(META_GRAPH)
 _SUBS = ox.NamedNode(SUBSCRIPTIONS_GRAPH)
 _INTEGER = ox.NamedNode(XSD + "integer")
-
-
-def to_ox(term: Term) -> ox.NamedNode | ox.Literal:
-    if isinstance(term, IRI):
-        return ox.NamedNode(term.value)
-    if term.language is not None:
-        return ox.Literal(term.lexical, language=term.language)
-    return ox.Literal(term.lexical, datatype=ox.NamedNode(term.datatype))
-
-
-def from_ox(term: Any) -> Term:
-    if isinstance(term, ox.NamedNode):
-        return IRI(term.value)
-    if isinstance(term, ox.Literal):
-        if term.language:
-            return Literal(term.value, language=term.language)
-        return Literal(term.value, term.datatype.value)
-    raise ValueError(f"unexpected term in store: {term!r}")
-
-
-def quad_to_ox(quad: Quad) -> ox.Quad:
-    return ox.Quad(to_ox(quad.s), ox.NamedNode(quad.p.value), to_ox(quad.o), ox.NamedNode(quad.g.value))
-
-
-def quad_from_ox(quad: ox.Quad) -> Quad:
-    return Quad(IRI(quad.graph_name.value), from_ox(quad.subject), IRI(quad.predicate.value), from_ox(quad.object))
 
 
 class PeerStore:
@@ -92,9 +72,23 @@ class PeerStore:
         self._store.extend(batch)
         return new
 
+    def store_quads(self, graph: IRI, quads: list[Quad], size: int, published: int) -> tuple[list[Quad], bool]:
+        """Store quads of one event: (those not stored here before, whether the event is new here).
+
+        Storing again what is already stored is a no-op (a retry, or a second copy on the way)."""
+        fresh = quads
+        if graph.value in self._events:
+            stored = set(self.find(graph, None, None, None))
+            fresh = [q for q in quads if q not in stored]
+        new = self.add_quads(graph, quads, size, published)
+        return fresh, new
+
+    def find_list(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> list[Quad]:
+        return list(self.find(g, s, p, o))
+
     def find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> Iterator[Quad]:
         """Stored data quads matching a pattern (None = any); never the reserved graphs."""
-        if isinstance(g, Literal) or isinstance(p, Literal):
+        if (g is not None and type(g) is not IRI) or (p is not None and type(p) is not IRI):
             return
         graph = ox.NamedNode(g.value) if g is not None else None
         if graph is not None and g.value in RESERVED_GRAPHS:
@@ -166,3 +160,65 @@ class PeerStore:
     def close(self) -> None:
         self.flush()
         del self._store
+
+
+class Offload:
+    """Runs blocking calls in worker threads, at most `threads` at once, off the event loop.
+
+    With `enabled=False` calls run inline: for in-memory stores in tests under a mock clock,
+    where a thread would let virtual time jump while it works.
+    """
+
+    def __init__(self, enabled: bool, threads: int = 1) -> None:
+        self.enabled = enabled
+        self._limiter = trio.CapacityLimiter(threads)
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        if not self.enabled:
+            return fn(*args)
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+
+
+class AsyncStore:
+    """A PeerStore whose blocking calls run in a worker thread (one at a time), off the event loop."""
+
+    def __init__(self, store: PeerStore, offload: bool) -> None:
+        self.sync = store
+        self._offload = Offload(offload, 1)
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        return await self._offload.run(fn, *args)
+
+    # cheap in-memory reads stay synchronous
+    def event_info(self, graph: IRI) -> tuple[int, int] | None:
+        return self.sync.event_info(graph)
+
+    def events(self) -> dict[str, tuple[int, int]]:
+        return self.sync.events()
+
+    async def add_quads(self, graph: IRI, quads: list[Quad], size: int, published: int) -> bool:
+        return await self.run(self.sync.add_quads, graph, quads, size, published)
+
+    async def store_quads(self, graph: IRI, quads: list[Quad], size: int, published: int) -> tuple[list[Quad], bool]:
+        return await self.run(self.sync.store_quads, graph, quads, size, published)
+
+    async def find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> list[Quad]:
+        return await self.run(self.sync.find_list, g, s, p, o)
+
+    async def count(self) -> int:
+        return await self.run(self.sync.count)
+
+    async def remove_quads(self, quads: list[Quad]) -> None:
+        await self.run(self.sync.remove_quads, quads)
+
+    async def delete_event(self, graph: IRI) -> int:
+        return await self.run(self.sync.delete_event, graph)
+
+    async def put_subscription(self, ident: str, record: dict[str, Any]) -> None:
+        await self.run(self.sync.put_subscription, ident, record)
+
+    async def remove_subscription(self, ident: str) -> bool:
+        return await self.run(self.sync.remove_subscription, ident)
+
+    async def flush(self) -> None:
+        await self.run(self.sync.flush)

@@ -1,5 +1,6 @@
-"""The client-side subcommands of `eventcloud` (publish, query, status, subscribe, demo),
-each an async function of the parsed arguments returning an exit code."""
+"""The client commands of `eventcloud` (publish, query, find, delete, status, subscribe, leave),
+each an async function of the parsed arguments returning an exit code. They speak to an
+entry peer through the SDK only."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from typing import Any
 
 import trio
 
-from eventcloud.cli.main import DEMO_SUBSCRIPTION, notification_json, quads_text
+from eventcloud.cli.render import cell, notification_json, partition_report, quads_text, table
 from eventcloud.client import connect
-from eventcloud.overlay.zones import Zone
 
 
 def _progress(done: int, total: int, started: float, width: int = 30) -> None:
@@ -68,8 +68,8 @@ async def publish(args: argparse.Namespace) -> int:
 
 async def leave(args: argparse.Namespace) -> int:
     async with connect(args.peer) as client:
-        reply = await client._call("leave", {})
-    print(f"peer at {args.peer} left; its zone went to peer {reply['heir']}")
+        heir = await client.leave()
+    print(f"peer at {args.peer} left; its zone went to peer {heir}")
     return 0
 
 
@@ -107,50 +107,9 @@ async def query(args: argparse.Namespace) -> int:
         print("true" if result["boolean"] else "false")
     else:
         columns = result["head"]["vars"]
-        rows = [[_cell(b.get(c)) for c in columns] for b in result["results"]["bindings"]]
-        _table(columns, rows)
+        rows = [[cell(b.get(c)) for c in columns] for b in result["results"]["bindings"]]
+        table(columns, rows)
     return 0
-
-
-def _cell(binding: dict[str, Any] | None) -> str:
-    if binding is None:
-        return ""
-    if binding["type"] == "uri":
-        return f"<{binding['value']}>"
-    if binding["type"] == "literal":
-        value = json.dumps(binding["value"], ensure_ascii=False)
-        if "xml:lang" in binding:
-            return f"{value}@{binding['xml:lang']}"
-        if "datatype" in binding and not binding["datatype"].endswith("#string"):
-            return f"{value}^^<{binding['datatype']}>"
-        return value
-    return f"_:{binding['value']}"
-
-
-def _table(columns: list[str], rows: list[list[str]]) -> None:
-    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    print("  ".join("-" * w for w in widths))
-    for row in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
-    print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-
-
-def partition_report(status: dict[str, Any]) -> tuple[bool, str]:
-    """Do the peers' zones partition the space exactly? (volumes add up, none overlap)"""
-    from eventcloud.overlay.zones import CoordinateSpace
-
-    space = CoordinateSpace.from_dict(status["space"])
-    zones = [Zone.from_wire(p["zone"]) for p in status["peers"]]
-    volume = 0
-    for zone in zones:
-        v = 1
-        for lo, hi in zone.bounds:
-            v *= hi - lo
-        volume += v
-    overlaps = sum(1 for i, a in enumerate(zones) for b in zones[i + 1:] if a.intersects(b.bounds))
-    ok = volume == space.top ** 4 and overlaps == 0
-    return ok, f"zones partition the space: {'yes' if ok else 'NO'} ({len(zones)} zones, {overlaps} overlaps)"
 
 
 async def status(args: argparse.Namespace) -> int:
@@ -158,19 +117,15 @@ async def status(args: argparse.Namespace) -> int:
         result = await client.status()
     ok, report = partition_report(result)
     if args.format == "json":
-        result["partition"] = ok
-        print(json.dumps(result, indent=1))
+        print(json.dumps({**result.to_wire(), "partition": ok}, indent=1))
         return 0
-    from eventcloud.overlay.zones import CoordinateSpace
-
-    top = CoordinateSpace.from_dict(result["space"]).top
+    top = result.space.top
     rows = []
-    for p in result["peers"]:
-        zone = Zone.from_wire(p["zone"])
-        span = " ".join(f"[{lo / top:.3f},{hi / top:.3f})" for lo, hi in zone.bounds)
-        rows.append([p["id"], p["address"], str(p["quads"]), str(p["subscriptions"]), str(len(p["neighbours"])), span])
-    _table(["peer", "address", "quads", "subs", "neighbours", "zone (graph subject predicate object)"], rows)
-    print(f"algorithm: {result['algorithm']}; mapping: {result['space']['mapping']}; {report}")
+    for p in result.peers:
+        span = " ".join(f"[{lo / top:.3f},{hi / top:.3f})" for lo, hi in p.zone.bounds)
+        rows.append([p.id, p.address, str(p.quads), str(p.subscriptions), str(len(p.neighbours)), span])
+    table(["peer", "address", "quads", "subs", "neighbours", "zone (graph subject predicate object)"], rows)
+    print(f"algorithm: {result.algorithm}; mapping: {result.space.mapping}; {report}")
     return 0
 
 
@@ -204,57 +159,3 @@ def _print_note(note: Any) -> None:
         print("         " + quad.n_quads(), flush=True)
 
 
-async def demo(args: argparse.Namespace) -> int:
-    from peers.cluster import LocalCluster
-
-    from eventcloud.cli.demo import citybench_dir, demo_events
-
-    events = demo_events(args.events)
-    what = ("Aarhus sensor observations (CityBench)" if citybench_dir() is not None else
-            "synthetic sensor observations (CityBench data not found: set EVENTCLOUD_CITYBENCH)")
-    print(f"== starting a local cluster of {args.peers} peers ({args.algorithm})", flush=True)
-    cluster = LocalCluster(args.peers, algorithm=args.algorithm)
-    try:
-        await trio.to_thread.run_sync(cluster.start)
-        print(f"   entry peer {cluster.entry}; peers {', '.join(cluster.addresses)}", flush=True)
-        async with connect(cluster.entry, source="demo-subscriber") as subscriber, \
-                connect(cluster.addresses[-1], source="demo-publisher") as publisher:
-            sub = await subscriber.subscribe(DEMO_SUBSCRIPTION, kind="bindings")
-            print(f"== subscribed ({sub.id[:8]}…):\n{DEMO_SUBSCRIPTION}", flush=True)
-            expected = sum(1 for e in events if _demo_matches(e))
-            print(f"== publishing {len(events)} {what} from {cluster.addresses[-1]} "
-                  f"({expected} have a value over 30)", flush=True)
-            received = 0
-
-            async def listen() -> None:
-                nonlocal received
-                async for note in sub:
-                    received += 1
-                    for s in note.solutions:
-                        print(f"   notification {received:3d}: {s['obs'].n3()} value {s['value'].lexical}", flush=True)
-                    if received >= expected:
-                        return
-
-            with trio.move_on_after(60):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(listen)
-                    for event in events:
-                        await publisher.publish(event)
-            count = await publisher.query("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")
-            stored = count["results"]["bindings"][0]["n"]["value"]
-            print(f"== {received} notifications for {expected} matching events; {stored} quads stored "
-                  f"across {args.peers} peers", flush=True)
-            return 0 if received == expected else 1
-    finally:
-        await trio.to_thread.run_sync(cluster.stop)
-
-
-def _demo_matches(event: Any) -> bool:
-    for quad in event.quads:
-        if quad.p.value.endswith("hasValue"):
-            try:
-                if float(quad.o.lexical) > 30:
-                    return True
-            except ValueError:
-                pass
-    return False

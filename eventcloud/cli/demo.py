@@ -1,49 +1,80 @@
-"""Events for the demo: real Aarhus sensor readings (CityBench) when shared/data is there."""
+"""`eventcloud demo`, the main job: a local cluster, a subscriber and a publisher of real
+Aarhus sensor readings (CityBench) when shared/data is there, synthetic ones otherwise."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import argparse
+from typing import Any
 
+import trio
+
+from eventcloud.client import connect
+from eventcloud.rdf.citybench import data_dir, sample_events, synthetic_events
 from eventcloud.rdf.model import CompoundEvent
 
+__all__ = ["demo", "demo_events", "DEMO_SUBSCRIPTION"]
 
-def citybench_dir() -> Path | None:
-    """Where the CityBench data is: $EVENTCLOUD_CITYBENCH, or shared/data/citybench beside the repo."""
-    candidates = [os.environ.get("EVENTCLOUD_CITYBENCH"),
-                  Path(__file__).resolve().parents[2] / "shared" / "data" / "citybench",
-                  Path.cwd().parent / "shared" / "data" / "citybench"]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return None
+DEMO_SUBSCRIPTION = """PREFIX sao: <http://purl.oclc.org/NET/sao/>
+PREFIX ssn: <http://purl.oclc.org/NET/ssnx/ssn#>
+SELECT ?g ?obs ?value WHERE { GRAPH ?g { ?obs sao:hasValue ?value } FILTER(?value > 30) }"""
 
 
 def demo_events(n: int) -> list[CompoundEvent]:
     """`n` sensor-observation events: CityBench parking and traffic readings if available,
     else readings synthesised in the same vocabulary (and the demo says so)."""
-    from eventcloud.rdf.citybench import sample_events
-
-    directory = citybench_dir()
-    if directory is not None:
-        return sample_events(directory, n)
-    return _synthetic(n)
+    directory = data_dir()
+    return sample_events(directory, n) if directory is not None else synthetic_events(n)
 
 
-def _synthetic(n: int) -> list[CompoundEvent]:
-    import random
+async def demo(args: argparse.Namespace) -> int:
+    from peers.cluster import LocalCluster
 
-    from eventcloud.rdf.citybench import _HAS_VALUE, _OBSERVATION, _OBSERVED_BY, _RDF_TYPE, SES
-    from eventcloud.rdf.model import IRI, XSD, Literal, event_graph
+    events = demo_events(args.events)
+    what = ("Aarhus sensor observations (CityBench)" if data_dir() is not None else
+            "synthetic sensor observations (CityBench data not found: set EVENTCLOUD_CITYBENCH)")
+    print(f"== starting a local cluster of {args.peers} peers ({args.algorithm})", flush=True)
+    cluster = LocalCluster(args.peers, algorithm=args.algorithm)
+    try:
+        await trio.to_thread.run_sync(cluster.start)
+        print(f"   entry peer {cluster.entry}; peers {', '.join(cluster.addresses)}", flush=True)
+        async with connect(cluster.entry, source="demo-subscriber") as subscriber, \
+                connect(cluster.addresses[-1], source="demo-publisher") as publisher:
+            sub = await subscriber.subscribe(DEMO_SUBSCRIPTION, kind="bindings")
+            print(f"== subscribed ({sub.id[:8]}…):\n{DEMO_SUBSCRIPTION}", flush=True)
+            expected = sum(1 for e in events if _demo_matches(e))
+            print(f"== publishing {len(events)} {what} from {cluster.addresses[-1]} "
+                  f"({expected} have a value over 30)", flush=True)
+            received = 0
 
-    rng = random.Random(7)
-    events = []
-    for i in range(n):
-        graph = event_graph("synthetic-sensor", 1_400_000_000_000 + i * 300_000, i)
-        obs = IRI(f"{SES}Observation-synthetic-{i}")
-        events.append(CompoundEvent.from_triples(graph, [
-            (obs, _RDF_TYPE, _OBSERVATION),
-            (obs, _OBSERVED_BY, IRI(f"{SES}SyntheticSensor{i % 4}")),
-            (obs, _HAS_VALUE, Literal(str(rng.randint(0, 60)), XSD + "integer")),
-        ]))
-    return events
+            async def listen() -> None:
+                nonlocal received
+                async for note in sub:
+                    received += 1
+                    for s in note.solutions:
+                        print(f"   notification {received:3d}: {s['obs'].n3()} value {s['value'].lexical}", flush=True)
+                    if received >= expected:
+                        return
+
+            with trio.move_on_after(60):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(listen)
+                    for event in events:
+                        await publisher.publish(event)
+            count = await publisher.query("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")
+            stored = count["results"]["bindings"][0]["n"]["value"]
+            print(f"== {received} notifications for {expected} matching events; {stored} quads stored "
+                  f"across {args.peers} peers", flush=True)
+            return 0 if received == expected else 1
+    finally:
+        await trio.to_thread.run_sync(cluster.stop)
+
+
+def _demo_matches(event: Any) -> bool:
+    for quad in event.quads:
+        if quad.p.value.endswith("hasValue"):
+            try:
+                if float(quad.o.lexical) > 30:
+                    return True
+            except ValueError:
+                pass
+    return False

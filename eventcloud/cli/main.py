@@ -1,239 +1,62 @@
-"""The `eventcloud` command line: run peers and clusters, publish, query, subscribe, status.
+"""`eventcloud`: the entry point and the command dispatch table.
 
-Each subcommand is a thin shell over the SDK (`eventcloud.client`) or the daemon runtime
-(`peers.runtime`); errors are one line saying what went wrong and what to do, exit code 1
-(2 for usage errors, as argparse does).
+Each command is a thin shell over the SDK (`eventcloud.client`) or, for `peer` and
+`cluster`, the daemon; errors are one line saying what went wrong and what to do, exit code
+1 (2 for usage errors, as argparse does).
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
-import signal
 import sys
-import time
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Callable, Sequence
 
 import trio
 
-from eventcloud.client import ClientError, Notification
-from eventcloud.rdf.model import Quad
-from eventcloud.net.transport import AddressError, parse_address
+from eventcloud.cli.parser import build_parser
+from eventcloud.cli.render import root_cause
+from eventcloud.errors import EventCloudError
 
-DEMO_SUBSCRIPTION = """PREFIX sao: <http://purl.oclc.org/NET/sao/>
-PREFIX ssn: <http://purl.oclc.org/NET/ssnx/ssn#>
-SELECT ?g ?obs ?value WHERE { GRAPH ?g { ?obs sao:hasValue ?value } FILTER(?value > 30) }"""
+__all__ = ["main", "COMMANDS"]
 
 
-def _address(text: str) -> str:
-    try:
-        parse_address(text)
-    except AddressError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+def _client(name: str) -> Callable:
+    def run(args) -> int:  # type: ignore[no-untyped-def]
+        from eventcloud.cli import commands
+
+        return trio.run(getattr(commands, name), args)
+    return run
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="eventcloud",
-        description="EventCloud: a distributed publish/subscribe system and store for RDF events "
-                    "on a 4-D CAN overlay (graph, subject, predicate, object).",
-        epilog="Start with `eventcloud demo`, or `eventcloud cluster --peers 4` in one terminal and "
-               "`eventcloud subscribe`/`eventcloud publish` against the printed address in others.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+def _daemon(name: str) -> Callable:
+    def run(args) -> int:  # type: ignore[no-untyped-def]
+        from eventcloud.cli import daemon
 
-    p = sub.add_parser("peer", help="run one peer daemon in the foreground",
-                       description="Run one peer daemon. Without --join it starts a new overlay; with "
-                                   "--join it enters the overlay through that peer. Restarted with the same "
-                                   "--data-dir it returns with its zone and data. Stops on SIGTERM/Ctrl-C.")
-    p.add_argument("--listen", type=_address, default="127.0.0.1:0", help="HOST:PORT to listen on (port 0: any free port)")
-    p.add_argument("--join", type=_address, help="HOST:PORT of any peer of the overlay to join")
-    p.add_argument("--advertise", help="HOST[:PORT] other peers use to reach this one (default: the listen "
-                                       "address; this host's address when listening on 0.0.0.0)")
-    p.add_argument("--data-dir", required=True, type=Path, help="directory for this peer's store and state")
-    p.add_argument("--algorithm", choices=("osma", "csma"), default="osma",
-                   help="matching algorithm of a new overlay (joining peers learn it) [osma]")
-    p.add_argument("--mapping", choices=("local-name", "identity"), default="local-name",
-                   help="term-to-coordinate mapping of a new overlay [local-name]")
-    p.add_argument("--log-level", default="warning", help="debug, info, warning, error [warning]")
-    p.add_argument("--seed", type=int, help="seed of the random join point (reproducible experiments)")
+        return getattr(daemon, name)(args)
+    return run
 
-    p = sub.add_parser("cluster", help="start N local peer processes and keep them running",
-                       description="Start N peer processes on this machine (the first on --port, the others on "
-                                   "the next ports; --port 0 picks free ports). Prints the entry address on its "
-                                   "first line, runs until interrupted, then stops every peer.")
-    p.add_argument("--peers", type=int, default=4, help="number of peers [4]")
-    p.add_argument("--data-dir", type=Path, help="directory for the peers' data (default: a temporary one, removed at exit)")
-    p.add_argument("--port", type=int, default=0, help="port of the first peer [0 = free ports]")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on [127.0.0.1]")
-    p.add_argument("--algorithm", choices=("osma", "csma"), default="osma", help="matching algorithm [osma]")
-    p.add_argument("--mapping", choices=("local-name", "identity"), default="local-name", help="coordinate mapping [local-name]")
 
-    p = sub.add_parser("publish", help="publish the events of RDF files",
-                       description="Publish compound events read from RDF files: N-Quads/TriG (each named graph is "
-                                   "one event) or Turtle/N-Triples/RDF-XML (each file is one event). A malformed file "
-                                   "is reported with its line and nothing of it is published.")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
-    p.add_argument("--format", help="input format (default: from the extension): nquads, trig, turtle, ntriples, n3, rdfxml")
-    p.add_argument("--source", default="cli", help="source id used to name events without a graph [cli]")
-    p.add_argument("--concurrency", type=int, default=4, help="requests in flight at once [4]")
-    p.add_argument("--batch", type=int, default=50, help="events per request (each stays atomic) [50]")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+def _demo(args) -> int:  # type: ignore[no-untyped-def]
+    from eventcloud.cli.demo import demo
 
-    p = sub.add_parser("query", help="run a one-time SPARQL query over everything stored",
-                       description="Run a one-time SPARQL 1.1 query (SELECT, ASK, CONSTRUCT, aggregates) over all "
-                                   "stored quads. Use GRAPH ?g { … } to see events' graphs; the default graph is "
-                                   "the union of all events.")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="table, or SPARQL 1.1 JSON results [table]")
-    p.add_argument("sparql", help="the query text")
+    return trio.run(demo, args)
 
-    p = sub.add_parser("find", help="find stored quads by pattern (or count them)",
-                       description="Print the stored quads matching a pattern as N-Quads; each of -g -s -p -o "
-                                   "is a term in N-Triples syntax (<iri>, \"lit\", \"5\"^^<dt>), omitted = any.")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
-    for flag, name in (("-g", "graph"), ("-s", "subject"), ("-p", "predicate"), ("-o", "object")):
-        p.add_argument(flag, f"--{name}", help=f"the {name} term (N-Triples syntax)")
-    p.add_argument("--count", action="store_true", help="print only how many quads match")
 
-    p = sub.add_parser("delete", help="delete a compound event (all its quads) by graph IRI")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
-    p.add_argument("graph", help="the event's graph IRI (with or without <>)")
-
-    p = sub.add_parser("status", help="show every peer: address, zone, quads, subscriptions, neighbours")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="[table]")
-
-    p = sub.add_parser("leave", help="make a peer leave the overlay gracefully and stop",
-                       description="Ask the peer at --peer to hand its zone, quads and subscriptions to a neighbour "
-                                   "whose zone merges with it, then stop. (SIGTERM only stops a peer: it keeps its "
-                                   "zone and comes back with it when restarted.)")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of the peer that leaves")
-
-    p = sub.add_parser("subscribe", help="subscribe with SPARQL and print notifications as they arrive",
-                       description="Register a SPARQL continuous query and print a notification for every matching "
-                                   "compound event published afterwards, until interrupted. In jsonl format the first "
-                                   'line is {"subscription": ID, "status": "active"}.')
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
-    p.add_argument("--kind", choices=("signal", "bindings", "event"), default="bindings",
-                   help="signal (id and event), bindings (all solutions) or event (all quads) [bindings]")
-    p.add_argument("--format", choices=("jsonl", "nquads", "table"), default="jsonl", help="[jsonl]")
-    p.add_argument("--count", type=int, help="exit after this many notifications")
-    p.add_argument("sparql", help="the subscription: SELECT … WHERE { GRAPH ?g { … } FILTER(…) }")
-
-    p = sub.add_parser("demo", help="the main job: a local cluster, a subscriber and a publisher",
-                       description="Start a local cluster, subscribe to high sensor readings, publish real Aarhus "
-                                   "sensor observations (CityBench) and print the notifications as they arrive.")
-    p.add_argument("--peers", type=int, default=4, help="[4]")
-    p.add_argument("--events", type=int, default=60, help="events to publish [60]")
-    p.add_argument("--algorithm", choices=("osma", "csma"), default="osma", help="[osma]")
-    return parser
+#: command name -> function of the parsed arguments returning the exit code
+COMMANDS: dict[str, Callable] = {
+    "peer": _daemon("peer"), "cluster": _daemon("cluster"), "demo": _demo,
+    **{name: _client(name) for name in ("publish", "query", "find", "delete", "status", "leave", "subscribe")},
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "peer":
-            return run_peer_command(args)
-        if args.command == "cluster":
-            return run_cluster_command(args)
-        from eventcloud.cli import commands
-
-        return trio.run(getattr(commands, args.command), args)
-    except (ClientError, BaseExceptionGroup) as exc:
+        return COMMANDS[args.command](args)
+    except (EventCloudError, BaseExceptionGroup) as exc:
         cause = root_cause(exc)
-        if not isinstance(cause, ClientError):
+        if not isinstance(cause, EventCloudError):
             raise
-        print(f"eventcloud {args.command}: {cause}", file=sys.stderr)
+        print(f"eventcloud {args.command}: {cause.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-def run_peer_command(args: argparse.Namespace) -> int:
-    from eventcloud.overlay.zones import CoordinateSpace
-    from peers.runtime import PeerConfig, run_peer
-
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = PeerConfig(listen=args.listen, join=args.join, data_dir=args.data_dir, algorithm=args.algorithm,
-                        space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed)
-
-    async def serve() -> None:
-        async with trio.open_nursery() as nursery:
-            running = await nursery.start(run_peer, config)
-            print(f"eventcloud peer {running.peer.id}: listening on {running.address} "
-                  f"({running.peer.state.algorithm})", flush=True)
-
-            async def on_signal() -> None:
-                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for _ in signals:
-                        running.stop()
-                        return
-
-            nursery.start_soon(on_signal)
-            await running.stopped.wait()  # a signal, or `eventcloud leave`
-            nursery.cancel_scope.cancel()
-
-    try:
-        trio.run(serve)
-    except Exception as exc:  # startup failures: bad join address, corrupt state, port in use
-        print(f"eventcloud peer: {root_cause(exc)}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def root_cause(exc: BaseException) -> BaseException:
-    """The one error inside nested exception groups (trio wraps errors from nurseries)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def run_cluster_command(args: argparse.Namespace) -> int:
-    from peers.cluster import ClusterError, LocalCluster
-
-    cluster = LocalCluster(args.peers, data_dir=args.data_dir, port=args.port, algorithm=args.algorithm,
-                           mapping=args.mapping, host=args.host)
-    stop = {"now": False}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        cluster.start(progress=lambda i, n: print(f"  peer {i}/{n} up", file=sys.stderr, flush=True))
-    except ClusterError as exc:
-        cluster.stop()
-        print(f"eventcloud cluster: {exc}", file=sys.stderr)
-        return 1
-    print(cluster.entry, flush=True)
-    print(f"eventcloud cluster: {args.peers} peers ({args.algorithm}) at {', '.join(cluster.addresses)}; "
-          f"Ctrl-C stops them", file=sys.stderr, flush=True)
-    try:
-        while not stop["now"]:
-            time.sleep(0.2)
-            for index, proc in enumerate(cluster.processes):
-                if proc.poll() is not None and not stop["now"]:
-                    print(f"eventcloud cluster: peer {index} exited with code {proc.returncode}", file=sys.stderr)
-    finally:
-        cluster.stop()
-    return 0
-
-
-def notification_json(note: Notification) -> dict[str, Any]:
-    out: dict[str, Any] = {"subscription": note.subscription, "event": note.event, "kind": note.kind}
-    if note.kind == "bindings":
-        out["solutions"] = [{k: v.n3() for k, v in s.items()} for s in note.solutions]
-    if note.kind == "event":
-        out["quads"] = [q.n_quads() for q in note.quads]
-    if note.error:
-        out["error"] = note.error
-    return out
-
-
-def quads_text(quads: Sequence[Quad]) -> str:
-    return "".join(q.n_quads() + "\n" for q in quads)
-

@@ -1,9 +1,13 @@
 """Multiplexed request/reply and pushes over one trio stream (used by peers and clients).
 
 One reader task per connection feeds the sans-I/O decoder and dispatches: replies wake the
-caller waiting on that request id, requests run in the connection's own nursery (so a slow
-handler never blocks the reader, and no task outlives the connection), pushes go to the
-push handler. Garbage or oversized frames close the connection after an error frame.
+caller waiting on that request id, pushes go to the (synchronous) push handler, requests run
+in the connection's own nursery, at most `max_inflight` at a time: past that the reader stops
+reading, so a client that floods requests is slowed by TCP instead of growing our memory.
+Outgoing frames are grouped (frames queued while a write is in progress go out in the next
+single write) in an outbox bounded by `max_outbox` bytes. Garbage or an oversized frame gets
+one error frame and closes the connection; a handler's error becomes an error reply with its
+code, and a bug becomes `internal` without taking anything else down.
 """
 
 from __future__ import annotations
@@ -11,43 +15,33 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import Counter
-from typing import Any, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import trio
 
-from eventcloud.wire.hlc import HybridClock
-from eventcloud.wire.frames import (
-    DEFAULT_MAX_FRAME,
-    ERROR,
-    PUSH,
-    REPLY,
-    REQUEST,
-    FrameDecoder,
-    Message,
-    ProtocolError,
-    encode,
+from eventcloud.errors import (
+    ConnectionLost, ErrorCode, EventCloudError, LocalProtocolError, ProtocolError, RemoteError,
 )
+from eventcloud.wire.frames import DEFAULT_MAX_FRAME, FrameDecoder, Kind, Message, encode
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.ops import Op
+from eventcloud.wire.schema import Body
 
 log = logging.getLogger(__name__)
 
-RequestHandler = Callable[["RpcConnection", str, dict[str, Any]], Awaitable[dict[str, Any]]]
-PushHandler = Callable[["RpcConnection", str, dict[str, Any]], Awaitable[None]]
+#: Serves one request: (connection, op, body) -> reply body, or raises an EventCloudError.
+RequestHandler = Callable[["RpcConnection", Op, dict[str, Any]], Awaitable[dict[str, Any] | Body]]
+#: Takes one push, synchronously, in the reader task (it must not block).
+PushHandler = Callable[["RpcConnection", Op, dict[str, Any]], None]
 
-
-class RemoteError(Exception):
-    """The other side answered a request with an error."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{message} [{code}]")
-        self.code = code
-        self.message = message
-
-
-class ConnectionLost(Exception):
-    """The connection closed or broke before the reply arrived."""
+_BROKEN = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
 class RpcConnection:
+    """Requests, replies and pushes over one stream. Call `run()` in a task; it returns when
+    the stream ends (and cancels the handlers still running for it)."""
+
     def __init__(
         self,
         stream: trio.abc.Stream,
@@ -55,8 +49,11 @@ class RpcConnection:
         *,
         on_request: RequestHandler | None = None,
         on_push: PushHandler | None = None,
+        on_close: Callable[[str], None] | None = None,
         max_frame: int = DEFAULT_MAX_FRAME,
-        known_ops: frozenset[str] | None = None,
+        accepted_ops: frozenset[Op] | None = None,
+        max_inflight: int = 64,
+        max_outbox: int = 8 * 1024 * 1024,
         name: str = "",
         counters: "Counter[str] | None" = None,
     ) -> None:
@@ -64,13 +61,18 @@ class RpcConnection:
         self.clock = clock
         self.name = name
         self._on_request = on_request
-        self.on_push = on_push  # may be set after construction (the SDK builds its client around the connection)
+        self._on_push = on_push
+        self._on_close = on_close
         self._max_frame = max_frame
-        self._decoder = FrameDecoder(max_frame, known_ops)
+        self._decoder = FrameDecoder(max_frame, accepted_ops)
         self._ids = itertools.count(1)
         self._waiting: dict[int, trio.MemorySendChannel[Message]] = {}
+        self._inflight = trio.Semaphore(max_inflight)
         self._send_lock = trio.Lock()
         self._outbox: list[bytes] = []
+        self._outbox_bytes = 0
+        self._max_outbox = max_outbox
+        self._drained = trio.Event()
         self._closed = trio.Event()
         self.close_reason: str | None = None
         self.counters: Counter[str] = counters if counters is not None else Counter()
@@ -79,8 +81,13 @@ class RpcConnection:
     def closed(self) -> bool:
         return self._closed.is_set()
 
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    # --- reading ----------------------------------------------------------------------------
+
     async def run(self) -> None:
-        """Read until the stream ends; handlers run in a nursery owned by this call."""
+        """Read until the stream ends; request handlers run in a nursery owned by this call."""
         try:
             async with trio.open_nursery() as nursery:
                 await self._read_loop(nursery)
@@ -95,7 +102,7 @@ class RpcConnection:
         while True:
             try:
                 data = await self.stream.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            except _BROKEN as exc:
                 self.close_reason = f"connection broken: {exc}"
                 return
             if not data:
@@ -109,63 +116,75 @@ class RpcConnection:
                 except ProtocolError as exc:
                     self.close_reason = str(exc)
                     log.warning("closing connection %s: %s", self.name, exc)
-                    await self._send_quietly(Message(ERROR, None, None, self.clock.now(), {"code": exc.code, "message": str(exc)}))
+                    await self._send_quietly(Message(Kind.ERROR, None, None, self.clock.now(),
+                                                     {"code": exc.code.value, "message": exc.message}))
                     return
                 if message is None:
                     break
-                self._dispatch(message, nursery)
+                if not await self._dispatch(message, nursery):
+                    return
 
-    def _dispatch(self, message: Message, nursery: trio.Nursery) -> None:
+    async def _dispatch(self, message: Message, nursery: trio.Nursery) -> bool:
+        """Route one message; False when the connection must end."""
         if message.hlc:
             self.clock.observe(message.hlc)
-        if message.kind in (REPLY, ERROR):
+        kind = message.kind
+        if kind is Kind.REPLY or kind is Kind.ERROR:
             if message.id is None:  # a connection-level error frame from the other side
                 self.close_reason = f"{message.body.get('message', 'error')} [{message.body.get('code')}]"
-                return
+                return False
             channel = self._waiting.pop(message.id, None)
             if channel is not None:
                 channel.send_nowait(message)
-        elif message.kind == REQUEST:
+        elif kind is Kind.REQUEST:
+            await self._inflight.acquire()  # bounded: past the limit, stop reading this connection
             nursery.start_soon(self._serve_request, message)
-        elif message.kind == PUSH and self.on_push is not None:
-            nursery.start_soon(self.on_push, self, message.op, message.body)
+        elif self._on_push is not None:
+            assert message.op is not None
+            try:
+                self._on_push(self, message.op, message.body)
+            except Exception:  # a bug in a push handler must not end the connection
+                log.exception("push handler for %s failed", message.op)
+        return True
 
     async def _serve_request(self, message: Message) -> None:
         assert message.op is not None and message.id is not None
-        if self._on_request is None:
-            reply = Message(ERROR, None, message.id, 0, {"code": "unknown-op", "message": f"unknown message type {message.op!r}"})
-        else:
-            try:
-                body = await self._on_request(self, message.op, message.body)
-                reply = Message(REPLY, None, message.id, 0, body)
-            except ProtocolError as exc:
-                reply = Message(ERROR, None, message.id, 0, {"code": exc.code, "message": str(exc)})
-            except RemoteError as exc:
-                reply = Message(ERROR, None, message.id, 0, {"code": exc.code, "message": exc.message})
-            except OperationError as exc:
-                reply = Message(ERROR, None, message.id, 0, {"code": exc.code, "message": str(exc)})
-            except Exception as exc:  # a bug in a handler must not take the peer down
-                log.exception("handler for %s failed", message.op)
-                reply = Message(ERROR, None, message.id, 0, {"code": "internal", "message": f"{type(exc).__name__}: {exc}"})
-        reply.hlc = self.clock.now()
         try:
-            await self._send(reply)
-        except ProtocolError as exc:  # reply too large: tell the caller instead
-            await self._send_quietly(Message(ERROR, None, message.id, self.clock.now(), {"code": exc.code, "message": str(exc)}))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
+            if self._on_request is None:
+                reply = _error(message.id, ErrorCode.UNKNOWN_OP, f"unknown message type {message.op.value!r}")
+            else:
+                try:
+                    body = await self._on_request(self, message.op, message.body)
+                    reply = Message(Kind.REPLY, None, message.id, 0,
+                                    body.to_wire() if isinstance(body, Body) else body)
+                except EventCloudError as exc:
+                    reply = _error(message.id, exc.code, exc.message)
+                except Exception as exc:  # a bug in a handler must not take the peer down
+                    log.exception("handler for %s failed", message.op)
+                    reply = _error(message.id, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            try:
+                await self._send(_stamped(reply, self.clock.now()))
+            except LocalProtocolError as exc:  # reply too large: tell the caller instead
+                await self._send_quietly(_error(message.id, exc.code, exc.message, self.clock.now()))
+            except _BROKEN:
+                pass
+        finally:
+            self._inflight.release()
 
-    async def call(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
+    # --- writing ----------------------------------------------------------------------------
+
+    async def call(self, op: Op, body: dict[str, Any] | Body | None = None) -> dict[str, Any]:
         """Send a request and wait for its reply body; RemoteError or ConnectionLost."""
         if self.closed:
             raise ConnectionLost(f"connection {self.name} is closed ({self.close_reason})")
         ident = next(self._ids)
         send, receive = trio.open_memory_channel[Message](1)
         self._waiting[ident] = send
+        wire = body.to_wire() if isinstance(body, Body) else (body or {})
         try:
             try:
-                await self._send(Message(REQUEST, op, ident, self.clock.now(), body))
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                await self._send(Message(Kind.REQUEST, op, ident, self.clock.now(), wire))
+            except _BROKEN as exc:
                 raise ConnectionLost(f"connection {self.name} broke: {exc}") from None
             try:
                 reply = await receive.receive()
@@ -173,27 +192,36 @@ class RpcConnection:
                 raise ConnectionLost(f"connection {self.name} closed before the reply ({self.close_reason})") from None
         finally:
             self._waiting.pop(ident, None)
-        if reply.kind == ERROR:
-            raise RemoteError(str(reply.body.get("code", "error")), str(reply.body.get("message", "")))
+        if reply.kind is Kind.ERROR:
+            raise RemoteError(reply.error_code, str(reply.body.get("message", "")))
         return reply.body
 
-    async def push(self, op: str, body: dict[str, Any]) -> None:
+    async def push(self, op: Op, body: dict[str, Any] | Body) -> None:
+        wire = body.to_wire() if isinstance(body, Body) else body
         try:
-            await self._send(Message(PUSH, op, None, self.clock.now(), body))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            await self._send(Message(Kind.PUSH, op, None, self.clock.now(), wire))
+        except _BROKEN as exc:
             raise ConnectionLost(f"connection {self.name} broke: {exc}") from None
 
     async def _send(self, message: Message) -> None:
         frame = encode(message, self._max_frame)
+        while self._outbox_bytes > self._max_outbox and not self.closed:
+            await self._drained.wait()  # bounded outbox: wait for the writer to catch up
+        if self.closed:
+            raise trio.ClosedResourceError(f"connection {self.name} is closed")
         self.counters["bytes_out"] += len(frame)
         self._outbox.append(frame)
-        # Group commit: acquiring the lock yields, so frames queued meanwhile by other
-        # tasks go out in the same send_all (one syscall for many small messages).
+        self._outbox_bytes += len(frame)
+        # Group commit: acquiring the lock yields, so frames queued meanwhile by other tasks
+        # go out in the same send_all (one system call for many small messages).
         async with self._send_lock:
             if not self._outbox:
                 return  # a previous holder already sent our frame
             data = b"".join(self._outbox)
             self._outbox.clear()
+            self._outbox_bytes = 0
+            self._drained.set()
+            self._drained = trio.Event()
             await self.stream.send_all(data)
 
     async def _send_quietly(self, message: Message) -> None:
@@ -204,7 +232,10 @@ class RpcConnection:
                 pass
 
     def _finish(self) -> None:
+        if self._on_close is not None and not self._closed.is_set():
+            self._on_close(self.close_reason or "the connection closed")
         self._closed.set()
+        self._drained.set()
         for channel in self._waiting.values():
             channel.close()
         self._waiting.clear()
@@ -215,9 +246,27 @@ class RpcConnection:
                 await self.stream.aclose()
 
 
-class OperationError(Exception):
-    """A handler's typed refusal, sent back to the caller as an error reply."""
+def _error(ident: int, code: ErrorCode, text: str, hlc: int = 0) -> Message:
+    return Message(Kind.ERROR, None, ident, hlc, {"code": ErrorCode(code).value, "message": text})
 
-    def __init__(self, message: str, code: str = "failed") -> None:
-        super().__init__(message)
-        self.code = code
+
+def _stamped(message: Message, hlc: int) -> Message:
+    return Message(message.kind, message.op, message.id, hlc, message.body)
+
+
+@asynccontextmanager
+async def open_connection(stream: trio.abc.Stream, clock: HybridClock, **options: Any) -> AsyncIterator[RpcConnection]:
+    """An RpcConnection over `stream` whose reader runs for the duration of the block."""
+    conn = RpcConnection(stream, clock, **options)
+    failure: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run)
+        try:
+            yield conn
+        except BaseException as exc:  # re-raised below, not wrapped in the nursery's group
+            failure = exc
+        finally:
+            await conn.aclose()
+            nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

@@ -1,26 +1,29 @@
-"""Byte-stream transports: real TCP, and an in-process network of memory streams for tests.
+"""Byte-stream transports: how peers and clients reach each other.
 
 Peers and clients only ever ask a transport to `connect(address)` or to `serve(address,
-handler)`; tests swap TCP for :class:`MemoryNetwork` and run a whole overlay in one process
-under a mock clock, the way hypercorn and trio-websocket test their servers.
+handler)`. `TcpTransport` is the real one; tests swap in `eventcloud.testing.MemoryNetwork`
+and run a whole overlay in one process under a mock clock, the way hypercorn and
+trio-websocket test their servers.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Awaitable, Callable, Protocol
 
 import trio
-import trio.testing
+
+from eventcloud.errors import ErrorCode, InputError, Unreachable
+
+__all__ = ["AddressError", "Unreachable", "StreamHandler", "Transport", "TcpTransport", "parse_address"]
 
 StreamHandler = Callable[[trio.abc.Stream], Awaitable[None]]
 
 
-class AddressError(ValueError):
+class AddressError(InputError):
     """An address that is not HOST:PORT."""
 
-
-class Unreachable(OSError):
-    """Nothing answers at that address."""
+    default_code = ErrorCode.BAD_REQUEST
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -51,63 +54,18 @@ class TcpTransport:
                 stream = await trio.open_tcp_stream(host, port)
         except (OSError, trio.TooSlowError) as exc:
             raise Unreachable(f"cannot reach {address}: {exc or 'timed out'}") from None
-        stream.setsockopt(__import__("socket").IPPROTO_TCP, __import__("socket").TCP_NODELAY, 1)
+        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return stream
 
     async def serve(
         self, address: str, handler: StreamHandler, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
     ) -> None:
         host, port = parse_address(address)
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=host)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot listen on {address}: {exc.strerror or exc}") from None
         sockname = listeners[0].socket.getsockname()
         bound = f"{host}:{sockname[1]}"
         task_status.started(bound)
         await trio.serve_listeners(handler, listeners)
-
-
-class MemoryNetwork:
-    """An in-process network: addresses map to handlers, connections are memory streams.
-
-    `kill(address)` makes an address unreachable and breaks its open streams, which is how
-    fault tests stop a peer without processes.
-    """
-
-    def __init__(self) -> None:
-        self._handlers: dict[str, tuple[StreamHandler, trio.Nursery]] = {}
-        self._streams: dict[str, list[trio.abc.Stream]] = {}
-        self._next_port = 1
-
-    async def connect(self, address: str) -> trio.abc.Stream:
-        await trio.lowlevel.checkpoint()
-        entry = self._handlers.get(address)
-        if entry is None:
-            raise Unreachable(f"cannot reach {address}: nothing listens there")
-        handler, nursery = entry
-        client, server = trio.testing.memory_stream_pair()
-        self._streams.setdefault(address, []).extend([client, server])
-        nursery.start_soon(handler, server)
-        return client
-
-    async def serve(
-        self, address: str, handler: StreamHandler, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        host, port = parse_address(address)
-        if port == 0:
-            port = self._next_port
-            self._next_port += 1
-        bound = f"{host}:{port}"
-        if bound in self._handlers:
-            raise OSError(f"address {bound} already in use")
-        try:
-            async with trio.open_nursery() as nursery:
-                self._handlers[bound] = (handler, nursery)
-                task_status.started(bound)
-                await trio.sleep_forever()
-        finally:
-            self._handlers.pop(bound, None)
-
-    async def kill(self, address: str) -> None:
-        """Stop accepting at `address` and close every stream that touched it."""
-        self._handlers.pop(address, None)
-        for stream in self._streams.pop(address, []):
-            await stream.aclose()

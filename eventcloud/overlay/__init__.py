@@ -1,0 +1,26 @@
+"""The 4-D lexicographic CAN as pure code: coordinates, zones, routing, multicast, membership plans.
+
+    space = CoordinateSpace()                  # how terms become points (one per overlay)
+    point = space.point(quad)                  # where a quad lives
+    lower, upper = zone.split()                # a join halves a zone
+    hop = next_hop(zone, neighbours, point)    # greedy routing (None: this zone owns it)
+    children = multicast_children(zone, neighbours, box)   # who a box multicast continues to
+"""
+
+from eventcloud.errors import GeometryError
+from eventcloud.overlay.coordinates import (
+    DIMENSIONS, MAPPINGS, Box, CoordinateSpace, Interval, Point, local_name,
+)
+from eventcloud.overlay.plans import (
+    MergePlan, Neighbour, SplitPlan, announced, heirs, merge_for_leave, split_for_join, verified,
+)
+from eventcloud.overlay.routing import (
+    covering, lowest_corner, multicast_children, multicast_root, neighbours_of, next_hop,
+)
+from eventcloud.overlay.zones import Zone
+
+__all__ = [
+    "DIMENSIONS", "MAPPINGS", "Point", "Interval", "Box", "CoordinateSpace", "GeometryError", "local_name",
+    "Zone", "next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
+    "Neighbour", "SplitPlan", "MergePlan", "split_for_join", "merge_for_leave", "heirs", "announced", "verified",
+]

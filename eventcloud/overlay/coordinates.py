@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, Mapping, Sequence
 
+from eventcloud.errors import GeometryError
 from eventcloud.rdf.model import IRI, Literal, Quad, Term
 
 #: Order of the four axes of the CAN.
@@ -51,8 +52,6 @@ MAX_PRECISION = 1024
 _SEPARATORS = "#/:"
 
 
-class GeometryError(ValueError):
-    """Bad geometry input: invalid space parameters, garbage wire data, impossible split/route."""
 
 
 def local_name(iri: str) -> str:

@@ -32,6 +32,8 @@ import csv
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+import os
+import random
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Iterator, Mapping
@@ -48,6 +50,9 @@ __all__ = [
     "property_iri",
     "read_stream",
     "sample_events",
+    "synthetic_events",
+    "data_dir",
+    "HAS_VALUE",
 ]
 
 SSN = "http://purl.oclc.org/NET/ssnx/ssn#"
@@ -61,7 +66,7 @@ _RDF_TYPE = IRI(RDF + "type")
 _OBSERVATION = IRI(SSN + "Observation")
 _OBSERVED_BY = IRI(SSN + "observedBy")
 _OBSERVED_PROPERTY = IRI(SSN + "observedProperty")
-_HAS_VALUE = IRI(SAO + "hasValue")
+HAS_VALUE = IRI(SAO + "hasValue")
 _TIME = IRI(SAO + "time")
 _INSTANT = IRI(TL + "Instant")
 _AT = IRI(TL + "at")
@@ -345,8 +350,34 @@ def _event(sensor: str, number: int, when: str, timestamp_ms: int, found: list[t
             (obs, _OBSERVED_BY, sensor_iri),
             (obs, _OBSERVED_PROPERTY, prop),
             (prop, _RDF_TYPE, IRI(CT + reading.kind)),
-            (obs, _HAS_VALUE, Literal(lexical, reading.datatype)),
+            (obs, HAS_VALUE, Literal(lexical, reading.datatype)),
             (obs, _TIME, instant),
         ]
     triples += [(instant, _RDF_TYPE, _INSTANT), (instant, _AT, Literal(when, XSD + "dateTime"))]
     return CompoundEvent(graph, tuple(Quad(graph, s, p, o) for s, p, o in triples))
+
+
+def data_dir() -> Path | None:
+    """Where the CityBench data is: $EVENTCLOUD_CITYBENCH, or shared/data/citybench beside the checkout."""
+    candidates = [os.environ.get("EVENTCLOUD_CITYBENCH"),
+                  Path(__file__).resolve().parents[3] / "shared" / "data" / "citybench",
+                  Path.cwd().parent / "shared" / "data" / "citybench"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
+def synthetic_events(n: int, seed: int = 7) -> list[CompoundEvent]:
+    """`n` observation events in CityBench's vocabulary with random values (when the data is absent)."""
+    rng = random.Random(seed)
+    events = []
+    for i in range(n):
+        graph = event_graph("synthetic-sensor", 1_400_000_000_000 + i * 300_000, i)
+        obs = IRI(f"{SES}Observation-synthetic-{i}")
+        events.append(CompoundEvent.from_triples(graph, [
+            (obs, _RDF_TYPE, _OBSERVATION),
+            (obs, _OBSERVED_BY, IRI(f"{SES}SyntheticSensor{i % 4}")),
+            (obs, HAS_VALUE, Literal(str(rng.randint(0, 60)), XSD + "integer")),
+        ]))
+    return events

@@ -33,6 +33,8 @@ from typing import Any, Iterable, Iterator, TextIO
 
 import pyoxigraph as ox
 
+from eventcloud.errors import ErrorCode, InputError
+
 from eventcloud.rdf.model import (
     IRI,
     XSD_STRING,
@@ -58,8 +60,10 @@ __all__ = [
 ]
 
 
-class RDFInputError(ValueError):
+class RDFInputError(InputError):
     """Malformed or unsupported RDF input, located as precisely as the parser allows."""
+
+    default_code = ErrorCode.BAD_RDF
 
     def __init__(self, path: str | None, line: int | None, reason: str, column: int | None = None) -> None:
         self.path = path

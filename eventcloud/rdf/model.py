@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Union
 
+from eventcloud.errors import ModelError
+
 XSD = "http://www.w3.org/2001/XMLSchema#"
 XSD_STRING = XSD + "string"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -23,8 +25,6 @@ EVENT_BASE = "http://eventcloud.io/events/"
 SKOLEM_BASE = "http://eventcloud.io/.well-known/genid/"
 
 
-class ModelError(ValueError):
-    """A term, quad or compound event that breaks the data model."""
 
 
 @dataclass(frozen=True, slots=True)

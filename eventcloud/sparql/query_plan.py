@@ -17,14 +17,17 @@ from rdflib.paths import Path as RPath
 from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.parserutils import CompValue
 
+from eventcloud.errors import ErrorCode, InputError
 from eventcloud.rdf.model import IRI, Literal, ModelError, Term
 
 Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
 EVERYTHING: Pattern = (None, None, None, None)
 
 
-class QueryPlanError(ValueError):
+class QueryPlanError(InputError):
     """The query text is not SPARQL we can run."""
+
+    default_code = ErrorCode.BAD_QUERY
 
 
 def _term(node: Any) -> Term | None:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Union
 
+from eventcloud.errors import ErrorCode, InputError
 from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.sparql.filters.compiler import CompiledFilter, FilterError, compile_filter, from_parse_tree
 from eventcloud.rdf.model import IRI, XSD_STRING, Literal, ModelError, Term
@@ -59,17 +60,22 @@ class TriplePattern:
         return " ".join(t.n3() for t in self.terms())
 
 
-class SubscriptionError(ValueError):
+class SubscriptionError(InputError):
     """A subscription text that is not valid SPARQL, or uses a construct subscriptions refuse."""
+
+    default_code = ErrorCode.BAD_SUBSCRIPTION
 
     def __init__(self, message: str, construct: str | None = None, line: int | None = None,
                  column: int | None = None) -> None:
-        self.message = message
         self.construct = construct
         self.line = line
         self.column = column
         where = f" (line {line}, column {column})" if line is not None and column is not None else ""
         super().__init__(message + where)
+        self.reason = message
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.reason, self.construct, self.line, self.column))
 
 
 @dataclass(frozen=True)

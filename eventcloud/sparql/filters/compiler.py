@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
+from eventcloud.errors import ErrorCode, InputError
 from eventcloud.sparql.filters.functions import BUILTINS, CASTS, compile_regex, make_fn_iri, plain, string_and_lang
 from eventcloud.sparql.filters.regex import RegexError, replace_all, translate_regex
 from eventcloud.sparql.filters.values import (
@@ -33,12 +34,17 @@ ERRORS = (ExprError, ArithmeticError, ValueError)
 RDF_NIL = "http://www.w3.org/1999/02/22-rdf-syntax-ns#nil"
 
 
-class FilterError(ValueError):
+class FilterError(InputError):
     """A FILTER that cannot be compiled: an unsupported construct or function, or a bad regex."""
+
+    default_code = ErrorCode.BAD_SUBSCRIPTION
 
     def __init__(self, message: str, construct: str | None = None) -> None:
         super().__init__(message)
         self.construct = construct
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.message, self.construct))
 
 
 class CompiledFilter:

@@ -15,6 +15,8 @@ import re
 import sys
 import unicodedata
 
+from eventcloud.errors import ErrorCode, InputError
+
 _FLAG_BITS = {"s": re.DOTALL, "m": re.MULTILINE, "i": re.IGNORECASE}
 _POSIX = {
     "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ",
@@ -30,8 +32,10 @@ _CATEGORY_NAMES = {
 }
 
 
-class RegexError(ValueError):
+class RegexError(InputError):
     """A pattern the oracle engine would reject (or that we cannot translate)."""
+
+    default_code = ErrorCode.BAD_SUBSCRIPTION
 
 
 @functools.lru_cache(maxsize=None)

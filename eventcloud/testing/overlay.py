@@ -1,40 +1,44 @@
 """An in-process overlay for tests: real peers (runtime, store, protocol) over memory streams.
 
-Peers run under the test's trio clock (use the `autojump_clock` fixture for a
-MockClock(autojump_threshold=0)), so timeouts and retries are deterministic and instant.
+Peers run under the test's trio clock (use `MockClock(autojump_threshold=0)`, e.g. the
+`autojump_clock` fixture), so timeouts and retries are deterministic and instant. Store calls
+run inline (no worker threads), which keeps virtual time honest.
 """
 
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from dataclasses import replace
+from typing import Any, AsyncIterator
 
 import trio
 
 from eventcloud.client import Client, connect
-from eventcloud.overlay.zones import CoordinateSpace
-from eventcloud.net.transport import MemoryNetwork
-from peers.runtime import PeerConfig, RunningPeer, run_peer
+from eventcloud.overlay import CoordinateSpace
+from eventcloud.testing.memory import MemoryNetwork
+from peers.config import PeerConfig
+from peers.runtime import RunningPeer, run_peer
+
+__all__ = ["Overlay", "open_overlay", "trio_ms"]
 
 
 def trio_ms() -> int:
+    """The trio clock in milliseconds: the physical clock of peers and clients under test."""
     return int(trio.current_time() * 1000)
 
 
 class Overlay:
-    def __init__(self, nursery: trio.Nursery, network: MemoryNetwork, algorithm: str, space: CoordinateSpace,
-                 seed: int) -> None:
+    def __init__(self, nursery: trio.Nursery, network: MemoryNetwork, config: PeerConfig, seed: int) -> None:
         self.nursery = nursery
         self.network = network
-        self.algorithm = algorithm
-        self.space = space
+        self.config = config
         self.peers: list[RunningPeer] = []
         self.seed = seed
 
-    async def add_peer(self, data_dir=None) -> RunningPeer:
+    async def add_peer(self, data_dir: Any = None, **knobs: Any) -> RunningPeer:
+        """Start one more peer (joining the first); `knobs` override PeerConfig fields."""
         join = self.peers[0].address if self.peers else None
-        config = PeerConfig(listen="peer:0", join=join, data_dir=data_dir, algorithm=self.algorithm,
-                            space=self.space, retry_window=2.0, seed=self.seed * 1000 + len(self.peers))
+        config = replace(self.config, join=join, data_dir=data_dir, seed=self.seed * 1000 + len(self.peers), **knobs)
         running: RunningPeer = await self.nursery.start(self._run, config)
         self.peers.append(running)
         return running
@@ -51,11 +55,14 @@ class Overlay:
 
 @asynccontextmanager
 async def open_overlay(peers: int, algorithm: str = "osma", *, space: CoordinateSpace | None = None,
-                       seed: int = 0) -> AsyncIterator[Overlay]:
+                       seed: int = 0, **knobs: Any) -> AsyncIterator[Overlay]:
+    """`peers` peers joined one after the other on a MemoryNetwork; `knobs` set PeerConfig fields."""
     network = MemoryNetwork()
+    config = PeerConfig(listen="peer:0", algorithm=algorithm, space=space or CoordinateSpace(), retry_window=2.0,
+                        offload_store=False, **knobs)
     failure: BaseException | None = None
     async with trio.open_nursery() as nursery:
-        overlay = Overlay(nursery, network, algorithm, space or CoordinateSpace(), seed)
+        overlay = Overlay(nursery, network, config, seed)
         for _ in range(peers):
             await overlay.add_peer()
         try:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import rdflib
 
+from eventcloud.rdf.citybench import data_dir as citybench_data_dir
 from eventcloud.rdf.model import (
     IRI,
     RDF_LANGSTRING,
@@ -30,9 +31,9 @@ from eventcloud.rdf.files import (
     write_nquads,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "citybench"
+DATA = citybench_data_dir() or Path("../shared/data/citybench")
 needs_data = pytest.mark.skipif(
-    not DATA.is_dir(), reason=f"CityBench data not found at {DATA} (clone the repo next to shared/)"
+    not DATA.is_dir(), reason=f"CityBench data not found at {DATA} (set EVENTCLOUD_CITYBENCH or clone the repo next to shared/)"
 )
 
 EX = "http://example.org/"

@@ -8,47 +8,20 @@ import msgpack
 import pytest
 import trio
 
+from eventcloud.cli.render import partition_report
 from eventcloud.client import ClientError
-from eventcloud.cli.commands import partition_report
-from eventcloud.overlay.zones import Zone
-from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
-from eventcloud.wire.frames import FrameDecoder
-from tests.overlay_harness import open_overlay
-
-EX = "http://example.org/"
-
-
-def sample_events(n: int, quads: int = 5, source: str = "s") -> list[CompoundEvent]:
-    events = []
-    for i in range(n):
-        g = event_graph(source, 1_000_000 + i, i)
-        triples = [(IRI(f"{EX}sensor/{i % 7}"), IRI(f"{EX}p{j}"),
-                    Literal(str(i * 10 + j), XSD + "integer") if j % 2 else IRI(f"{EX}thing/{i}-{j}"))
-                   for j in range(quads)]
-        events.append(CompoundEvent(g, tuple(make_quad(g, *t) for t in triples)))
-    return events
-
-
-def assert_exact_neighbour_tables(status: dict) -> None:
-    """Every peer's table lists exactly the zones that neighbour its own (so it is symmetric)."""
-    zones = {p["id"]: Zone.from_wire(p["zone"]) for p in status["peers"]}
-    for p in status["peers"]:
-        expected = {k for k, z in zones.items() if k != p["id"] and z.is_neighbour(zones[p["id"]])}
-        assert set(p["neighbours"]) == expected
-
-
-COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
-
-
-def count_of(result) -> int:
-    return int(result["results"]["bindings"][0]["n"]["value"])
-
+from eventcloud.rdf.model import IRI
+from eventcloud.testing import open_overlay
+from eventcloud.wire.frames import FrameDecoder, Kind, Message, encode
+from eventcloud.wire.messages import Publish
+from eventcloud.wire.ops import Op
+from tests.helpers import COUNT, EXO as EX, assert_exact_neighbour_tables, count_of, sample_events
 
 async def test_joins_partition_the_space_and_quads_are_stored_exactly_once(autojump_clock):
     async with open_overlay(8) as overlay:
         async with overlay.client() as client:
             status = await client.status()
-            assert len(status["peers"]) == 8
+            assert len(status.peers) == 8
             ok, report = partition_report(status)
             assert ok, report
             assert_exact_neighbour_tables(status)
@@ -57,13 +30,13 @@ async def test_joins_partition_the_space_and_quads_are_stored_exactly_once(autoj
                 await client.publish(event)
             assert count_of(await client.query(COUNT)) == 300
             status = await client.status()
-            assert sum(p["quads"] for p in status["peers"]) == 300
-            assert sum(1 for p in status["peers"] if p["quads"]) > 1, "data should spread over peers"
+            assert sum(p.quads for p in status.peers) == 300
+            assert sum(1 for p in status.peers if p.quads) > 1, "data should spread over peers"
             # each quad on the owner of its point
             for running in overlay.peers:
-                peer = running.peer
-                for quad in peer.store.find(None, None, None, None):
-                    assert peer.zone.contains(peer.space.point(quad))
+                state = running.state
+                for quad in running.storage.store.sync.find(None, None, None, None):
+                    assert state.zone.contains(state.space.point(quad))
 
 
 async def test_republishing_is_idempotent_and_delete_removes_an_event(autojump_clock):
@@ -125,7 +98,7 @@ async def _raw_exchange(overlay, payload: bytes) -> list:
 async def test_garbage_closes_that_connection_with_an_error_frame_and_the_peer_keeps_serving(autojump_clock, payload, code):
     async with open_overlay(2) as overlay:
         messages = await _raw_exchange(overlay, payload)
-        assert messages and messages[-1].kind == "err" and messages[-1].body["code"] == code
+        assert messages and messages[-1].kind is Kind.ERROR and messages[-1].body["code"] == code
         async with overlay.client() as client:
             await client.publish(sample_events(1)[0])
             assert await client.count() == 5
@@ -135,17 +108,20 @@ async def test_unknown_message_type_is_refused(autojump_clock):
     async with open_overlay(1) as overlay:
         envelope = msgpack.packb({"k": "req", "id": 1, "op": "format-disk", "hlc": 0, "b": {}})
         messages = await _raw_exchange(overlay, struct.pack(">I", len(envelope)) + envelope)
-        assert messages[-1].kind == "err" and messages[-1].body["code"] == "unknown-op"
+        assert messages[-1].kind is Kind.ERROR and messages[-1].body["code"] == "unknown-op"
         assert "format-disk" in messages[-1].body["message"]
 
 
 async def test_malformed_request_body_gets_a_clear_error(autojump_clock):
     async with open_overlay(2) as overlay:
         async with overlay.client() as client:
-            with pytest.raises(ClientError, match="invalid triple"):
-                await client._call("publish", {"ev": {"g": "http://x/g", "q": [["not", "a"]]}})
-            with pytest.raises(ClientError, match="IRI must be a non-empty"):
-                await client._call("publish", {"ev": {"g": "", "q": []}})
+            with pytest.raises(ClientError, match="invalid triple") as info:
+                await client.call(Op.PUBLISH, {"events": [{"graph": "http://x/g", "quads": [["not", "a"]]}]})
+            assert info.value.code == "bad-request"
+            with pytest.raises(ClientError, match="item 0: invalid term: an IRI must be a non-empty string"):
+                await client.call(Op.PUBLISH, {"events": [{"graph": "", "quads": [["http://s", "http://p", "o"]]}]})
+            with pytest.raises(ClientError, match="field 'events' is missing"):
+                await client.call(Op.PUBLISH, {"ev": {}})
             assert await client.count() == 0
 
 
@@ -165,7 +141,7 @@ async def test_a_dead_peer_gives_a_clear_error_and_the_others_keep_serving(autoj
             for event in events:
                 await client.publish(event)
             victim = overlay.peers[3]
-            victim_quads = victim.peer.store.count()
+            victim_quads = victim.storage.store.sync.count()
             victim.stop()
             await overlay.network.kill(victim.address)
             await trio.sleep(0.1)
@@ -173,11 +149,11 @@ async def test_a_dead_peer_gives_a_clear_error_and_the_others_keep_serving(autoj
             with pytest.raises(ClientError, match="unreachable"):
                 await client.count()  # needs every peer: fails clearly, not silently
             alive = [e for e in sample_events(40, source="t")
-                     if not any(victim.peer.zone.contains(victim.peer.space.point(q)) for q in e.quads)]
+                     if not any(victim.state.zone.contains(victim.state.space.point(q)) for q in e.quads)]
             assert alive
             await client.publish(alive[0])
             dead = [e for e in sample_events(40, source="t")
-                    if any(victim.peer.zone.contains(victim.peer.space.point(q)) for q in e.quads)]
+                    if any(victim.state.zone.contains(victim.state.space.point(q)) for q in e.quads)]
             if dead:
                 with pytest.raises(ClientError, match="unreachable"):
                     await client.publish(dead[0])
@@ -193,21 +169,19 @@ async def test_leave_hands_the_zone_to_a_neighbour(autojump_clock):
             heir = await leaving.membership.leave()
             leaving.stop()
             await overlay.network.kill(leaving.address)
-            assert heir != leaving.peer.id
+            assert heir != leaving.id
             status = await client.status()
-            assert len(status["peers"]) == 3
+            assert len(status.peers) == 3
             ok, report = partition_report(status)
             assert ok, report
             assert await client.count() == 100
 
 
 async def test_a_publisher_that_disconnects_mid_request_leaves_the_whole_event(autojump_clock):
-    from eventcloud.wire.frames import REQUEST, Message, encode, event_to_wire
-
     async with open_overlay(6) as overlay:
         event = sample_events(1, quads=12)[0]
         stream = await overlay.network.connect(overlay.peers[2].address)
-        await stream.send_all(encode(Message(REQUEST, "publish", 1, 0, {"ev": event_to_wire(event)})))
+        await stream.send_all(encode(Message(Kind.REQUEST, Op.PUBLISH, 1, 0, Publish((event,)).to_wire())))
         await stream.aclose()  # gone before any reply
         await trio.sleep(5)
         async with overlay.client() as client:
@@ -223,7 +197,7 @@ async def test_concurrent_joins_converge_to_exact_neighbour_tables(autojump_cloc
         await trio.sleep(30)  # a few stabilisation rounds
         async with overlay.client() as client:
             status = await client.status()
-        assert len(status["peers"]) == 12  # every peer reached exactly once by the multicast
+        assert len(status.peers) == 12  # every peer reached exactly once by the multicast
         ok, report = partition_report(status)
         assert ok, report
         assert_exact_neighbour_tables(status)
@@ -239,4 +213,4 @@ async def test_batches_store_every_event_once_and_stay_idempotent(autojump_clock
             await client.publish_batch(events[:10])  # a retried batch changes nothing
             assert await client.count() == 150
             with pytest.raises(ClientError, match="empty batch"):
-                await client._call("publish", {"evs": []})
+                await client.call(Op.PUBLISH, Publish(()))

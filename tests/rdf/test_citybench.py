@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from eventcloud.rdf.citybench import data_dir as citybench_data_dir
 from eventcloud.rdf.citybench import (
     CT,
     SAO,
@@ -23,9 +24,9 @@ from eventcloud.rdf.citybench import (
 from eventcloud.rdf.model import IRI, RDF, XSD, CompoundEvent, Literal, Quad, event_graph
 from eventcloud.rdf.files import RDFInputError, parse_events, read_events, write_nquads
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "citybench"
+DATA = citybench_data_dir() or Path("../shared/data/citybench")
 needs_data = pytest.mark.skipif(
-    not DATA.is_dir(), reason=f"CityBench data not found at {DATA} (clone the repo next to shared/)"
+    not DATA.is_dir(), reason=f"CityBench data not found at {DATA} (set EVENTCLOUD_CITYBENCH or clone the repo next to shared/)"
 )
 
 TRAFFIC_HEADER = "status,avgMeasuredTime,avgSpeed,extID,medianMeasuredTime,TIMESTAMP,vehicleCount,_id,REPORT_ID\n"

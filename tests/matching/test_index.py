@@ -22,10 +22,11 @@ from eventcloud.matching.constraints import ConstraintTable, simple_constraints
 from eventcloud.sparql.filters.values import canonical_term, to_value
 from eventcloud.sparql.filters.compiler import compile_filter
 from eventcloud.matching.index import SubscriptionIndex
-from eventcloud.matching.reference import advance, match_pattern, matches, start
+from eventcloud.matching.csma import advance, start
+from eventcloud.matching.reference import match_pattern, matches
 from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, Quad
 from eventcloud.sparql.subscription import Subscription, parse_subscription
-from tests.test_matching import random_event, random_literal, random_query
+from tests.helpers import random_literal, random_matching_event as random_event, random_query
 
 EX = "http://ex.org/"
 PREFIXES = f"PREFIX ex: <{EX}> PREFIX xsd: <{XSD}> "

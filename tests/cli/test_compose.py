@@ -8,7 +8,7 @@ from pathlib import Path
 
 from eventcloud.cli.main import build_parser
 
-COMPOSE = Path(__file__).resolve().parents[1] / "compose"
+COMPOSE = Path(__file__).resolve().parents[2] / "compose"
 
 
 def compose_commands() -> list[list[str]]:

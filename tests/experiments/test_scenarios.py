@@ -42,7 +42,7 @@ async def test_host_list_runs_peers_through_ssh(tmp_path):
     hosts = read_hosts(hosts_file)
     assert hosts == ["127.0.0.1", "127.0.0.1"]
     cluster = SshCluster(hosts[:1], port=0, ssh_command=[str(shim)], data_root=str(tmp_path / "data"),
-                         remote_dir=str(Path(__file__).resolve().parents[1]))
+                         remote_dir=str(Path(__file__).resolve().parents[2]))
     command = cluster.command(0)
     assert command[0] == str(shim) and "--advertise" in command[-1]
     cluster.start()
@@ -52,6 +52,6 @@ async def test_host_list_runs_peers_through_ssh(tmp_path):
         from eventcloud.client import connect
 
         async with connect(cluster.entry) as client:
-            assert len((await client.status())["peers"]) == 1
+            assert len((await client.status()).peers) == 1
     finally:
         cluster.stop()

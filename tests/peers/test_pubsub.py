@@ -10,111 +10,16 @@ from __future__ import annotations
 
 import random
 
-import pyoxigraph as ox
 import pytest
 import trio
 
 from eventcloud.client import ClientError, Notification
-from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
-from peers.store import quad_to_ox
-from tests.overlay_harness import open_overlay
-
-EX = "http://example.org/"
-ALGORITHMS = ["osma", "csma"]
-
-
-def oracle_solutions(sparql: str, event: CompoundEvent) -> set[frozenset]:
-    store = ox.Store()
-    store.extend([quad_to_ox(q) for q in event.quads])
-    result = store.query(sparql)
-    names = [v.value for v in result.variables]
-    rows = set()
-    for solution in result:
-        rows.add(frozenset((n, str(solution[n])) for n in names if solution[n] is not None))
-    return rows
-
-
-def notification_solutions(note: Notification) -> set[frozenset]:
-    return {frozenset((k, v.n3()) for k, v in s.items()) for s in note.solutions}
-
-
-# --- random workloads -------------------------------------------------------------------
-
-SUBJECTS = [IRI(f"{EX}s{i}") for i in range(4)]
-PREDICATES = [IRI(f"{EX}p{i}") for i in range(3)]
-
-
-def random_object(rng: random.Random):
-    choice = rng.randrange(6)
-    if choice < 2:
-        return rng.choice(SUBJECTS)
-    if choice == 2:
-        return Literal(str(rng.randint(1, 20)), XSD + "integer")
-    if choice == 3:
-        return Literal(f"{rng.randint(1, 20)}.5", XSD + "decimal")
-    if choice == 4:
-        return Literal(rng.choice(["chat", "chien", "cat"]), language=rng.choice(["en", "fr"]))
-    return Literal(f"2014-0{rng.randint(1, 9)}-01T00:00:00Z", XSD + "dateTime")
-
-
-def random_event(rng: random.Random, index: int, source: str = "gen") -> CompoundEvent:
-    graph = event_graph(source, 1000 + index, index)
-    quads = [make_quad(graph, rng.choice(SUBJECTS), rng.choice(PREDICATES), random_object(rng))
-             for _ in range(rng.randint(2, 6))]
-    return CompoundEvent(graph, tuple(quads))
-
-
-FILTERS = [
-    "FILTER(?{v} > 7)",
-    "FILTER(isLiteral(?{v}))",
-    'FILTER(lang(?{v}) = "en")',
-    f"FILTER(?{{v}} != <{EX}s1>)",
-    'FILTER(regex(str(?{v}), "1"))',
-    'FILTER(?{v} < "2014-05-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>)',
-    "FILTER(isIRI(?{v}) || ?{v} >= 10)",
-]
-
-
-def random_subscription(rng: random.Random) -> str:
-    if rng.random() < 0.1:
-        return "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }"
-    variables = ["a", "b", "c", "d"]
-    patterns, objects = [], []
-    for _ in range(rng.randint(1, 3)):
-        s = f"?{rng.choice(variables[:2])}" if rng.random() < 0.75 else rng.choice(SUBJECTS).n3()
-        p = rng.choice(PREDICATES).n3() if rng.random() < 0.75 else f"?p{rng.randint(0, 1)}"
-        if rng.random() < 0.1 and s.startswith("?"):
-            o = s  # a repeated variable in one pattern: ?a <p> ?a
-        elif rng.random() < 0.75:
-            o_var = rng.choice(variables)
-            o = f"?{o_var}"
-            objects.append(o_var)
-        else:
-            o = random_object(rng).n3()
-        patterns.append(f"{s} {p} {o}")
-    filters = ""
-    if objects and rng.random() < 0.5:
-        filters = rng.choice(FILTERS).format(v=rng.choice(objects))
-    inside = rng.random() < 0.5
-    body = " . ".join(patterns)
-    if inside:
-        return f"SELECT * WHERE {{ GRAPH ?g {{ {body} {filters} }} }}"
-    return f"SELECT DISTINCT * WHERE {{ GRAPH ?g {{ {body} }} {filters} }}"
-
-
-async def collect(sub, expected: int, into: list, seconds: float = 120) -> None:
-    with trio.move_on_after(seconds):
-        async for note in sub:
-            into.append(note)
-            if len(into) >= expected:
-                break
-    await trio.sleep(5)  # let any extra (wrong) notification arrive too
-    while True:
-        try:
-            into.append(sub._receive.receive_nowait())
-        except trio.WouldBlock:
-            break
-
+from eventcloud.rdf.model import XSD, CompoundEvent, Literal, event_graph, make_quad
+from eventcloud.testing import open_overlay
+from tests.helpers import (
+    ALGORITHMS, EXO as EX, PS_PREDICATES as PREDICATES, PS_SUBJECTS as SUBJECTS, collect, notification_solutions,
+    oracle_solutions, random_pubsub_event as random_event, random_subscription,
+)
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("seed", [1, 2])
@@ -201,7 +106,7 @@ async def test_happen_before_and_unsubscribe(autojump_clock, algorithm):
                     break
             assert leftovers == []
             status = await client.status()
-            assert sum(p["subscriptions"] for p in status["peers"]) == 0
+            assert sum(p.subscriptions for p in status.peers) == 0
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -235,7 +140,7 @@ async def test_unsupported_subscriptions_are_refused_and_nothing_is_stored(autoj
             if construct is not None:
                 assert construct.lower() in str(info.value).lower()
             status = await client.status()
-            assert sum(p["subscriptions"] for p in status["peers"]) == 0
+            assert sum(p.subscriptions for p in status.peers) == 0
 
 
 async def test_subscriptions_survive_a_peer_restart(autojump_clock, tmp_path):
@@ -246,14 +151,14 @@ async def test_subscriptions_survive_a_peer_restart(autojump_clock, tmp_path):
         second = await overlay.add_peer(data_dir=tmp_path / "p1")
         async with overlay.client(0, "sub") as client:
             sub = await client.subscribe(query, kind="signal")
-            held = second.peer.counters["subscriptions"]
-            assert held == len(second.pubsub.subs)
+            held = second.counters["subscriptions"]
+            assert held == len(second.subscriptions) > 0
             second.stop()
             await overlay.network.kill(second.address)
             await trio.sleep(1)
             again = await overlay.add_peer(data_dir=tmp_path / "p1")  # same data directory: restored
-            assert again.peer.id == second.peer.id
-            assert len(again.pubsub.subs) == held
+            assert again.id == second.id
+            assert len(again.subscriptions) == held
             await trio.sleep(1)
             graph = event_graph("r", 1, 1)
             events = [CompoundEvent(graph, (make_quad(graph, SUBJECTS[i], PREDICATES[1], SUBJECTS[0]),))
@@ -263,7 +168,7 @@ async def test_subscriptions_survive_a_peer_restart(autojump_clock, tmp_path):
             got: list[Notification] = []
             await collect(sub, 1, got, seconds=30)
             assert [n.event for n in got] == [graph.value]
-            assert first.peer.id != again.peer.id
+            assert first.id != again.id
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -306,31 +211,32 @@ async def test_many_subscriptions_match_the_oracle(autojump_clock, algorithm):
                 assert set(got) == expected, text
 
 
-async def test_a_subscriber_that_stops_reading_does_not_stall_the_peers(monkeypatch):
+async def test_a_subscriber_that_stops_reading_does_not_stall_the_peers():
     """Real loopback TCP: a subscriber that never reads fills its socket, then the bounded
     buffer; further notifications for it are dropped and counted, publishing goes on."""
     import socket
 
-    import peers.pubsub
-    from eventcloud.wire.frames import REQUEST, FrameDecoder, Message, encode
     from eventcloud.net.transport import TcpTransport
-    from peers.runtime import PeerConfig, run_peer
+    from eventcloud.wire.frames import FrameDecoder, Kind, Message, encode
+    from eventcloud.wire.ops import Op
+    from peers.config import PeerConfig
+    from peers.runtime import run_peer
 
-    monkeypatch.setattr(peers.pubsub, "SUBSCRIBER_BUFFER", 20)
     async with trio.open_nursery() as nursery:
-        first = await nursery.start(run_peer, PeerConfig(listen="127.0.0.1:0"), TcpTransport())
-        await nursery.start(run_peer, PeerConfig(listen="127.0.0.1:0", join=first.address), TcpTransport())
+        first = await nursery.start(run_peer, PeerConfig(listen="127.0.0.1:0", subscriber_buffer=20), TcpTransport())
+        await nursery.start(run_peer, PeerConfig(listen="127.0.0.1:0", join=first.address, subscriber_buffer=20),
+                            TcpTransport())
         host, port = first.address.rsplit(":", 1)
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.connect((host, int(port)))
         query = "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }"
-        sock.sendall(encode(Message(REQUEST, "subscribe", 1, 0, {"sparql": query, "kind": "event"})))
+        sock.sendall(encode(Message(Kind.REQUEST, Op.SUBSCRIBE, 1, 0, {"sparql": query, "kind": "event"})))
         decoder = FrameDecoder()
         with trio.fail_after(30):
             while (reply := decoder.next_message()) is None:
                 decoder.feed(await trio.to_thread.run_sync(sock.recv, 65536))
-        assert reply.kind == "rep"
+        assert reply.kind is Kind.REPLY
         # from now on the subscriber reads nothing
         from eventcloud.client import connect
 
@@ -344,7 +250,7 @@ async def test_a_subscriber_that_stops_reading_does_not_stall_the_peers(monkeypa
             with trio.fail_after(30):
                 while True:  # the pump stays blocked on the full socket; the buffer overflows
                     status = await client.status()
-                    dropped = sum(p["counters"].get("notifications_dropped", 0) for p in status["peers"])
+                    dropped = sum(p.counters.get("notifications_dropped", 0) for p in status.peers)
                     if dropped:
                         break
                     await trio.sleep(0.2)

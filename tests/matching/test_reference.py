@@ -11,179 +11,16 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-import pyoxigraph as ox
 import pytest
 
-from eventcloud.sparql.filters.values import canonical_term
-from eventcloud.matching.reference import (
-    EventIndex, PartialMatch, advance, is_complete, match_pattern, matches, next_pattern,
-    notifier_index, results, solutions, start,
-)
+from eventcloud.errors import BadRequest
+from eventcloud.matching.csma import PartialMatch, advance, is_complete, next_pattern, start
+from eventcloud.matching.osma import decide, notifier_index
+from eventcloud.matching.reference import EventIndex, match_pattern, matches, results, solutions
 from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, Quad, Term
 from eventcloud.sparql.subscription import Subscription, parse_subscription
-
-EX = "http://ex.org/"
-PREFIXES = f"PREFIX ex: <{EX}> PREFIX xsd: <{XSD}> "
-
-
-# --- oracle ------------------------------------------------------------------------------------
-
-def _from_ox(term: object) -> Term:
-    if isinstance(term, ox.NamedNode):
-        return IRI(term.value)
-    assert isinstance(term, ox.Literal)
-    if term.language:
-        return Literal(term.value, language=term.language)
-    return Literal(term.value, term.datatype.value)
-
-
-def oracle(query: str, event: CompoundEvent) -> list[frozenset]:
-    """The oracle's solutions (a multiset, as a list) of `query` over a store holding only the event."""
-    store = ox.Store()
-    store.load(event.n_quads().encode(), format=ox.RdfFormat.N_QUADS)
-    solutions_ = store.query(query)
-    names = [v.value for v in solutions_.variables]
-    rows = []
-    for row in solutions_:
-        rows.append(frozenset((name, _from_ox(row[name])) for name in names if row[name] is not None))
-    return rows
-
-
-def as_rows(bindings: list[dict]) -> list[frozenset]:
-    return [frozenset(b.items()) for b in bindings]
-
-
-def visible(bindings: dict) -> dict:
-    """Drop blank-node variables (SELECT * does not project them)."""
-    return {k: v for k, v in bindings.items() if not k.startswith("_:")}
-
-
-# --- generators -------------------------------------------------------------------------------
-
-SUBJECTS = [IRI(EX + n) for n in ("a", "b", "c", "d")]
-PREDICATES = [IRI(EX + n) for n in ("p", "q", "name", "age", "when")]
-LANGS = ["en", "fr", "en-us"]
-
-
-def random_literal(r: random.Random) -> Literal:
-    kind = r.randrange(9)
-    if kind == 0:
-        return Literal(str(r.randint(-5, 40)), XSD + "integer")
-    if kind == 1:
-        return canonical_term(Literal(f"{r.randint(-20, 60) / 4}", XSD + "decimal"))  # type: ignore[return-value]
-    if kind == 2:
-        return canonical_term(Literal(f"{r.randint(-10, 80) / 2}", XSD + "double"))  # type: ignore[return-value]
-    if kind == 3:
-        return Literal(r.choice(["true", "false"]), XSD + "boolean")
-    if kind == 4:
-        return Literal(r.choice(["alice", "Bob", "carol", "", "a b", "été"]))
-    if kind == 5:
-        return Literal(r.choice(["chat", "cat", "hello", "Bob"]), language=r.choice(LANGS))
-    if kind == 6:
-        tz = r.choice(["", "Z", "+02:00", "-05:00"])
-        return canonical_term(Literal(f"2020-0{r.randint(1, 3)}-1{r.randint(0, 9)}T{r.randint(10, 23)}:00:00{tz}",
-                                      XSD + "dateTime"))  # type: ignore[return-value]
-    if kind == 7:
-        return Literal(f"2020-01-0{r.randint(1, 9)}", XSD + "date")
-    return Literal(r.choice(["x", "y"]), EX + "custom")
-
-
-def random_event(r: random.Random, n: int) -> CompoundEvent:
-    graph = IRI(f"{EX}event/{n}")
-    triples = set()
-    for _ in range(r.randint(1, 6)):
-        s = r.choice(SUBJECTS)
-        p = r.choice(PREDICATES)
-        o: Term = r.choice(SUBJECTS) if r.random() < 0.35 else random_literal(r)
-        triples.add((s, p, o))
-    return CompoundEvent.from_triples(graph, sorted(triples, key=lambda t: tuple(x.n3() for x in t)))
-
-
-VARS = ["?a", "?b", "?c", "?d", "?e"]
-FILTERS = [
-    "?{v} > {n}", "?{v} < {n}", "?{v} >= {n}.5", "?{v} != {n}", "?{v} = {n}",
-    'lang(?{v}) = "en"', 'langMatches(lang(?{v}), "en")', 'regex(str(?{v}), "^[a-c]", "i")',
-    'contains(str(?{v}), "o")', 'strlen(str(?{v})) > 3', '?{v} >= "2020-02-10T12:00:00Z"^^xsd:dateTime',
-    '?{v} < "2020-02-15T00:00:00"^^xsd:dateTime', 'isLiteral(?{v})', 'isIRI(?{v})', 'bound(?{v})',
-    'datatype(?{v}) = xsd:integer', '?{v} != ?{w}', '?{v} = ?{w}', '?{v} IN ({n}, "alice", ex:a)',
-    '?{v} NOT IN (ex:b, "Bob"@en)', '!(?{v} > {n}) || ?{w} = ex:a', '?{v} > {n} && ?{w} != ex:c',
-    'year(?{v}) = 2020 && month(?{v}) > 1', 'abs(?{v}) > {n}', '?{v} + 1 > {n}', '?{v} * 2 <= {n}',
-    'str(?{v}) < "c"', '?{v} = "chat"@fr', 'sameTerm(?{v}, ex:a)', 'isNumeric(?{v})', '?{v}',
-    '?g = <{EX}event/3>', 'strstarts(str(?g), "{EX}event/")', 'COALESCE(?{v} > {n}, true)',
-    'IF(isNumeric(?{v}), ?{v} > {n}, ?{v} = ?{w})', 'ucase(str(?{v})) = "ALICE"', '?zz > 1 || isIRI(?{v})',
-]
-
-
-def random_term(r: random.Random, position: str, used: list[str], quad: Quad | None) -> str:
-    roll = r.random()
-    if roll < 0.55 or (position == "p" and roll < 0.65):
-        v = r.choice(VARS)
-        used.append(v)
-        return v
-    if quad is not None and roll < 0.9:  # a constant taken from the template event: likely to match
-        return {"s": quad.s, "p": quad.p, "o": quad.o}[position].n3()
-    if position == "p":
-        return f"<{r.choice(PREDICATES).value}>"
-    if position == "s" or roll < 0.95:
-        if roll > 0.97:
-            return "[]"
-        return f"<{r.choice(SUBJECTS).value}>"
-    return random_literal(r).n3()
-
-
-def random_query(r: random.Random, template: CompoundEvent) -> str:
-    used: list[str] = []
-    patterns = []
-    for _ in range(r.randint(1, 5)):
-        quad = r.choice(template.quads) if r.random() < 0.8 else None
-        patterns.append(" ".join(random_term(r, pos, used, quad) for pos in "spo"))
-    if r.random() < 0.08:
-        patterns = ["?s ?p ?o"]
-        used = ["?s", "?p", "?o"]
-    graph = "?g" if r.random() < 0.85 else f"<{EX}event/{r.choice([3, 999])}>"
-    pool = sorted(set(used)) or ["?a"]
-    filters = []
-    for _ in range(r.choice([0, 0, 1, 1, 2])):
-        template_text = r.choice(FILTERS)
-        filters.append("FILTER(" + template_text.format(v=r.choice(pool)[1:], w=r.choice(pool)[1:],
-                                                         n=r.randint(0, 30), EX=EX) + ")")
-    inside = [f for f in filters if r.random() < 0.5]
-    outside = [f for f in filters if f not in inside]
-    projection = "*"
-    if r.random() < 0.5:
-        names = [v for v in pool if r.random() < 0.6] + (["?g"] if r.random() < 0.3 and graph == "?g" else [])
-        if r.random() < 0.1:
-            names.append("?notinscope")
-        projection = " ".join(dict.fromkeys(names)) or "*"
-    distinct = "DISTINCT " if r.random() < 0.3 else ""
-    body = " . ".join(patterns)
-    return (f"{PREFIXES}SELECT {distinct}{projection} WHERE {{ GRAPH {graph} {{ {body} {' '.join(inside)} }} "
-            f"{' '.join(outside)} }}")
-
-
-def mutate(r: random.Random, event: CompoundEvent) -> CompoundEvent:
-    """A near miss: one quad dropped or one object changed."""
-    quads = list(event.quads)
-    victim = r.randrange(len(quads))
-    if len(quads) > 1 and r.random() < 0.5:
-        del quads[victim]
-    else:
-        g, s, p, _ = quads[victim]
-        quads[victim] = Quad(g, s, p, random_literal(r))
-    return CompoundEvent(event.graph, tuple(quads))
-
-
-def cases(seed: int, subscriptions: int, events_each: int):
-    r = random.Random(seed)
-    for n in range(subscriptions):
-        template = random_event(r, r.choice([3, 3, n]))
-        query = random_query(r, template)
-        sub = parse_subscription(query)
-        events = [template, mutate(r, template)]
-        events += [random_event(r, r.choice([3, n * 10 + k])) for k in range(events_each - 2)]
-        for event in events:
-            yield query, sub, event
-
+from eventcloud.wire.codec import partial_from_wire, partial_to_wire
+from tests.helpers import EX, PREFIXES, as_rows, cases, oracle, visible
 
 # --- checks -------------------------------------------------------------------------------------
 
@@ -200,7 +37,7 @@ def csma_completions(sub: Subscription, event: CompoundEvent) -> list[PartialMat
         for quad in event.quads:
             following = advance(sub, partial, index, quad)
             if following is not None:
-                assert PartialMatch.from_wire(following.to_wire()) == following
+                assert partial_from_wire(partial_to_wire(following)) == following
                 walk(following)
 
     walk(start(sub))
@@ -242,6 +79,9 @@ def test_random_subscriptions_agree_with_oracle(seed: int) -> None:
         assert position == first, context
         # the same answer with an index shared across subscriptions
         assert notifier_index(sub, EventIndex(event)) == position
+        # one decision answers both (one join when bindings are wanted)
+        assert decide(sub, EventIndex(event), want_solutions=True) == (position, got if position is not None else [])
+        assert decide(sub, event, want_solutions=False) == (position, [])
         checked += 1
         matched += bool(expected)
     assert checked == 180
@@ -404,17 +244,17 @@ def test_csma_filters_run_as_soon_as_their_variables_are_bound() -> None:
 def test_partial_match_wire_round_trip_and_validation() -> None:
     partial = PartialMatch((1, 3), (("a", IRI(EX + "x")), ("b", Literal("1", XSD + "integer")),
                                     ("c", Literal("chat", language="fr"))))
-    wire = partial.to_wire()
+    wire = partial_to_wire(partial)
     assert wire == [[1, 3], [["a", EX + "x"], ["b", ["1", XSD + "integer"]],
                              ["c", ["chat", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString", "fr"]]]]
-    assert PartialMatch.from_wire(wire) == partial
-    assert hash(PartialMatch.from_wire(wire)) == hash(partial)
+    assert partial_from_wire(wire) == partial
+    assert hash(partial_from_wire(wire)) == hash(partial)
     for garbage in [None, [], [[1], [], 3], [["1"], []], [[3, 1], []], [[1, 1], []], [[1], [["a"]]],
                     [[1], [["a", 5]]], [[1], [["a", ["x"]]]], [[1], [["a", "not an iri"]]],
                     [[1], [["b", "http://x"], ["a", "http://y"]]], [[1], [["a", ["x", "http://dt", "en"]]]],
                     [[1], [["a", ["x", XSD + "string", "not a tag!"]]]], [[-1], []], [[True], []]]:
-        with pytest.raises(ValueError):
-            PartialMatch.from_wire(garbage)
+        with pytest.raises(BadRequest):
+            partial_from_wire(garbage)
 
 
 def test_empty_and_unsatisfiable_cases() -> None:

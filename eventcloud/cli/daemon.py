@@ -1,0 +1,84 @@
+"""The daemon commands: `eventcloud peer` (one peer in the foreground) and `eventcloud cluster`
+(N local peer processes). The only part of the CLI that imports the daemon (`peers`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from typing import Any
+
+import trio
+
+from eventcloud.cli.render import root_cause
+
+__all__ = ["peer", "cluster"]
+
+
+def peer(args: argparse.Namespace) -> int:
+    from eventcloud.overlay import CoordinateSpace
+    from peers.config import PeerConfig
+    from peers.runtime import run_peer
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = PeerConfig(listen=args.listen, join=args.join, data_dir=args.data_dir, algorithm=args.algorithm,
+                        space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed)
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            running = await nursery.start(run_peer, config)
+            print(f"eventcloud peer {running.id}: listening on {running.address} "
+                  f"({running.state.algorithm})", flush=True)
+
+            async def on_signal() -> None:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for _ in signals:
+                        running.stop()
+                        return
+
+            nursery.start_soon(on_signal)
+            await running.stopped.wait()  # a signal, or `eventcloud leave`
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(serve)
+    except Exception as exc:  # startup failures: bad join address, corrupt state, port in use
+        print(f"eventcloud peer: {root_cause(exc)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+
+
+def cluster(args: argparse.Namespace) -> int:
+    from peers.cluster import ClusterError, LocalCluster
+
+    cluster = LocalCluster(args.peers, data_dir=args.data_dir, port=args.port, algorithm=args.algorithm,
+                           mapping=args.mapping, host=args.host)
+    stop = {"now": False}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        cluster.start(progress=lambda i, n: print(f"  peer {i}/{n} up", file=sys.stderr, flush=True))
+    except ClusterError as exc:
+        cluster.stop()
+        print(f"eventcloud cluster: {exc}", file=sys.stderr)
+        return 1
+    print(cluster.entry, flush=True)
+    print(f"eventcloud cluster: {args.peers} peers ({args.algorithm}) at {', '.join(cluster.addresses)}; "
+          f"Ctrl-C stops them", file=sys.stderr, flush=True)
+    try:
+        while not stop["now"]:
+            time.sleep(0.2)
+            for index, proc in enumerate(cluster.processes):
+                if proc.poll() is not None and not stop["now"]:
+                    print(f"eventcloud cluster: peer {index} exited with code {proc.returncode}", file=sys.stderr)
+    finally:
+        cluster.stop()
+    return 0

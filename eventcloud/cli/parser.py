@@ -1,0 +1,116 @@
+"""The `eventcloud` command line's arguments: one subparser per command, with its help."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from eventcloud.net.transport import AddressError, parse_address
+
+__all__ = ["build_parser"]
+
+
+def _address(text: str) -> str:
+    try:
+        parse_address(text)
+    except AddressError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eventcloud",
+        description="EventCloud: a distributed publish/subscribe system and store for RDF events "
+                    "on a 4-D CAN overlay (graph, subject, predicate, object).",
+        epilog="Start with `eventcloud demo`, or `eventcloud cluster --peers 4` in one terminal and "
+               "`eventcloud subscribe`/`eventcloud publish` against the printed address in others.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("peer", help="run one peer daemon in the foreground",
+                       description="Run one peer daemon. Without --join it starts a new overlay; with "
+                                   "--join it enters the overlay through that peer. Restarted with the same "
+                                   "--data-dir it returns with its zone and data. Stops on SIGTERM/Ctrl-C.")
+    p.add_argument("--listen", type=_address, default="127.0.0.1:0", help="HOST:PORT to listen on (port 0: any free port)")
+    p.add_argument("--join", type=_address, help="HOST:PORT of any peer of the overlay to join")
+    p.add_argument("--advertise", help="HOST[:PORT] other peers use to reach this one (default: the listen "
+                                       "address; this host's address when listening on 0.0.0.0)")
+    p.add_argument("--data-dir", required=True, type=Path, help="directory for this peer's store and state")
+    p.add_argument("--algorithm", choices=("osma", "csma"), default="osma",
+                   help="matching algorithm of a new overlay (joining peers learn it) [osma]")
+    p.add_argument("--mapping", choices=("local-name", "identity"), default="local-name",
+                   help="term-to-coordinate mapping of a new overlay [local-name]")
+    p.add_argument("--log-level", default="warning", help="debug, info, warning, error [warning]")
+    p.add_argument("--seed", type=int, help="seed of the random join point (reproducible experiments)")
+
+    p = sub.add_parser("cluster", help="start N local peer processes and keep them running",
+                       description="Start N peer processes on this machine (the first on --port, the others on "
+                                   "the next ports; --port 0 picks free ports). Prints the entry address on its "
+                                   "first line, runs until interrupted, then stops every peer.")
+    p.add_argument("--peers", type=int, default=4, help="number of peers [4]")
+    p.add_argument("--data-dir", type=Path, help="directory for the peers' data (default: a temporary one, removed at exit)")
+    p.add_argument("--port", type=int, default=0, help="port of the first peer [0 = free ports]")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on [127.0.0.1]")
+    p.add_argument("--algorithm", choices=("osma", "csma"), default="osma", help="matching algorithm [osma]")
+    p.add_argument("--mapping", choices=("local-name", "identity"), default="local-name", help="coordinate mapping [local-name]")
+
+    p = sub.add_parser("publish", help="publish the events of RDF files",
+                       description="Publish compound events read from RDF files: N-Quads/TriG (each named graph is "
+                                   "one event) or Turtle/N-Triples/RDF-XML (each file is one event). A malformed file "
+                                   "is reported with its line and nothing of it is published.")
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    p.add_argument("--format", help="input format (default: from the extension): nquads, trig, turtle, ntriples, n3, rdfxml")
+    p.add_argument("--source", default="cli", help="source id used to name events without a graph [cli]")
+    p.add_argument("--concurrency", type=int, default=4, help="requests in flight at once [4]")
+    p.add_argument("--batch", type=int, default=50, help="events per request (each stays atomic) [50]")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+
+    p = sub.add_parser("query", help="run a one-time SPARQL query over everything stored",
+                       description="Run a one-time SPARQL 1.1 query (SELECT, ASK, CONSTRUCT, aggregates) over all "
+                                   "stored quads. Use GRAPH ?g { … } to see events' graphs; the default graph is "
+                                   "the union of all events.")
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="table, or SPARQL 1.1 JSON results [table]")
+    p.add_argument("sparql", help="the query text")
+
+    p = sub.add_parser("find", help="find stored quads by pattern (or count them)",
+                       description="Print the stored quads matching a pattern as N-Quads; each of -g -s -p -o "
+                                   "is a term in N-Triples syntax (<iri>, \"lit\", \"5\"^^<dt>), omitted = any.")
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    for flag, name in (("-g", "graph"), ("-s", "subject"), ("-p", "predicate"), ("-o", "object")):
+        p.add_argument(flag, f"--{name}", help=f"the {name} term (N-Triples syntax)")
+    p.add_argument("--count", action="store_true", help="print only how many quads match")
+
+    p = sub.add_parser("delete", help="delete a compound event (all its quads) by graph IRI")
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    p.add_argument("graph", help="the event's graph IRI (with or without <>)")
+
+    p = sub.add_parser("status", help="show every peer: address, zone, quads, subscriptions, neighbours")
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="[table]")
+
+    p = sub.add_parser("leave", help="make a peer leave the overlay gracefully and stop",
+                       description="Ask the peer at --peer to hand its zone, quads and subscriptions to a neighbour "
+                                   "whose zone merges with it, then stop. (SIGTERM only stops a peer: it keeps its "
+                                   "zone and comes back with it when restarted.)")
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of the peer that leaves")
+
+    p = sub.add_parser("subscribe", help="subscribe with SPARQL and print notifications as they arrive",
+                       description="Register a SPARQL continuous query and print a notification for every matching "
+                                   "compound event published afterwards, until interrupted. In jsonl format the first "
+                                   'line is {"subscription": ID, "status": "active"}.')
+    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    p.add_argument("--kind", choices=("signal", "bindings", "event"), default="bindings",
+                   help="signal (id and event), bindings (all solutions) or event (all quads) [bindings]")
+    p.add_argument("--format", choices=("jsonl", "nquads", "table"), default="jsonl", help="[jsonl]")
+    p.add_argument("--count", type=int, help="exit after this many notifications")
+    p.add_argument("sparql", help="the subscription: SELECT … WHERE { GRAPH ?g { … } FILTER(…) }")
+
+    p = sub.add_parser("demo", help="the main job: a local cluster, a subscriber and a publisher",
+                       description="Start a local cluster, subscribe to high sensor readings, publish real Aarhus "
+                                   "sensor observations (CityBench) and print the notifications as they arrive.")
+    p.add_argument("--peers", type=int, default=4, help="[4]")
+    p.add_argument("--events", type=int, default=60, help="events to publish [60]")
+    p.add_argument("--algorithm", choices=("osma", "csma"), default="osma", help="[osma]")
+    return parser

@@ -1,0 +1,72 @@
+"""How the CLI shows things: notifications, quads, result tables, zones, and errors in one line."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from eventcloud.client import Notification
+from eventcloud.rdf.model import Quad
+from eventcloud.wire.messages import Status
+
+__all__ = ["notification_json", "quads_text", "cell", "table", "partition_report", "root_cause"]
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The one error inside nested exception groups (trio wraps errors from nurseries)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def notification_json(note: Notification) -> dict[str, Any]:
+    out: dict[str, Any] = {"subscription": note.subscription, "event": note.event, "kind": note.kind}
+    if note.kind == "bindings":
+        out["solutions"] = [{k: v.n3() for k, v in s.items()} for s in note.solutions]
+    if note.kind == "event":
+        out["quads"] = [q.n_quads() for q in note.quads]
+    if note.error:
+        out["error"] = note.error
+    return out
+
+
+def quads_text(quads: Sequence[Quad]) -> str:
+    return "".join(q.n_quads() + "\n" for q in quads)
+
+
+def cell(binding: dict[str, Any] | None) -> str:
+    if binding is None:
+        return ""
+    if binding["type"] == "uri":
+        return f"<{binding['value']}>"
+    if binding["type"] == "literal":
+        value = json.dumps(binding["value"], ensure_ascii=False)
+        if "xml:lang" in binding:
+            return f"{value}@{binding['xml:lang']}"
+        if "datatype" in binding and not binding["datatype"].endswith("#string"):
+            return f"{value}^^<{binding['datatype']}>"
+        return value
+    return f"_:{binding['value']}"
+
+
+def table(columns: list[str], rows: list[list[str]]) -> None:
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+    print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+
+
+def partition_report(status: Status) -> tuple[bool, str]:
+    """Do the peers' zones partition the space exactly? (volumes add up, none overlap)"""
+    zones = [p.zone for p in status.peers]
+    volume = 0
+    for zone in zones:
+        v = 1
+        for lo, hi in zone.bounds:
+            v *= hi - lo
+        volume += v
+    overlaps = sum(1 for i, a in enumerate(zones) for b in zones[i + 1:] if a.intersects(b.bounds))
+    ok = volume == status.space.top ** 4 and overlaps == 0
+    return ok, f"zones partition the space: {'yes' if ok else 'NO'} ({len(zones)} zones, {overlaps} overlaps)"

@@ -1,0 +1,113 @@
+"""Membership as pure plans: what a split, a merge or an announcement does to zones and tables.
+
+The membership service (peers/membership.py) does the talking; these functions decide. Each
+takes the current zone and neighbour table of one peer and returns the new ones (and whom to
+tell), so every rule of CAN membership is tested here without a network:
+
+* `split_for_join`: the owner halves its zone, keeps the lower half and grants the upper one;
+  both tables are cut from the owner's table, each keeping the zones that abut its half.
+* `merge_for_leave`: a neighbour whose zone merges with the leaving zone into a box takes it;
+  its new table is the union of both tables, cut to what abuts the merged zone.
+* `heirs`: the neighbours a leaving peer may hand its zone to, the sibling of its last split first.
+* `announced`: a table updated from announced zones (and departed peers).
+* `verified`: a table updated from zones each peer reported for itself (stabilisation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from eventcloud.overlay.routing import neighbours_of
+from eventcloud.overlay.zones import Zone
+
+__all__ = ["Neighbour", "SplitPlan", "MergePlan", "split_for_join", "merge_for_leave", "heirs", "announced",
+           "verified"]
+
+Table = dict[str, "Neighbour"]
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    """Another peer as a neighbour table holds it: where to reach it and the zone it owns."""
+
+    address: str
+    zone: Zone
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    lower: Zone                 # what the owner keeps
+    upper: Zone                 # what the newcomer gets
+    owner_table: Table          # the owner's table afterwards (the newcomer included)
+    newcomer_table: Table       # the newcomer's table (the owner, with its lower half, included)
+    announce_to: tuple[str, ...]  # addresses of the owner's old neighbours, told once the join commits
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    merged: Zone
+    table: Table
+    announce_to: tuple[str, ...]
+
+
+def split_for_join(owner_id: str, owner_address: str, zone: Zone, table: Mapping[str, Neighbour],
+                   newcomer_id: str, newcomer_address: str) -> SplitPlan:
+    """Halve `zone` for a newcomer (GeometryError if it cannot be split)."""
+    lower, upper = zone.split()
+    zones = {k: n.zone for k, n in table.items()}
+    owner_table: Table = {k: table[k] for k in neighbours_of(lower, zones)}
+    owner_table[newcomer_id] = Neighbour(newcomer_address, upper)
+    candidates = dict(zones)
+    candidates[owner_id] = lower
+    newcomer_table: Table = {}
+    for k in neighbours_of(upper, candidates):
+        newcomer_table[k] = Neighbour(owner_address, lower) if k == owner_id else table[k]
+    return SplitPlan(lower, upper, owner_table, newcomer_table, tuple(n.address for n in table.values()))
+
+
+def heirs(zone: Zone, table: Mapping[str, Neighbour]) -> list[str]:
+    """Neighbours whose zone merges with `zone` into a box: the sibling of the last split first."""
+    able = [(k, n) for k, n in table.items() if n.zone.merge(zone) is not None]
+    able.sort(key=lambda kn: (kn[1].zone.splits != zone.splits, kn[0]))
+    return [k for k, _ in able]
+
+
+def merge_for_leave(own_id: str, zone: Zone, table: Mapping[str, Neighbour], leaving_id: str,
+                    leaving_zone: Zone, leaving_table: Mapping[str, Neighbour]) -> MergePlan | None:
+    """Take over a leaving neighbour's zone; None if the two zones do not merge into a box."""
+    merged = zone.merge(leaving_zone)
+    if merged is None:
+        return None
+    pool = {**table, **leaving_table}
+    pool.pop(leaving_id, None)
+    pool.pop(own_id, None)
+    kept = {k: n for k, n in pool.items() if merged.is_neighbour(n.zone)}
+    return MergePlan(merged, kept, tuple(n.address for n in pool.values()))
+
+
+def announced(own_id: str, zone: Zone, table: Mapping[str, Neighbour], records: Iterable[tuple[str, Neighbour]],
+              removed: Iterable[str] = ()) -> Table:
+    """`table` after an announcement: departed peers dropped, announced zones kept iff they abut ours."""
+    result = dict(table)
+    for ident in removed:
+        result.pop(ident, None)
+    for ident, neighbour in records:
+        if ident == own_id:
+            continue
+        if zone.is_neighbour(neighbour.zone):
+            result[ident] = neighbour
+        else:
+            result.pop(ident, None)
+    return result
+
+
+def verified(zone: Zone, table: Mapping[str, Neighbour], authoritative: Mapping[str, Neighbour]) -> Table:
+    """`table` after stabilisation: each peer's own report of its zone replaces what we held."""
+    result = dict(table)
+    for ident, neighbour in authoritative.items():
+        if zone.is_neighbour(neighbour.zone):
+            result[ident] = neighbour
+        else:
+            result.pop(ident, None)
+    return result

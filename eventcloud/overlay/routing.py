@@ -1,0 +1,97 @@
+"""Greedy CAN routing and box multicast, as pure decisions.
+
+The peer runtime asks these functions *what* to do (which neighbour gets a message, which
+neighbours a multicast continues to) and does the sending itself.
+"""
+
+from __future__ import annotations
+
+from typing import Collection, Mapping, TypeVar
+
+from eventcloud.errors import GeometryError
+from eventcloud.overlay.coordinates import DIMENSIONS, Box, Point
+from eventcloud.overlay.zones import Zone
+
+__all__ = ["next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner"]
+
+K = TypeVar("K")
+
+_NDIM = len(DIMENSIONS)
+
+
+def next_hop(
+    zone: Zone, neighbours: Mapping[K, Zone], point: Point, exclude: Collection[K] = ()
+) -> K | None:
+    """Greedy CAN routing: None if `zone` owns `point`, else the neighbour closest to it.
+
+    Ties go to the smallest key. In a partition the best neighbour is always strictly
+    closer than `zone` (the owner of the cell just past the face toward the point is a
+    neighbour), so routes are loop-free and at most distance-long.
+    """
+    if zone.contains(point):
+        return None
+    best: tuple[int, K] | None = None
+    for key, other in neighbours.items():
+        if key in exclude:
+            continue
+        candidate = (other.distance(point), key)
+        if best is None or candidate < best:  # type: ignore[operator]
+            best = candidate
+    if best is None:
+        raise GeometryError(f"no route toward the point: all {len(neighbours)} neighbour(s) excluded")
+    return best[1]
+
+
+def multicast_root(box: Box) -> Point:
+    """The box's lowest corner: a multicast is first routed to its owner."""
+    if len(box) != _NDIM or any(lo >= hi for lo, hi in box):
+        raise GeometryError(f"a multicast box needs {_NDIM} non-empty intervals, got {box!r}")
+    return tuple(lo for lo, _ in box)  # type: ignore[return-value]
+
+
+def multicast_children(zone: Zone, neighbours: Mapping[K, Zone], box: Box) -> list[K]:
+    """The neighbours a peer owning `zone` forwards a multicast over `box` to (sorted keys).
+
+    Each zone W meeting the box has one parent: with c the lower corner of W ∩ box and i
+    the first dimension where c_i > box.lo_i, the parent is the owner of c - e_i, i.e. the
+    zone whose upper face in i is W's lower face and which contains c in the other
+    dimensions. (No such i: W owns the box's lowest corner and is the root.) Lower corners
+    strictly decrease toward the root, so parents form a tree spanning exactly the zones
+    meeting the box: started at the root, every such peer is reached exactly once.
+    """
+    children = []
+    for key, other in neighbours.items():
+        corner = _lower_corner(other, box)
+        if corner is None:
+            continue
+        i = next((d for d in range(_NDIM) if corner[d] > box[d][0]), None)
+        if i is None or zone.bounds[i][1] != corner[i]:
+            continue
+        if all(zone.bounds[j][0] <= corner[j] < zone.bounds[j][1] for j in range(_NDIM) if j != i):
+            children.append(key)
+    return sorted(children)  # type: ignore[type-var]
+
+
+def neighbours_of(zone: Zone, candidates: Mapping[K, Zone]) -> dict[K, Zone]:
+    """The candidates whose zone shares a face with `zone`."""
+    return {key: other for key, other in candidates.items() if zone.is_neighbour(other)}
+
+
+def covering(zones: Mapping[K, Zone], box: Box) -> list[K]:
+    """Sorted keys of the zones meeting `box` (who a multicast over it must reach)."""
+    return sorted(key for key, zone in zones.items() if zone.intersects(box))  # type: ignore[type-var]
+
+
+def _lower_corner(zone: Zone, box: Box) -> Point | None:
+    corner = []
+    for (lo, hi), (blo, bhi) in zip(zone.bounds, box):
+        start = max(lo, blo)
+        if start >= min(hi, bhi):
+            return None
+        corner.append(start)
+    return tuple(corner)  # type: ignore[return-value]
+
+
+def lowest_corner(zone: Zone, box: Box) -> Point:
+    """The lowest corner of zone ∩ box: a point the zone owns (where a multicast child is sent)."""
+    return tuple(max(z[0], b[0]) for z, b in zip(zone.bounds, box))  # type: ignore[return-value]

@@ -1,0 +1,313 @@
+"""The one codec: every value that crosses the wire, to msgpack-able data and back.
+
+Terms, quads, compound events, quad patterns, CAN points, boxes and zones, neighbours,
+coordinate spaces, CSMA partial matches and solution rows each have one `*_to_wire` and one
+`*_from_wire` here, and nowhere else. Decoders validate and raise `BadRequest` naming what is
+wrong, so a malformed value from any client becomes a clear `bad-request` error.
+
+Wire forms (msgpack):
+    IRI          "http://…"                      (a str)
+    literal      [lexical, datatype] or [lexical, datatype, language]
+    quad         [g, s, p, o]                    (g and p IRIs)
+    triple       [s, p, o]                       (inside an event, whose graph is given once)
+    event        {"graph": g, "quads": [triple…]}
+    pattern      [g, s, p, o] with nil for a variable
+    coordinate   a lower-case hex string          (coordinates exceed 64 bits)
+    point        [c, c, c, c];  box: [[lo, hi] × 4];  zone: [box, [split dimension…]]
+    neighbour    {"id": …, "address": …, "zone": zone}
+    partial      [[remaining pattern index…], [[variable, term]…]]  (bindings sorted by name)
+
+`trusted=True` skips re-validating what another peer already validated (the entry peer checks
+everything a client sends); it is the hot path of routing and matching.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from eventcloud.errors import BadRequest, GeometryError, ModelError
+from eventcloud.matching.csma import PartialMatch
+from eventcloud.overlay.coordinates import DIMENSIONS, Box, CoordinateSpace, Point
+from eventcloud.overlay.plans import Neighbour
+from eventcloud.overlay.zones import Zone
+from eventcloud.rdf.model import IRI, RDF_LANGSTRING, CompoundEvent, Literal, Quad, Term, make_quad
+
+__all__ = [
+    "term_to_wire", "term_from_wire", "iri_from_wire", "quad_to_wire", "quad_from_wire", "triple_to_wire",
+    "triple_from_wire", "event_to_wire", "event_from_wire", "pattern_to_wire", "pattern_from_wire",
+    "point_to_wire", "point_from_wire", "box_to_wire", "box_from_wire", "zone_to_wire", "zone_from_wire",
+    "neighbour_to_wire", "neighbour_from_wire", "space_to_wire", "space_from_wire", "partial_to_wire",
+    "partial_from_wire", "solutions_to_wire", "solutions_from_wire",
+]
+
+Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
+
+_NDIM = len(DIMENSIONS)
+_HEX = re.compile(r"[0-9a-f]{1,2048}")
+_MAX_SPLITS = 65536
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --- terms ------------------------------------------------------------------------------------
+
+def term_to_wire(term: Term) -> Any:
+    if type(term) is IRI:
+        return term.value
+    if term.language is not None:  # type: ignore[union-attr]
+        return [term.lexical, term.datatype, term.language]  # type: ignore[union-attr]
+    return [term.lexical, term.datatype]  # type: ignore[union-attr]
+
+
+def term_from_wire(data: Any, trusted: bool = False) -> Term:
+    """A term; BadRequest if `data` is not one (or, untrusted, breaks the data model)."""
+    if trusted:
+        if type(data) is str:
+            return _trusted_iri(data)
+        if type(data) is list and len(data) in (2, 3):
+            return _trusted_literal(data[0], data[1], data[2] if len(data) == 3 else None)
+    try:
+        if isinstance(data, str):
+            return IRI(data)
+        if isinstance(data, (list, tuple)) and len(data) in (2, 3) and all(isinstance(x, str) for x in data):
+            if len(data) == 3:
+                if data[1] != RDF_LANGSTRING:
+                    raise ModelError("a language-tagged literal has datatype rdf:langString")
+                return Literal(data[0], language=data[2])
+            if not data[1]:
+                raise ModelError("a literal needs a datatype IRI")
+            return Literal(data[0], data[1])
+    except ModelError as exc:
+        raise BadRequest(f"invalid term: {exc}") from None
+    raise BadRequest(f"invalid term encoding {_show(data)}: expected an IRI string or [lexical, datatype(, language)]")
+
+
+def iri_from_wire(data: Any, what: str = "IRI", trusted: bool = False) -> IRI:
+    term = term_from_wire(data, trusted) if data is not None else None
+    if type(term) is not IRI:
+        raise BadRequest(f"{what} must be an IRI, got {_show(data)}")
+    return term
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+@lru_cache(maxsize=1 << 16)
+def _trusted_iri(value: str) -> IRI:
+    """IRIs recur constantly (graphs, predicates, shared subjects); they are immutable."""
+    iri = _new(IRI)
+    _set(iri, "value", value)
+    return iri
+
+
+def _trusted_literal(lexical: str, datatype: str, language: str | None) -> Literal:
+    literal = _new(Literal)
+    _set(literal, "lexical", lexical)
+    _set(literal, "datatype", datatype)
+    _set(literal, "language", language)
+    return literal
+
+
+# --- quads and events -------------------------------------------------------------------------
+
+def quad_to_wire(quad: Quad) -> list[Any]:
+    return [quad.g.value, term_to_wire(quad.s), quad.p.value, term_to_wire(quad.o)]
+
+
+def quad_from_wire(data: Any, trusted: bool = False) -> Quad:
+    if not isinstance(data, list) or len(data) != 4:
+        raise BadRequest(f"invalid quad encoding {_show(data)}: expected [g, s, p, o]")
+    if trusted:
+        return Quad(*(term_from_wire(x, True) for x in data))  # type: ignore[arg-type]
+    try:
+        return make_quad(*(term_from_wire(x) for x in data))
+    except ModelError as exc:
+        raise BadRequest(f"invalid quad: {exc}") from None
+
+
+def triple_to_wire(quad: Quad) -> list[Any]:
+    return [term_to_wire(quad.s), quad.p.value, term_to_wire(quad.o)]
+
+
+def triple_from_wire(graph: IRI, data: Any, trusted: bool = False) -> Quad:
+    if type(data) is not list or len(data) != 3:
+        raise BadRequest(f"invalid triple encoding {_show(data)}: expected [s, p, o]")
+    if trusted:
+        return Quad(graph, _t(data[0]), _t(data[1]), _t(data[2]))  # type: ignore[arg-type]
+    try:
+        return make_quad(graph, term_from_wire(data[0]), term_from_wire(data[1]), term_from_wire(data[2]))
+    except ModelError as exc:
+        raise BadRequest(f"invalid quad: {exc}") from None
+
+
+def _t(data: Any) -> Term:
+    if type(data) is str:
+        return _trusted_iri(data)
+    return term_from_wire(data, True)
+
+
+def event_to_wire(event: CompoundEvent) -> dict[str, Any]:
+    return {"graph": event.graph.value, "quads": [triple_to_wire(q) for q in event.quads]}
+
+
+def event_from_wire(data: Any, trusted: bool = False) -> CompoundEvent:
+    if not isinstance(data, dict) or not isinstance(data.get("graph"), str) or not isinstance(data.get("quads"), list):
+        raise BadRequest('invalid compound event encoding: expected {"graph": IRI, "quads": [[s, p, o], …]}')
+    graph = iri_from_wire(data["graph"], "the graph of an event", trusted)
+    quads = tuple(triple_from_wire(graph, item, trusted) for item in data["quads"])
+    if trusted:
+        event = _new(CompoundEvent)
+        _set(event, "graph", graph)
+        _set(event, "quads", quads)
+        return event
+    try:
+        return CompoundEvent(graph, quads)
+    except ModelError as exc:
+        raise BadRequest(f"invalid compound event: {exc}") from None
+
+
+def pattern_to_wire(terms: Pattern | tuple[Term | None, ...]) -> list[Any]:
+    return [None if t is None else term_to_wire(t) for t in terms]
+
+
+def pattern_from_wire(data: Any) -> Pattern:
+    if not isinstance(data, list) or len(data) != 4:
+        raise BadRequest(f"invalid quad pattern {_show(data)}: expected [g, s, p, o] with null for variables")
+    g, s, p, o = (None if x is None else term_from_wire(x) for x in data)
+    return g, s, p, o
+
+
+def solutions_to_wire(solutions: list[dict[str, Term]]) -> list[dict[str, Any]]:
+    return [{k: term_to_wire(v) for k, v in s.items()} for s in solutions]
+
+
+def solutions_from_wire(data: Any, trusted: bool = False) -> tuple[dict[str, Term], ...]:
+    if not isinstance(data, list) or not all(isinstance(row, dict) for row in data):
+        raise BadRequest("solutions must be a list of {variable: term} maps")
+    return tuple({str(k): term_from_wire(v, trusted) for k, v in row.items()} for row in data)
+
+
+# --- CAN geometry -----------------------------------------------------------------------------
+
+def _coordinate(value: Any, what: str) -> int:
+    if type(value) is not str or not _HEX.fullmatch(value):
+        raise BadRequest(f"{what} must be a lower-case hex string, got {_show(value)}")
+    return int(value, 16)
+
+
+def point_to_wire(point: Point) -> list[str]:
+    return [format(c, "x") for c in point]
+
+
+def point_from_wire(data: Any) -> Point:
+    if not isinstance(data, list) or len(data) != _NDIM:
+        raise BadRequest(f"invalid point {_show(data)}: expected {_NDIM} hex coordinates")
+    return tuple(_coordinate(x, f"the {d} coordinate") for x, d in zip(data, DIMENSIONS))  # type: ignore[return-value]
+
+
+def box_to_wire(box: Box) -> list[list[str]]:
+    return [[format(lo, "x"), format(hi, "x")] for lo, hi in box]
+
+
+def box_from_wire(data: Any) -> Box:
+    if not isinstance(data, list) or len(data) != _NDIM:
+        raise BadRequest(f"invalid box {_show(data)}: expected {_NDIM} [lo, hi] pairs of hex coordinates")
+    bounds = []
+    for pair, dim in zip(data, DIMENSIONS):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise BadRequest(f"box bound along {dim} must be [lo, hi], got {_show(pair)}")
+        lo, hi = (_coordinate(x, f"box bound along {dim}") for x in pair)
+        if not lo < hi:
+            raise BadRequest(f"empty box interval along {dim}")
+        bounds.append((lo, hi))
+    return tuple(bounds)  # type: ignore[return-value]
+
+
+def zone_to_wire(zone: Zone) -> list[Any]:
+    return [box_to_wire(zone.bounds), list(zone.splits)]
+
+
+def zone_from_wire(data: Any) -> Zone:
+    """A zone; BadRequest on anything malformed (GeometryError is a BadRequest too)."""
+    if not isinstance(data, (list, tuple)) or len(data) != 2:
+        raise GeometryError(f"a zone on the wire is [bounds, splits], got {_show(data)}")
+    raw_bounds, raw_splits = data
+    if not isinstance(raw_bounds, (list, tuple)) or len(raw_bounds) != _NDIM:
+        raise GeometryError(f"zone bounds must be {_NDIM} [lo, hi] pairs, got {_show(raw_bounds)}")
+    bounds = []
+    for dim, pair in zip(DIMENSIONS, raw_bounds):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise GeometryError(f"zone bound {dim} must be [lo, hi], got {_show(pair)}")
+        lo, hi = (_zone_hex(x, dim) for x in pair)
+        if not lo < hi:
+            raise GeometryError(f"empty zone interval along {dim}: [{lo:#x}, {hi:#x})")
+        bounds.append((lo, hi))
+    if not isinstance(raw_splits, (list, tuple)) or len(raw_splits) > _MAX_SPLITS:
+        raise GeometryError(f"zone splits must be a list of dimensions, got {_show(raw_splits)}")
+    for d in raw_splits:
+        if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < _NDIM:
+            raise GeometryError(f"a split dimension must be an integer in 0..{_NDIM - 1}, got {d!r}")
+    return Zone(tuple(bounds), tuple(raw_splits))  # type: ignore[arg-type]
+
+
+def _zone_hex(value: Any, dimension: str) -> int:
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-fA-F]{1,2048}", value):
+        raise GeometryError(f"zone bound along {dimension} must be a hex string, got {_show(value)}")
+    return int(value, 16)
+
+
+def neighbour_to_wire(ident: str, neighbour: Neighbour) -> dict[str, Any]:
+    return {"id": ident, "address": neighbour.address, "zone": zone_to_wire(neighbour.zone)}
+
+
+def neighbour_from_wire(data: Any) -> tuple[str, Neighbour]:
+    if not isinstance(data, dict):
+        raise BadRequest(f"invalid neighbour record {_show(data)}: expected {{id, address, zone}}")
+    ident, address = data.get("id"), data.get("address")
+    if type(ident) is not str or not ident:
+        raise BadRequest("a neighbour record needs an 'id' string")
+    if type(address) is not str or not address:
+        raise BadRequest("a neighbour record needs an 'address' string")
+    return ident, Neighbour(address, zone_from_wire(data.get("zone")))
+
+
+def space_to_wire(space: CoordinateSpace) -> dict[str, Any]:
+    return space.to_dict()
+
+
+def space_from_wire(data: Any) -> CoordinateSpace:
+    return CoordinateSpace.from_dict(data)
+
+
+# --- CSMA -------------------------------------------------------------------------------------
+
+def partial_to_wire(partial: PartialMatch) -> list[Any]:
+    return [list(partial.remaining), [[name, term_to_wire(term)] for name, term in partial.bindings]]
+
+
+def partial_from_wire(data: Any) -> PartialMatch:
+    """A rewritten subscription's state; BadRequest if it is not one."""
+    if not isinstance(data, (list, tuple)) or len(data) != 2:
+        raise BadRequest("invalid partial match: expected [remaining, bindings]")
+    remaining, pairs = data
+    if not isinstance(remaining, (list, tuple)) or not all(type(i) is int and i >= 0 for i in remaining):
+        raise BadRequest("invalid partial match: remaining must be a list of pattern indexes")
+    if len(set(remaining)) != len(remaining) or list(remaining) != sorted(remaining):
+        raise BadRequest("invalid partial match: remaining must be sorted and without duplicates")
+    if not isinstance(pairs, (list, tuple)):
+        raise BadRequest("invalid partial match: bindings must be a list of [name, term] pairs")
+    bindings = []
+    for pair in pairs:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], str) or not pair[0]:
+            raise BadRequest(f"invalid partial match: invalid binding {_show(pair)}")
+        bindings.append((pair[0], term_from_wire(pair[1])))
+    names = [name for name, _ in bindings]
+    if names != sorted(set(names)):
+        raise BadRequest("invalid partial match: bindings must be sorted by variable name and without duplicates")
+    return PartialMatch(tuple(remaining), tuple(bindings))

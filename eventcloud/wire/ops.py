@@ -1,0 +1,80 @@
+"""Every operation name on the wire, and who may use it.
+
+Three families share one namespace:
+
+* client operations, sent by the SDK, the CLI or any client to an entry peer;
+* peer operations, sent from peer to peer on the overlay's own connections;
+* routed operations, never sent on a connection by themselves: they travel inside a
+  `route` (unicast to the owner of a point) or a `mcast` (every peer whose zone meets a
+  box) and run on the peer(s) they reach.
+
+Plus one push, `notification`, sent by an entry peer to a subscriber's connection.
+docs/protocol.md lists each with its fields and replies.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Op(StrEnum):
+    # client operations
+    PING = "ping"
+    OVERLAY_INFO = "overlay_info"
+    PUBLISH = "publish"
+    FIND = "find"
+    COUNT = "count"
+    SPARQL = "sparql"
+    DELETE = "delete"
+    STATUS = "status"
+    SUBSCRIBE = "subscribe"
+    UNSUBSCRIBE = "unsubscribe"
+    LEAVE = "leave"
+    # peer operations
+    ROUTE = "route"
+    DELIVER = "deliver"
+    NOTIFY = "notify"
+    JOIN_COMMIT = "join_commit"
+    NEIGHBOURS = "neighbours"
+    TAKE_OVER = "take_over"
+    TABLE = "table"
+    # routed operations (inside ROUTE, or run by MCAST on every peer of a box)
+    MCAST = "mcast"
+    JOIN_SPLIT = "join_split"
+    DELIVER_LOCAL = "deliver_local"
+    FIND_LOCAL = "find_local"
+    COUNT_LOCAL = "count_local"
+    DELETE_LOCAL = "delete_local"
+    STATUS_LOCAL = "status_local"
+    CLOCK = "clock"
+    STORE_SUB = "store_sub"
+    REMOVE_SUB = "remove_sub"
+    CSMA_SUB = "csma_sub"
+    # push
+    NOTIFICATION = "notification"
+
+
+CLIENT_OPS = frozenset({
+    Op.PING, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
+    Op.SUBSCRIBE, Op.UNSUBSCRIBE, Op.LEAVE,
+})
+PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER, Op.TABLE})
+ROUTED_OPS = frozenset({
+    Op.MCAST, Op.JOIN_SPLIT, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
+    Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB,
+})
+PUSH_OPS = frozenset({Op.NOTIFICATION})
+#: What a peer accepts as the `op` of a request frame.
+REQUEST_OPS = CLIENT_OPS | PEER_OPS
+#: Operations that change or stop the overlay, and so need the admin token when one is set.
+ADMIN_OPS = frozenset({Op.LEAVE, Op.DELETE})
+
+
+def parse_op(name: object) -> Op | None:
+    """The Op named `name`, or None for anything else (an unknown name, a non-string)."""
+    if type(name) is not str:
+        return None
+    try:
+        return Op(name)
+    except ValueError:
+        return None

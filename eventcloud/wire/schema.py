@@ -1,0 +1,154 @@
+"""Typed message bodies: frozen dataclasses whose fields each name their wire codec.
+
+    @message
+    class Find(Body):
+        pattern: Pattern = field(PATTERN, default=(None,) * 4)
+
+    Find(pattern).to_wire()          -> {"pattern": [...]}
+    Find.from_wire({"pattern": ...}) -> Find(...), or BadRequest naming the field
+
+A `Codec` turns one field's value into msgpack-able data and back; its decoder raises
+BadRequest on anything that does not fit. `trusted=True` is passed down to the codecs that
+can skip re-validation (data from another peer, already checked at the entry peer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import MISSING
+from typing import Any, Callable, ClassVar, TypeVar
+
+from eventcloud.errors import BadRequest, EventCloudError
+
+__all__ = ["Codec", "message", "field", "Body", "STR", "INT", "FLOAT", "BOOL", "RAW", "MAP", "LIST", "OPT", "NESTED"]
+
+T = TypeVar("T")
+
+
+class Codec:
+    """How one kind of value crosses the wire."""
+
+    __slots__ = ("name", "encode", "decode")
+
+    def __init__(self, name: str, encode: Callable[[Any], Any], decode: Callable[[Any, bool], Any]) -> None:
+        self.name = name
+        self.encode = encode
+        self.decode = decode  # (data, trusted) -> value; raises BadRequest
+
+    def __repr__(self) -> str:
+        return f"Codec({self.name})"
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _typed(kind: type | tuple[type, ...], name: str) -> Codec:
+    def decode(data: Any, trusted: bool) -> Any:
+        if not isinstance(data, kind) or (kind is int and type(data) is bool):
+            raise BadRequest(f"expected {name}, got {type(data).__name__}")
+        return data
+    return Codec(name, _same, decode)
+
+
+STR = _typed(str, "a string")
+INT = _typed(int, "an integer")
+BOOL = _typed(bool, "a boolean")
+MAP = _typed(dict, "a map")
+
+
+def _float(data: Any, trusted: bool) -> float:
+    if type(data) not in (int, float):
+        raise BadRequest(f"expected a number, got {type(data).__name__}")
+    return float(data)
+
+
+FLOAT = Codec("a number", _same, _float)
+#: Passed through untouched (a nested routed body, whose type only its destination knows).
+RAW = Codec("any value", _same, lambda data, trusted: data)
+
+
+def LIST(item: Codec) -> Codec:
+    def encode(values: Any) -> Any:
+        return [item.encode(v) for v in values]
+
+    def decode(data: Any, trusted: bool) -> Any:
+        if not isinstance(data, list):
+            raise BadRequest(f"expected a list of {item.name}, got {type(data).__name__}")
+        out = []
+        for index, value in enumerate(data):
+            try:
+                out.append(item.decode(value, trusted))
+            except BadRequest as exc:
+                raise BadRequest(f"item {index}: {exc.message}") from None
+        return tuple(out)
+    return Codec(f"a list of {item.name}", encode, decode)
+
+
+def OPT(inner: Codec) -> Codec:
+    return Codec(f"{inner.name} or null", lambda v: None if v is None else inner.encode(v),
+                 lambda data, trusted: None if data is None else inner.decode(data, trusted))
+
+
+def NESTED(cls: "type[Body]") -> Codec:
+    return Codec(f"a {cls.__name__} map", lambda v: v.to_wire(), lambda data, trusted: cls.from_wire(data, trusted))
+
+
+def field(codec: Codec, *, default: Any = MISSING, key: str | None = None) -> Any:
+    """A message field with its codec (and, optionally, a default and a wire key other than its name)."""
+    metadata = {"codec": codec, "key": key}
+    if default is MISSING:
+        return dataclasses.field(metadata=metadata)
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("use an immutable default (a tuple) for message fields")
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+class Body:
+    """Base of every typed body (see `message`)."""
+
+    __slots__ = ()
+    _fields: ClassVar[tuple[tuple[str, str, Codec, bool], ...]] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, key, codec, _ in self._fields:
+            value = getattr(self, name)
+            if value is not None:
+                out[key] = codec.encode(value)
+        return out
+
+    @classmethod
+    def from_wire(cls: type[T], data: Any, trusted: bool = False) -> T:
+        if not isinstance(data, dict):
+            raise BadRequest(f"a {cls.__name__} body must be a map, got {type(data).__name__}")
+        values = {}
+        for name, key, codec, required in cls._fields:  # type: ignore[attr-defined]
+            raw = data.get(key)
+            if raw is None:
+                if required:
+                    raise BadRequest(f"{cls.__name__}: field {key!r} is missing")
+                continue
+            try:
+                values[name] = codec.decode(raw, trusted)
+            except BadRequest as exc:
+                raise BadRequest(f"{cls.__name__}: field {key!r}: {exc.message}") from None
+            except EventCloudError as exc:  # model or geometry errors from a codec
+                raise BadRequest(f"{cls.__name__}: field {key!r}: {exc.message}") from None
+        return cls(**values)
+
+
+def message(cls: type[T]) -> type[T]:
+    """Make `cls` a frozen, slotted dataclass body with a compiled field table."""
+    if not issubclass(cls, Body):
+        raise TypeError(f"{cls.__name__} must derive from schema.Body")
+    data_cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    table = []
+    for f in dataclasses.fields(data_cls):
+        codec = f.metadata.get("codec")
+        if codec is None:
+            raise TypeError(f"{cls.__name__}.{f.name} has no codec: declare it with schema.field(CODEC)")
+        required = f.default is MISSING and f.default_factory is MISSING
+        table.append((f.name, f.metadata.get("key") or f.name, codec, required))
+    data_cls._fields = tuple(table)  # type: ignore[attr-defined]
+    return data_cls  # type: ignore[return-value]

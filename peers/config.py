@@ -1,0 +1,82 @@
+"""Every knob of a peer, in one validated place.
+
+Tests and the CLI set knobs here, never by changing module globals. Durations are seconds.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eventcloud.overlay import CoordinateSpace
+from eventcloud.wire.frames import DEFAULT_MAX_FRAME
+
+ALGORITHMS = ("osma", "csma")
+
+
+@dataclass
+class PeerConfig:
+    listen: str = "127.0.0.1:0"
+    join: str | None = None
+    data_dir: Path | None = None          # None: in memory, nothing survives (tests)
+    algorithm: str = "osma"               # used only by the first peer of an overlay
+    space: CoordinateSpace = field(default_factory=CoordinateSpace)
+    seed: int | None = None               # for the join point; None: random
+    advertise: str | None = None          # HOST[:PORT] other peers use to reach this one
+    # routing and membership
+    retry_window: float = 5.0             # how long a request retries around a dead peer
+    max_hops: int = 256
+    stabilise_every: float = 5.0          # seconds between neighbour-table checks (0: never)
+    join_timeout: float = 30.0            # a split whose newcomer never commits is undone after this
+    # connections
+    max_frame: int = DEFAULT_MAX_FRAME
+    max_inflight: int = 64                # requests served at once per connection
+    max_outbox: int = 8 * 1024 * 1024     # bytes queued for sending per connection
+    # matching and delivery
+    workers: int = 4                      # matching tasks
+    work_queue: int = 65536               # matching steps queued
+    reconstructors: int = 4               # CSMA reconstructions at once (apart from matching)
+    reconstruct_deadline: float = 30.0
+    subscriber_buffer: int = 10_000       # notifications queued per subscriber before dropping
+    seen_limit: int = 200_000             # (subscription, event) pairs remembered for dedup
+    rewritten_ttl: float = 120.0          # a CSMA rewritten subscription waits this long for quads
+    tombstone_ttl: float = 300.0
+    # store
+    offload_store: bool | None = None     # run store calls in a thread (None: iff on disk)
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {self.algorithm!r}: use one of {', '.join(ALGORITHMS)}")
+        if self.data_dir is not None:
+            self.data_dir = Path(self.data_dir)
+        positive = ("retry_window", "join_timeout", "reconstruct_deadline", "rewritten_ttl", "tombstone_ttl")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        at_least_one = ("max_hops", "max_frame", "max_inflight", "max_outbox", "workers", "work_queue",
+                        "reconstructors", "subscriber_buffer", "seen_limit")
+        for name in at_least_one:
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.stabilise_every < 0:
+            raise ValueError("stabilise_every must be 0 (never) or positive")
+
+    @property
+    def offloaded(self) -> bool:
+        return self.data_dir is not None if self.offload_store is None else self.offload_store
+
+
+def advertised_address(bound: str, advertise: str | None) -> str:
+    """The address other peers should use: --advertise if given; a wildcard bind
+    (0.0.0.0, ::) is replaced by this host's name so neighbours can reach it."""
+    host, _, port = bound.rpartition(":")
+    if advertise:
+        host_part, sep, port_part = advertise.rpartition(":")
+        if not sep:
+            return f"{advertise}:{port}"
+        return f"{host_part}:{port}" if port_part == "0" else advertise
+    if host in ("0.0.0.0", "::", ""):
+        return f"{socket.gethostbyname(socket.gethostname())}:{port}"
+    return bound

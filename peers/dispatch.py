@@ -1,0 +1,71 @@
+"""The dispatch table: which service serves each operation, with its body decoded once, by type.
+
+The runtime builds one `Dispatcher`, hands it to the router (which runs routed operations
+through it) and to the connection server, then registers each service's handlers. A request
+body is decoded into its message type (`eventcloud.wire.messages.REQUESTS`) here, so a
+malformed body is a `bad-request` naming the field before any service sees it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Awaitable, Callable, Mapping
+
+import trio
+
+from eventcloud.errors import BadRequest, ErrorCode, RequestError
+from eventcloud.net.rpc import RpcConnection
+from eventcloud.wire.messages import REQUESTS
+from eventcloud.wire.ops import PEER_OPS, ROUTED_OPS, Op, parse_op
+from eventcloud.wire.schema import Body
+
+__all__ = ["Dispatcher", "RequestHandler", "RoutedHandler"]
+
+#: Serves a request from a connection: (connection, decoded body) -> reply body.
+RequestHandler = Callable[[RpcConnection, Any], Awaitable[Body | dict[str, Any]]]
+#: Runs a routed operation on this peer: decoded body -> a plain result value.
+RoutedHandler = Callable[[Any], Awaitable[Any]]
+
+
+class Dispatcher:
+    def __init__(self, counters: Counter[str]) -> None:
+        self.counters = counters
+        self._requests: dict[Op, RequestHandler] = {}
+        self._routed: dict[Op, RoutedHandler] = {}
+        #: set once the peer owns a zone (after join or restore); requests but ping wait for it
+        self.ready = trio.Event()
+
+    def register(self, requests: Mapping[Op, RequestHandler] = {}, routed: Mapping[Op, RoutedHandler] = {}) -> None:
+        for op in requests:
+            if op in self._requests or op in ROUTED_OPS:
+                raise ValueError(f"operation {op} registered twice or in the wrong table")
+        for op in routed:
+            if op in self._routed or op not in ROUTED_OPS:
+                raise ValueError(f"routed operation {op} registered twice or not routed")
+        self._requests.update(requests)
+        self._routed.update(routed)
+
+    @property
+    def request_ops(self) -> frozenset[Op]:
+        return frozenset(self._requests)
+
+    async def handle(self, conn: RpcConnection, op: Op, raw: dict[str, Any]) -> Body | dict[str, Any]:
+        """Serve one request frame (the RPC layer's request handler)."""
+        self.counters[f"in:{op.value}"] += 1
+        handler = self._requests.get(op)
+        if handler is None:
+            raise RequestError(f"unknown message type {op.value!r}", ErrorCode.UNKNOWN_OP)
+        body = REQUESTS[op].from_wire(raw, trusted=op in PEER_OPS)
+        if op is not Op.PING:
+            await self.ready.wait()
+        return await handler(conn, body)
+
+    async def run_routed(self, op_name: str, raw: Any) -> Any:
+        """Run a routed operation that reached this peer (named by its wire string)."""
+        op = parse_op(op_name)
+        handler = self._routed.get(op) if op is not None else None
+        if handler is None:
+            raise RequestError(f"unknown routed operation {op_name!r}", ErrorCode.UNKNOWN_OP)
+        if not isinstance(raw, dict):
+            raise BadRequest(f"the body of routed operation {op_name!r} must be a map")
+        return await handler(REQUESTS[op].from_wire(raw, trusted=True))

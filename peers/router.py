@@ -1,0 +1,229 @@
+"""Reaching other peers: the connection pool, greedy unicast, box multicast, one retry policy.
+
+Unicast is greedy hop by hop (each hop awaits the next, so replies and errors travel back the
+same path); a dead next hop is routed around, or retried within the retry window, then
+reported with a typed error naming it, never dropped. Multicast first routes to the owner of
+the box's lowest corner, then follows the parent rule of `overlay.multicast_children`, so each
+peer in the box is reached exactly once; replies are gathered back up the tree.
+
+Every retry in the peer goes through `RetryPolicy` (exponential backoff within a window).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from eventcloud.errors import ConnectionLost, ErrorCode, GeometryError, RemoteError, RequestError, Unreachable
+from eventcloud.net.rpc import RpcConnection
+from eventcloud.net.transport import Transport
+from eventcloud.overlay import Box, Point, lowest_corner, multicast_children, multicast_root, next_hop
+from eventcloud.wire.codec import box_to_wire, point_to_wire
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.messages import Multicast, Route, Routed
+from eventcloud.wire.ops import Op
+from eventcloud.wire.schema import Body
+from peers.dispatch import Dispatcher
+from peers.state import PeerState
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RetryPolicy", "Router", "FAILED"]
+
+#: Errors that mean "that peer cannot be reached now" (as opposed to a refusal it sent).
+FAILED = (Unreachable, ConnectionLost)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff from `first_delay` to `max_delay`, for at most `window` seconds."""
+
+    window: float
+    first_delay: float = 0.05
+    max_delay: float = 1.0
+
+    def start(self) -> "Attempts":
+        return Attempts(self)
+
+
+class Attempts:
+    """One retried operation: `await attempts.pause()` between tries; False once the window is over."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._policy = policy
+        self.deadline = trio.current_time() + policy.window
+        self._delay = policy.first_delay
+
+    @property
+    def expired(self) -> bool:
+        return trio.current_time() > self.deadline
+
+    async def pause(self) -> bool:
+        if self.expired:
+            return False
+        await trio.sleep(min(self._delay, max(0.0, self.deadline - trio.current_time()) + 0.001))
+        self._delay = min(self._delay * 2, self._policy.max_delay)
+        return True
+
+
+class Router:
+    """Unicast, multicast and pooled connections of one peer.
+
+    Call `run()` in a task of the runtime: it owns the nursery where pooled connections read.
+    """
+
+    def __init__(self, state: PeerState, transport: Transport, clock: HybridClock, dispatcher: Dispatcher,
+                 counters: Counter[str], *, retry: RetryPolicy, max_hops: int, max_frame: int) -> None:
+        self.state = state
+        self.transport = transport
+        self.clock = clock
+        self.dispatcher = dispatcher
+        self.counters = counters
+        self.retry = retry
+        self.max_hops = max_hops
+        self.max_frame = max_frame
+        self._connections: dict[str, RpcConnection] = {}
+        self._connecting: dict[str, trio.Lock] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await self.close_connections()
+
+    def handlers(self) -> dict[Op, Any]:
+        return {Op.ROUTE: self._on_route}
+
+    def routed(self) -> dict[Op, Any]:
+        return {Op.MCAST: self._local_multicast}
+
+    # --- connections --------------------------------------------------------------------------
+
+    async def connection(self, address: str) -> RpcConnection:
+        """A pooled connection to another peer, opened on first use (Unreachable if it cannot be)."""
+        conn = self._connections.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._connecting.setdefault(address, trio.Lock())
+        async with lock:
+            conn = self._connections.get(address)
+            if conn is not None and not conn.closed:
+                return conn
+            if self._nursery is None:
+                raise Unreachable(f"peer {self.state.id} is stopping")
+            stream = await self.transport.connect(address)
+            conn = RpcConnection(stream, self.clock, name=f"{self.state.address}->{address}", counters=self.counters,
+                                 max_frame=self.max_frame)
+            self._nursery.start_soon(conn.run)
+            self._connections[address] = conn
+            return conn
+
+    async def call(self, address: str, op: Op, body: Body | dict[str, Any]) -> dict[str, Any]:
+        """One request to another peer; Unreachable/ConnectionLost if it cannot be done."""
+        self.counters[f"out:{op.value}"] += 1
+        conn = await self.connection(address)
+        try:
+            return await conn.call(op, body)
+        except ConnectionLost:
+            self._connections.pop(address, None)
+            raise
+
+    async def close_connections(self) -> None:
+        for conn in list(self._connections.values()):
+            await conn.aclose()
+        self._connections.clear()
+
+    # --- unicast ------------------------------------------------------------------------------
+
+    async def route(self, point: Point, op: Op, body: Body | dict[str, Any], hops: int = 0) -> Any:
+        """Run routed operation `op` on the owner of `point`, wherever it is; its result."""
+        wire = body.to_wire() if isinstance(body, Body) else body
+        return await self._route(point, op.value, wire, hops)
+
+    async def _route(self, point: Point, op: str, body: dict[str, Any], hops: int) -> Any:
+        excluded: set[str] = set()
+        attempts = self.retry.start()
+        state = self.state
+        while True:
+            try:
+                hop = next_hop(state.zone, state.neighbour_zones(), point, excluded)
+            except GeometryError:
+                excluded.clear()  # every way forward failed: wait and retry from scratch
+                if not await attempts.pause():
+                    raise RequestError(f"no route from peer {state.id} toward the requested point: every "
+                                       f"neighbour in that direction is unreachable", ErrorCode.UNREACHABLE) from None
+                continue
+            if hop is None:
+                return await self.dispatcher.run_routed(op, body)
+            if hops >= self.max_hops:
+                raise RequestError(f"routing loop: over {self.max_hops} hops", ErrorCode.ROUTING)
+            neighbour = state.neighbours[hop]
+            try:
+                reply = await self.call(neighbour.address, Op.ROUTE,
+                                        {"point": point_to_wire(point), "op": op, "body": body, "hops": hops + 1})
+                return reply.get("result")
+            except FAILED as exc:
+                log.info("peer %s: next hop %s (%s) failed: %s", state.id, hop, neighbour.address, exc)
+                excluded.add(hop)
+                if attempts.expired:
+                    raise RequestError(f"peer {hop} at {neighbour.address} is unreachable ({exc.message}); "
+                                       f"retried for {self.retry.window:g} s", ErrorCode.UNREACHABLE) from None
+
+    async def _on_route(self, conn: RpcConnection, body: Route) -> Routed:
+        return Routed(await self._route(body.point, body.op, body.body, body.hops))
+
+    # --- multicast ----------------------------------------------------------------------------
+
+    async def multicast(self, box: Box, op: Op, body: Body | dict[str, Any]) -> list[Any]:
+        """Run routed operation `op` on every peer whose zone meets `box`; their results, one per peer."""
+        wire = body.to_wire() if isinstance(body, Body) else body
+        reply = await self.route(multicast_root(box), Op.MCAST, {"box": box_to_wire(box), "op": op.value, "body": wire})
+        if not isinstance(reply, list):
+            raise RequestError("malformed multicast reply", ErrorCode.INTERNAL)
+        errors = [r["error"] for r in reply if isinstance(r, dict) and "error" in r and len(r) == 1]
+        if errors:
+            raise RequestError("; ".join(errors), ErrorCode.UNREACHABLE)
+        return [r["ok"] for r in reply]
+
+    async def _local_multicast(self, body: Multicast) -> list[Any]:
+        state = self.state
+        forward = body.to_wire()
+        results: list[Any] = []
+
+        async def child(key: str) -> None:
+            neighbour = state.neighbours.get(key)
+            if neighbour is None:
+                return
+            attempts = self.retry.start()
+            while True:
+                try:
+                    reply = await self.call(neighbour.address, Op.ROUTE, {
+                        "point": point_to_wire(lowest_corner(neighbour.zone, body.box)), "op": Op.MCAST.value,
+                        "body": forward, "hops": 1,
+                    })
+                    results.extend(reply["result"])
+                    return
+                except FAILED as exc:
+                    if not await attempts.pause():
+                        results.append({"error": f"peer {key} at {neighbour.address} is unreachable ({exc.message})"})
+                        return
+                    neighbour = state.neighbours.get(key, neighbour)
+                except RemoteError as exc:
+                    results.append({"error": f"peer {key}: {exc.message}"})
+                    return
+
+        async with trio.open_nursery() as nursery:
+            for key in multicast_children(state.zone, state.neighbour_zones(), body.box):
+                nursery.start_soon(child, key)
+            mine = await self.dispatcher.run_routed(body.op, body.body)
+        return [{"ok": mine}, *results]

@@ -1,0 +1,132 @@
+"""The subscriptions stored on one peer: their records, parsed forms and the shared index.
+
+A subscription is stored on every peer whose zone meets the box of its indexing pattern. The
+registry keeps, in one place, what the other services ask about them: the record (id, text,
+kind, entry peer, indexation time), the parsed `Subscription`, the shared
+`SubscriptionIndex` that answers which of them an event or a quad concerns, and tombstones of
+removed ids (so a late store for a removed subscription is ignored). Records persist in the
+store, so they survive a restart.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+import trio
+
+from eventcloud.matching.index import SubscriptionIndex
+from eventcloud.overlay import Box, Zone
+from eventcloud.sparql.subscription import Subscription, parse_subscription
+from eventcloud.wire.messages import SubscriptionRecord
+from peers.state import PeerState
+from peers.store import AsyncStore
+
+__all__ = ["Stored", "Subscriptions", "parse_cached"]
+
+
+@lru_cache(maxsize=4096)
+def parse_cached(text: str) -> Subscription:
+    """Parsing costs ~15 ms (rdflib); a Subscription is immutable, so identical texts
+    (popular subscriptions, or many peers in one test process) share one parse."""
+    return parse_subscription(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One stored subscription: its record and its parsed form."""
+
+    record: SubscriptionRecord
+    sub: Subscription
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def t(self) -> int:
+        return self.record.t
+
+
+class Subscriptions:
+    def __init__(self, state: PeerState, store: AsyncStore, counters: Counter[str], *, tombstone_ttl: float) -> None:
+        self.state = state
+        self.store = store
+        self.counters = counters
+        self.tombstone_ttl = tombstone_ttl
+        self.index = SubscriptionIndex()
+        self._stored: dict[str, Stored] = {}
+        self._tombstones: dict[str, float] = {}
+        for record in store.sync.subscriptions().values():
+            try:
+                self._put(SubscriptionRecord.from_wire(record))
+            except Exception:  # an unreadable record from an older version: skip it, say so
+                counters["subscriptions_unreadable"] += 1
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    def get(self, ident: str) -> Stored | None:
+        return self._stored.get(ident)
+
+    def __iter__(self):
+        return iter(list(self._stored.values()))
+
+    def box(self, sub: Subscription) -> Box:
+        return self.state.space.pattern_box(sub.pattern_terms(0))
+
+    def removed(self, ident: str) -> bool:
+        return ident in self._tombstones
+
+    @staticmethod
+    def parse(record: SubscriptionRecord) -> Subscription:
+        return parse_cached(record.sparql)
+
+    def _put(self, record: SubscriptionRecord) -> Stored:
+        stored = Stored(record, self.parse(record))
+        self._stored[record.id] = stored
+        self.index.add(record.id, stored.sub)
+        self.counters["subscriptions"] = len(self._stored)
+        return stored
+
+    async def add(self, record: SubscriptionRecord) -> Stored | None:
+        """Store a subscription here (persisted); None if it was removed meanwhile."""
+        if record.id in self._tombstones:
+            return None
+        stored = self._put(record)
+        await self.store.put_subscription(record.id, record.to_wire())
+        return stored
+
+    async def remove(self, ident: str) -> bool:
+        """Forget a subscription (a tombstone keeps late copies of it out for a while)."""
+        self._tombstones[ident] = trio.current_time() + self.tombstone_ttl
+        found = self._stored.pop(ident, None) is not None
+        self.index.remove(ident)
+        if found:
+            await self.store.remove_subscription(ident)
+            self.counters["subscriptions"] = len(self._stored)
+        return found
+
+    def export(self, zone: Zone) -> list[SubscriptionRecord]:
+        """Records of the subscriptions whose box meets `zone` (to hand over with it)."""
+        return [s.record for s in self._stored.values() if zone.intersects(self.box(s.sub))]
+
+    async def prune(self, zone: Zone) -> None:
+        """Drop the subscriptions whose box no longer meets this peer's `zone`."""
+        for stored in list(self._stored.values()):
+            if not zone.intersects(self.box(stored.sub)):
+                del self._stored[stored.id]
+                self.index.remove(stored.id)
+                await self.store.remove_subscription(stored.id)
+        self.counters["subscriptions"] = len(self._stored)
+
+    async def install(self, records: tuple[SubscriptionRecord, ...] | list[SubscriptionRecord]) -> None:
+        """Subscriptions handed over with a zone."""
+        for record in records:
+            await self.add(record)
+
+    def expire_tombstones(self, now: float) -> None:
+        for ident, until in list(self._tombstones.items()):
+            if until <= now:
+                del self._tombstones[ident]

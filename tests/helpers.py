@@ -1,0 +1,298 @@
+"""Helpers shared by the tests: the pyoxigraph oracle, seeded random workloads, sample events.
+
+Test modules import from here (never from each other).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pyoxigraph as ox
+import trio
+
+from eventcloud.client import Notification
+from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, Quad, Term, event_graph, make_quad
+from eventcloud.rdf.oxigraph import from_ox, quad_to_ox
+from eventcloud.sparql.filters.values import canonical_term
+from eventcloud.sparql.subscription import parse_subscription
+from eventcloud.wire.messages import Status
+
+EX = "http://ex.org/"
+EXO = "http://example.org/"
+PREFIXES = f"PREFIX ex: <{EX}> PREFIX xsd: <{XSD}> "
+ALGORITHMS = ["osma", "csma"]
+
+
+# --- oracle ------------------------------------------------------------------------------------
+
+def oracle(query: str, event: CompoundEvent) -> list[frozenset]:
+    """The oracle's solutions (a multiset, as a list) of `query` over a store holding only the event."""
+    store = ox.Store()
+    store.load(event.n_quads().encode(), format=ox.RdfFormat.N_QUADS)
+    solutions_ = store.query(query)
+    names = [v.value for v in solutions_.variables]
+    rows = []
+    for row in solutions_:
+        rows.append(frozenset((name, from_ox(row[name])) for name in names if row[name] is not None))
+    return rows
+
+
+def as_rows(bindings: list[dict]) -> list[frozenset]:
+    return [frozenset(b.items()) for b in bindings]
+
+
+def visible(bindings: dict) -> dict:
+    """Drop blank-node variables (SELECT * does not project them)."""
+    return {k: v for k, v in bindings.items() if not k.startswith("_:")}
+
+
+# --- generators -------------------------------------------------------------------------------
+
+SUBJECTS = [IRI(EX + n) for n in ("a", "b", "c", "d")]
+PREDICATES = [IRI(EX + n) for n in ("p", "q", "name", "age", "when")]
+LANGS = ["en", "fr", "en-us"]
+
+
+def random_literal(r: random.Random) -> Literal:
+    kind = r.randrange(9)
+    if kind == 0:
+        return Literal(str(r.randint(-5, 40)), XSD + "integer")
+    if kind == 1:
+        return canonical_term(Literal(f"{r.randint(-20, 60) / 4}", XSD + "decimal"))  # type: ignore[return-value]
+    if kind == 2:
+        return canonical_term(Literal(f"{r.randint(-10, 80) / 2}", XSD + "double"))  # type: ignore[return-value]
+    if kind == 3:
+        return Literal(r.choice(["true", "false"]), XSD + "boolean")
+    if kind == 4:
+        return Literal(r.choice(["alice", "Bob", "carol", "", "a b", "été"]))
+    if kind == 5:
+        return Literal(r.choice(["chat", "cat", "hello", "Bob"]), language=r.choice(LANGS))
+    if kind == 6:
+        tz = r.choice(["", "Z", "+02:00", "-05:00"])
+        return canonical_term(Literal(f"2020-0{r.randint(1, 3)}-1{r.randint(0, 9)}T{r.randint(10, 23)}:00:00{tz}",
+                                      XSD + "dateTime"))  # type: ignore[return-value]
+    if kind == 7:
+        return Literal(f"2020-01-0{r.randint(1, 9)}", XSD + "date")
+    return Literal(r.choice(["x", "y"]), EX + "custom")
+
+
+def random_matching_event(r: random.Random, n: int) -> CompoundEvent:
+    graph = IRI(f"{EX}event/{n}")
+    triples = set()
+    for _ in range(r.randint(1, 6)):
+        s = r.choice(SUBJECTS)
+        p = r.choice(PREDICATES)
+        o: Term = r.choice(SUBJECTS) if r.random() < 0.35 else random_literal(r)
+        triples.add((s, p, o))
+    return CompoundEvent.from_triples(graph, sorted(triples, key=lambda t: tuple(x.n3() for x in t)))
+
+
+VARS = ["?a", "?b", "?c", "?d", "?e"]
+FILTERS = [
+    "?{v} > {n}", "?{v} < {n}", "?{v} >= {n}.5", "?{v} != {n}", "?{v} = {n}",
+    'lang(?{v}) = "en"', 'langMatches(lang(?{v}), "en")', 'regex(str(?{v}), "^[a-c]", "i")',
+    'contains(str(?{v}), "o")', 'strlen(str(?{v})) > 3', '?{v} >= "2020-02-10T12:00:00Z"^^xsd:dateTime',
+    '?{v} < "2020-02-15T00:00:00"^^xsd:dateTime', 'isLiteral(?{v})', 'isIRI(?{v})', 'bound(?{v})',
+    'datatype(?{v}) = xsd:integer', '?{v} != ?{w}', '?{v} = ?{w}', '?{v} IN ({n}, "alice", ex:a)',
+    '?{v} NOT IN (ex:b, "Bob"@en)', '!(?{v} > {n}) || ?{w} = ex:a', '?{v} > {n} && ?{w} != ex:c',
+    'year(?{v}) = 2020 && month(?{v}) > 1', 'abs(?{v}) > {n}', '?{v} + 1 > {n}', '?{v} * 2 <= {n}',
+    'str(?{v}) < "c"', '?{v} = "chat"@fr', 'sameTerm(?{v}, ex:a)', 'isNumeric(?{v})', '?{v}',
+    '?g = <{EX}event/3>', 'strstarts(str(?g), "{EX}event/")', 'COALESCE(?{v} > {n}, true)',
+    'IF(isNumeric(?{v}), ?{v} > {n}, ?{v} = ?{w})', 'ucase(str(?{v})) = "ALICE"', '?zz > 1 || isIRI(?{v})',
+]
+
+
+def random_term(r: random.Random, position: str, used: list[str], quad: Quad | None) -> str:
+    roll = r.random()
+    if roll < 0.55 or (position == "p" and roll < 0.65):
+        v = r.choice(VARS)
+        used.append(v)
+        return v
+    if quad is not None and roll < 0.9:  # a constant taken from the template event: likely to match
+        return {"s": quad.s, "p": quad.p, "o": quad.o}[position].n3()
+    if position == "p":
+        return f"<{r.choice(PREDICATES).value}>"
+    if position == "s" or roll < 0.95:
+        if roll > 0.97:
+            return "[]"
+        return f"<{r.choice(SUBJECTS).value}>"
+    return random_literal(r).n3()
+
+
+def random_query(r: random.Random, template: CompoundEvent) -> str:
+    used: list[str] = []
+    patterns = []
+    for _ in range(r.randint(1, 5)):
+        quad = r.choice(template.quads) if r.random() < 0.8 else None
+        patterns.append(" ".join(random_term(r, pos, used, quad) for pos in "spo"))
+    if r.random() < 0.08:
+        patterns = ["?s ?p ?o"]
+        used = ["?s", "?p", "?o"]
+    graph = "?g" if r.random() < 0.85 else f"<{EX}event/{r.choice([3, 999])}>"
+    pool = sorted(set(used)) or ["?a"]
+    filters = []
+    for _ in range(r.choice([0, 0, 1, 1, 2])):
+        template_text = r.choice(FILTERS)
+        filters.append("FILTER(" + template_text.format(v=r.choice(pool)[1:], w=r.choice(pool)[1:],
+                                                         n=r.randint(0, 30), EX=EX) + ")")
+    inside = [f for f in filters if r.random() < 0.5]
+    outside = [f for f in filters if f not in inside]
+    projection = "*"
+    if r.random() < 0.5:
+        names = [v for v in pool if r.random() < 0.6] + (["?g"] if r.random() < 0.3 and graph == "?g" else [])
+        if r.random() < 0.1:
+            names.append("?notinscope")
+        projection = " ".join(dict.fromkeys(names)) or "*"
+    distinct = "DISTINCT " if r.random() < 0.3 else ""
+    body = " . ".join(patterns)
+    return (f"{PREFIXES}SELECT {distinct}{projection} WHERE {{ GRAPH {graph} {{ {body} {' '.join(inside)} }} "
+            f"{' '.join(outside)} }}")
+
+
+def mutate(r: random.Random, event: CompoundEvent) -> CompoundEvent:
+    """A near miss: one quad dropped or one object changed."""
+    quads = list(event.quads)
+    victim = r.randrange(len(quads))
+    if len(quads) > 1 and r.random() < 0.5:
+        del quads[victim]
+    else:
+        g, s, p, _ = quads[victim]
+        quads[victim] = Quad(g, s, p, random_literal(r))
+    return CompoundEvent(event.graph, tuple(quads))
+
+
+def cases(seed: int, subscriptions: int, events_each: int):
+    r = random.Random(seed)
+    for n in range(subscriptions):
+        template = random_matching_event(r, r.choice([3, 3, n]))
+        query = random_query(r, template)
+        sub = parse_subscription(query)
+        events = [template, mutate(r, template)]
+        events += [random_matching_event(r, r.choice([3, n * 10 + k])) for k in range(events_each - 2)]
+        for event in events:
+            yield query, sub, event
+
+
+
+# --- overlay workloads -------------------------------------------------------------------
+
+def sample_events(n: int, quads: int = 5, source: str = "s") -> list[CompoundEvent]:
+    events = []
+    for i in range(n):
+        g = event_graph(source, 1_000_000 + i, i)
+        triples = [(IRI(f"{EXO}sensor/{i % 7}"), IRI(f"{EXO}p{j}"),
+                    Literal(str(i * 10 + j), XSD + "integer") if j % 2 else IRI(f"{EXO}thing/{i}-{j}"))
+                   for j in range(quads)]
+        events.append(CompoundEvent(g, tuple(make_quad(g, *t) for t in triples)))
+    return events
+
+
+def assert_exact_neighbour_tables(status: Status) -> None:
+    """Every peer's table lists exactly the zones that neighbour its own (so it is symmetric)."""
+    zones = {p.id: p.zone for p in status.peers}
+    for p in status.peers:
+        expected = {k for k, z in zones.items() if k != p.id and z.is_neighbour(zones[p.id])}
+        assert set(p.neighbours) == expected
+
+
+COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
+
+
+def count_of(result) -> int:
+    return int(result["results"]["bindings"][0]["n"]["value"])
+
+
+
+def oracle_solutions(sparql: str, event: CompoundEvent) -> set[frozenset]:
+    store = ox.Store()
+    store.extend([quad_to_ox(q) for q in event.quads])
+    result = store.query(sparql)
+    names = [v.value for v in result.variables]
+    rows = set()
+    for solution in result:
+        rows.add(frozenset((n, str(solution[n])) for n in names if solution[n] is not None))
+    return rows
+
+
+def notification_solutions(note: Notification) -> set[frozenset]:
+    return {frozenset((k, v.n3()) for k, v in s.items()) for s in note.solutions}
+
+
+# --- random pub/sub workloads ------------------------------------------------------------
+
+PS_SUBJECTS = [IRI(f"{EXO}s{i}") for i in range(4)]
+PS_PREDICATES = [IRI(f"{EXO}p{i}") for i in range(3)]
+
+
+def random_object(rng: random.Random):
+    choice = rng.randrange(6)
+    if choice < 2:
+        return rng.choice(PS_SUBJECTS)
+    if choice == 2:
+        return Literal(str(rng.randint(1, 20)), XSD + "integer")
+    if choice == 3:
+        return Literal(f"{rng.randint(1, 20)}.5", XSD + "decimal")
+    if choice == 4:
+        return Literal(rng.choice(["chat", "chien", "cat"]), language=rng.choice(["en", "fr"]))
+    return Literal(f"2014-0{rng.randint(1, 9)}-01T00:00:00Z", XSD + "dateTime")
+
+
+def random_pubsub_event(rng: random.Random, index: int, source: str = "gen") -> CompoundEvent:
+    graph = event_graph(source, 1000 + index, index)
+    quads = [make_quad(graph, rng.choice(PS_SUBJECTS), rng.choice(PS_PREDICATES), random_object(rng))
+             for _ in range(rng.randint(2, 6))]
+    return CompoundEvent(graph, tuple(quads))
+
+
+PS_FILTERS = [
+    "FILTER(?{v} > 7)",
+    "FILTER(isLiteral(?{v}))",
+    'FILTER(lang(?{v}) = "en")',
+    f"FILTER(?{{v}} != <{EX}s1>)",
+    'FILTER(regex(str(?{v}), "1"))',
+    'FILTER(?{v} < "2014-05-01T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>)',
+    "FILTER(isIRI(?{v}) || ?{v} >= 10)",
+]
+
+
+def random_subscription(rng: random.Random) -> str:
+    if rng.random() < 0.1:
+        return "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }"
+    variables = ["a", "b", "c", "d"]
+    patterns, objects = [], []
+    for _ in range(rng.randint(1, 3)):
+        s = f"?{rng.choice(variables[:2])}" if rng.random() < 0.75 else rng.choice(PS_SUBJECTS).n3()
+        p = rng.choice(PS_PREDICATES).n3() if rng.random() < 0.75 else f"?p{rng.randint(0, 1)}"
+        if rng.random() < 0.1 and s.startswith("?"):
+            o = s  # a repeated variable in one pattern: ?a <p> ?a
+        elif rng.random() < 0.75:
+            o_var = rng.choice(variables)
+            o = f"?{o_var}"
+            objects.append(o_var)
+        else:
+            o = random_object(rng).n3()
+        patterns.append(f"{s} {p} {o}")
+    filters = ""
+    if objects and rng.random() < 0.5:
+        filters = rng.choice(PS_FILTERS).format(v=rng.choice(objects))
+    inside = rng.random() < 0.5
+    body = " . ".join(patterns)
+    if inside:
+        return f"SELECT * WHERE {{ GRAPH ?g {{ {body} {filters} }} }}"
+    return f"SELECT DISTINCT * WHERE {{ GRAPH ?g {{ {body} }} {filters} }}"
+
+
+async def collect(sub, expected: int, into: list, seconds: float = 120) -> None:
+    with trio.move_on_after(seconds):
+        async for note in sub:
+            into.append(note)
+            if len(into) >= expected:
+                break
+    await trio.sleep(5)  # let any extra (wrong) notification arrive too
+    while True:
+        try:
+            into.append(sub._receive.receive_nowait())
+        except trio.WouldBlock:
+            break
+
+

@@ -134,7 +134,8 @@ class Client:
         first, so a malformed file publishes nothing."""
         from eventcloud.rdf.files import read_events
 
-        events = read_events(path, format, source=self.source, sequence=next(self._sequence))
+        events = read_events(path, format, source=self.source, sequence=next(self._sequence),
+                             timestamp_ms=int(time.time() * 1000))
         for event in events:
             await self.publish(event)
         return len(events), sum(len(e) for e in events)
@@ -143,7 +144,8 @@ class Client:
         """Publish an rdflib Graph (one event) or Dataset (one event per named graph)."""
         from eventcloud.rdf.files import events_from_rdflib
 
-        return [await self.publish(e) for e in events_from_rdflib(graph, graph=iri)]
+        events = events_from_rdflib(graph, graph=iri, timestamp_ms=int(time.time() * 1000))
+        return [await self.publish(e) for e in events]
 
     # --- reading ------------------------------------------------------------------------------
 

@@ -75,15 +75,15 @@ def datasets() -> dict[str, list[Quad]]:
 
     out = {"paper workload (3,000 CEs × 5 quads)": [q for e in generate(events=3000, subscriptions=1, k=5).events
                                                   for q in e.quads]}
-    from eventcloud.rdf.citybench import data_dir
+    from eventcloud.cli.demo import citybench_dir
 
-    directory = data_dir()
+    directory = citybench_dir()
     if directory is not None:
         from eventcloud.rdf.citybench import sample_events
         from eventcloud.rdf.files import read_events
 
         out["CityBench readings (3,000 CEs)"] = [q for e in sample_events(directory, 3000) for q in e.quads]
-        out["SensorRepository.n3"] = [q for e in read_events(directory / "SensorRepository.n3") for q in e.quads]
+        out["SensorRepository.n3"] = [q for e in read_events(directory / "SensorRepository.n3", timestamp_ms=0) for q in e.quads]
     return out
 
 

@@ -274,7 +274,7 @@ def read_event_file(path: str | Path) -> list[CompoundEvent]:
         from eventcloud.rdf.files import read_events
     except ImportError:
         return _parse_nquads(path)
-    return list(read_events(path))
+    return list(read_events(path, timestamp_ms=0))
 
 
 def _parse_nquads(path: str | Path) -> list[CompoundEvent]:

@@ -118,7 +118,8 @@ class Queries:
             id=state.id, address=state.address, zone=state.zone, quads=await self.store.count(),
             events=len(self.store.events()), subscriptions=len(self.subscriptions),
             neighbours={k: n.address for k, n in sorted(state.neighbours.items())},
-            counters={k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},
+            counters={**{k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},
+                      "regex_timeouts": self.subscriptions.regex_timeouts()},
         ).to_wire()
 
 

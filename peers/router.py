@@ -119,12 +119,16 @@ class Router:
             conn = self._connections.get(address)
             if conn is not None and not conn.closed:
                 return conn
-            if self._nursery is None:
-                raise Unreachable(f"peer {self.state.id} is stopping")
             stream = await self.transport.connect(address)
             conn = RpcConnection(stream, self.clock, name=f"{self.state.address}->{address}", counters=self.counters,
                                  max_frame=self.max_frame)
-            self._nursery.start_soon(conn.run)
+            try:
+                if self._nursery is None:
+                    raise RuntimeError("stopped")
+                self._nursery.start_soon(conn.run)
+            except RuntimeError:  # this peer is stopping: no new connection may start
+                await stream.aclose()
+                raise Unreachable(f"cannot reach {address}: peer {self.state.id} is stopping") from None
             self._connections[address] = conn
             return conn
 

@@ -126,6 +126,10 @@ class Subscriptions:
         for record in records:
             await self.add(record)
 
+    def regex_timeouts(self) -> int:
+        """How often stored subscriptions' REGEX patterns ran past their time budget."""
+        return sum(r.timeouts for s in self._stored.values() for f in s.sub.filters for r in f.regexes)
+
     def expire_tombstones(self, now: float) -> None:
         for ident, until in list(self._tombstones.items()):
             if until <= now:

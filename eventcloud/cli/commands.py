@@ -29,7 +29,8 @@ async def publish(args: argparse.Namespace) -> int:
     events = []
     for index, path in enumerate(args.files):
         try:  # the sequence number keeps graph IRIs of triple files read in one millisecond apart
-            events.extend(read_events(path, args.format, source=args.source, sequence=index))
+            events.extend(read_events(path, args.format, source=args.source, sequence=index,
+                                      timestamp_ms=int(time.time() * 1000)))
         except RDFInputError as exc:
             print(f"eventcloud publish: {exc} (nothing was published)", file=sys.stderr)
             return 1

@@ -4,25 +4,38 @@ Aarhus sensor readings (CityBench) when shared/data is there, synthetic ones oth
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from eventcloud.client import connect
-from eventcloud.rdf.citybench import data_dir, sample_events, synthetic_events
+from eventcloud.rdf.citybench import sample_events, synthetic_events
 from eventcloud.rdf.model import CompoundEvent
 
-__all__ = ["demo", "demo_events", "DEMO_SUBSCRIPTION"]
+__all__ = ["demo", "demo_events", "citybench_dir", "DEMO_SUBSCRIPTION"]
 
 DEMO_SUBSCRIPTION = """PREFIX sao: <http://purl.oclc.org/NET/sao/>
 PREFIX ssn: <http://purl.oclc.org/NET/ssnx/ssn#>
 SELECT ?g ?obs ?value WHERE { GRAPH ?g { ?obs sao:hasValue ?value } FILTER(?value > 30) }"""
 
 
+def citybench_dir() -> Path | None:
+    """Where the CityBench data is: $EVENTCLOUD_CITYBENCH, or shared/data/citybench beside the checkout."""
+    candidates = [os.environ.get("EVENTCLOUD_CITYBENCH"),
+                  Path(__file__).resolve().parents[3] / "shared" / "data" / "citybench",
+                  Path.cwd().parent / "shared" / "data" / "citybench"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
 def demo_events(n: int) -> list[CompoundEvent]:
     """`n` sensor-observation events: CityBench parking and traffic readings if available,
     else readings synthesised in the same vocabulary (and the demo says so)."""
-    directory = data_dir()
+    directory = citybench_dir()
     return sample_events(directory, n) if directory is not None else synthetic_events(n)
 
 
@@ -30,7 +43,7 @@ async def demo(args: argparse.Namespace) -> int:
     from peers.cluster import LocalCluster
 
     events = demo_events(args.events)
-    what = ("Aarhus sensor observations (CityBench)" if data_dir() is not None else
+    what = ("Aarhus sensor observations (CityBench)" if citybench_dir() is not None else
             "synthetic sensor observations (CityBench data not found: set EVENTCLOUD_CITYBENCH)")
     print(f"== starting a local cluster of {args.peers} peers ({args.algorithm})", flush=True)
     cluster = LocalCluster(args.peers, algorithm=args.algorithm)

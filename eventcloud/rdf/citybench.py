@@ -32,7 +32,6 @@ import csv
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-import os
 import random
 from pathlib import Path
 from types import MappingProxyType
@@ -51,7 +50,6 @@ __all__ = [
     "read_stream",
     "sample_events",
     "synthetic_events",
-    "data_dir",
     "HAS_VALUE",
 ]
 
@@ -355,17 +353,6 @@ def _event(sensor: str, number: int, when: str, timestamp_ms: int, found: list[t
         ]
     triples += [(instant, _RDF_TYPE, _INSTANT), (instant, _AT, Literal(when, XSD + "dateTime"))]
     return CompoundEvent(graph, tuple(Quad(graph, s, p, o) for s, p, o in triples))
-
-
-def data_dir() -> Path | None:
-    """Where the CityBench data is: $EVENTCLOUD_CITYBENCH, or shared/data/citybench beside the checkout."""
-    candidates = [os.environ.get("EVENTCLOUD_CITYBENCH"),
-                  Path(__file__).resolve().parents[3] / "shared" / "data" / "citybench",
-                  Path.cwd().parent / "shared" / "data" / "citybench"]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return None
 
 
 def synthetic_events(n: int, seed: int = 7) -> list[CompoundEvent]:

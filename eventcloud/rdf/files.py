@@ -25,7 +25,6 @@ and variables cannot be RDF events and are refused.
 from __future__ import annotations
 
 import re
-import time
 import xml.parsers.expat
 from pathlib import Path
 from types import MappingProxyType
@@ -177,8 +176,7 @@ def parse_events(
             graph = _iri(graph_name.value, name, terms)
         else:  # the default graph
             if generated is None:
-                stamp = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
-                generated = event_graph(source or _source_from_name(name), stamp, sequence)
+                generated = event_graph(source or _source_from_name(name), _stamp(timestamp_ms, name), sequence)
             graph = generated
         events.append(_build_event(graph, quads, name, terms))
     return events
@@ -260,8 +258,7 @@ def events_from_rdflib(
         elif graph is not None:
             event_iri = graph
         else:
-            stamp = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
-            event_iri = event_graph(source, stamp, 0)
+            event_iri = event_graph(source, _stamp(timestamp_ms, source), 0)
         events.append(_rdflib_event(event_iri, triples))
     return events
 
@@ -308,6 +305,14 @@ def _xml_error_position(data: bytes | str) -> tuple[int | None, int | None]:
     except xml.parsers.expat.ExpatError as exc:
         return exc.lineno, exc.offset + 1
     return None, None
+
+
+def _stamp(timestamp_ms: int | None, name: str) -> int:
+    """The timestamp of a generated graph IRI: the caller's (this module reads no clock)."""
+    if timestamp_ms is None:
+        raise TypeError(f"{name}: triples outside a named graph form an event whose graph IRI is generated from a "
+                        f"timestamp: pass timestamp_ms (e.g. the current time in milliseconds)")
+    return timestamp_ms
 
 
 def _source_from_name(name: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eventcloud.rdf.citybench import data_dir as citybench_data_dir
+from eventcloud.cli.demo import citybench_dir as citybench_data_dir
 from eventcloud.rdf.citybench import (
     CT,
     SAO,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import rdflib
 
-from eventcloud.rdf.citybench import data_dir as citybench_data_dir
+from eventcloud.cli.demo import citybench_dir as citybench_data_dir
 from eventcloud.rdf.model import (
     IRI,
     RDF_LANGSTRING,
@@ -192,9 +192,11 @@ def test_read_events_uses_file_stem_as_source(tmp_path: Path) -> None:
     assert event.graph == event_graph("sensors", TS, 0)
 
 
-def test_generated_graph_defaults_to_now() -> None:
-    (event,) = parse_events(TURTLE, "turtle")
-    assert event.graph.value.startswith("http://eventcloud.io/events/input/")
+def test_a_generated_graph_needs_the_callers_timestamp() -> None:
+    with pytest.raises(TypeError, match="pass timestamp_ms"):
+        parse_events(TURTLE, "turtle")
+    (event,) = parse_events(TURTLE, "turtle", timestamp_ms=TS)
+    assert event.graph.value.startswith(f"http://eventcloud.io/events/input/{TS}/")
 
 
 def test_empty_document_gives_no_events() -> None:
@@ -314,7 +316,7 @@ def test_iter_events_yields_earlier_files_then_fails_on_the_bad_one(tmp_path: Pa
 )
 def test_unsupported_or_invalid_rdf_is_refused(fmt: str, text: str, words: str) -> None:
     with pytest.raises(RDFInputError) as info:
-        parse_events(text, fmt, name="in.x")
+        parse_events(text, fmt, name="in.x", timestamp_ms=TS)
     assert words in str(info.value) and str(info.value).startswith("in.x")
 
 

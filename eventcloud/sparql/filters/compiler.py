@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from eventcloud.errors import ErrorCode, InputError
 from eventcloud.sparql.filters.functions import BUILTINS, CASTS, compile_regex, make_fn_iri, plain, string_and_lang
-from eventcloud.sparql.filters.regex import RegexError, replace_all, translate_regex
+from eventcloud.sparql.filters.regex import BoundedRegex, RegexError, replace_all, translate_regex
 from eventcloud.sparql.filters.values import (
     ExprError, Value, arithmetic, canonical_term, compare, ebv, equals, negate, plus, to_term, to_value,
 )
@@ -50,14 +50,17 @@ class FilterError(InputError):
 class CompiledFilter:
     """One FILTER, compiled; calling it with bindings gives the FILTER's boolean result."""
 
-    __slots__ = ("expr", "text", "variables", "base", "_evaluate")
+    __slots__ = ("expr", "text", "variables", "base", "regexes", "_evaluate")
 
     def __init__(self, expr: Expr, base: str | None = None) -> None:
         self.expr = expr
         self.base = base
         self.text = render(expr)
         self.variables = frozenset(_variables(expr))
-        self._evaluate = _compile(expr, base)
+        ctx = _Context(base)
+        self._evaluate = _compile(expr, ctx)
+        #: the constant REGEX/REPLACE patterns it runs (each counts the times it ran past its budget)
+        self.regexes: tuple[BoundedRegex, ...] = tuple(ctx.regexes)
 
     def __call__(self, bindings: Mapping[str, Term]) -> bool:
         try:
@@ -258,7 +261,17 @@ def _static_string(expr: Expr) -> str | None:
 
 # --- Expr -> closures ---------------------------------------------------------------------
 
-def _compile(expr: Expr, base: str | None) -> Evaluator:
+class _Context:
+    """What compiling one FILTER carries along: the base IRI, and the constant regexes met."""
+
+    __slots__ = ("base", "regexes")
+
+    def __init__(self, base: str | None) -> None:
+        self.base = base
+        self.regexes: list[BoundedRegex] = []
+
+
+def _compile(expr: Expr, ctx: "_Context") -> Evaluator:
     kind = expr[0]
     if kind == "var":
         name = expr[1]
@@ -276,30 +289,30 @@ def _compile(expr: Expr, base: str | None) -> Evaluator:
         name = expr[1]
         return lambda b: name in b
     if kind in ("or", "and"):
-        return _logical(kind == "or", [_compile(e, base) for e in expr[1]])
+        return _logical(kind == "or", [_compile(e, ctx) for e in expr[1]])
     if kind == "not":
-        inner = _compile(expr[1], base)
+        inner = _compile(expr[1], ctx)
         return lambda b: not ebv(inner(b))
     if kind in ("in", "notin"):
-        return _membership(kind == "in", _compile(expr[1], base), [_compile(e, base) for e in expr[2]])
+        return _membership(kind == "in", _compile(expr[1], ctx), [_compile(e, ctx) for e in expr[2]])
     if kind in _COMPARISONS:
-        return _comparison(kind, _compile(expr[1], base), _compile(expr[2], base))
+        return _comparison(kind, _compile(expr[1], ctx), _compile(expr[2], ctx))
     if kind in ("+", "-", "*", "/"):
-        left, right = _compile(expr[1], base), _compile(expr[2], base)
+        left, right = _compile(expr[1], ctx), _compile(expr[2], ctx)
         return lambda b: arithmetic(kind, left(b), right(b))
     if kind in ("neg", "pos"):
-        inner, op = _compile(expr[1], base), negate if kind == "neg" else plus
+        inner, op = _compile(expr[1], ctx), negate if kind == "neg" else plus
         return lambda b: op(inner(b))
     if kind == "if":
-        cond, then, other = (_compile(e, base) for e in expr[1:])
+        cond, then, other = (_compile(e, ctx) for e in expr[1:])
         return lambda b: then(b) if ebv(cond(b)) else other(b)
     if kind == "coalesce":
-        return _coalesce([_compile(e, base) for e in expr[1]])
+        return _coalesce([_compile(e, ctx) for e in expr[1]])
     if kind == "cast":
-        cast, inner = CASTS[expr[1]], _compile(expr[2], base)
+        cast, inner = CASTS[expr[1]], _compile(expr[2], ctx)
         return lambda b: cast(inner(b))
     if kind == "call":
-        return _call(expr[1], expr[2], base)
+        return _call(expr[1], expr[2], ctx)
     raise FilterError(f"unknown expression node {kind!r}")
 
 
@@ -382,7 +395,7 @@ def _coalesce(children: list[Evaluator]) -> Evaluator:
     return evaluate
 
 
-def _term_of(expr: Expr, base: str | None) -> Callable[[Mapping[str, Term]], Term]:
+def _term_of(expr: Expr, ctx: "_Context") -> Callable[[Mapping[str, Term]], Term]:
     """Term-level access for STR and sameTerm: variables and constants keep their exact lexical form."""
     if expr[0] == "var":
         name = expr[1]
@@ -396,28 +409,28 @@ def _term_of(expr: Expr, base: str | None) -> Callable[[Mapping[str, Term]], Ter
     if expr[0] == "const":
         term = expr[1]
         return lambda b: term
-    inner = _compile(expr, base)
+    inner = _compile(expr, ctx)
     return lambda b: to_term(inner(b))
 
 
-def _call(name: str, args: tuple[Expr, ...], base: str | None) -> Evaluator:
+def _call(name: str, args: tuple[Expr, ...], ctx: "_Context") -> Evaluator:
     if name == "STR":
-        term = _term_of(args[0], base)
+        term = _term_of(args[0], ctx)
 
         def str_(b: Mapping[str, Term]) -> Value:
             t = term(b)
             return t.value if type(t) is IRI else t.lexical  # type: ignore[union-attr]
         return str_
     if name == "sameTerm":
-        left, right = _term_of(args[0], base), _term_of(args[1], base)
+        left, right = _term_of(args[0], ctx), _term_of(args[1], ctx)
         return lambda b: left(b) == right(b)
     if name in ("REGEX", "REPLACE"):
-        return _regex_call(name, args, base)
+        return _regex_call(name, args, ctx)
     if name == "IRI":
-        fn, inner = make_fn_iri(base), _compile(args[0], base)
+        fn, inner = make_fn_iri(ctx.base), _compile(args[0], ctx)
         return lambda b: fn(inner(b))
     fn = BUILTINS[name][2]
-    compiled = [_compile(e, base) for e in args]
+    compiled = [_compile(e, ctx) for e in args]
     if len(compiled) == 1:
         only = compiled[0]
         return lambda b: fn(only(b))
@@ -427,24 +440,25 @@ def _call(name: str, args: tuple[Expr, ...], base: str | None) -> Evaluator:
     return lambda b: fn(*[c(b) for c in compiled])
 
 
-def _regex_call(name: str, args: tuple[Expr, ...], base: str | None) -> Evaluator:
+def _regex_call(name: str, args: tuple[Expr, ...], ctx: "_Context") -> Evaluator:
     flag_index = 3 if name == "REPLACE" else 2
-    text = _compile(args[0], base)
+    text = _compile(args[0], ctx)
     flags_expr = args[flag_index] if len(args) > flag_index else None
     pattern_s = _static_string(args[1])
     flags_s = "" if flags_expr is None else _static_string(flags_expr)
     if pattern_s is not None and flags_s is not None:
         static = translate_regex(pattern_s, flags_s)
-        regex_of: Callable[[Mapping[str, Term]], re.Pattern[str]] = lambda b: static
+        ctx.regexes.append(static)
+        regex_of: Callable[[Mapping[str, Term]], BoundedRegex] = lambda b: static
     else:
-        pattern, flags = _compile(args[1], base), None if flags_expr is None else _compile(flags_expr, base)
+        pattern, flags = _compile(args[1], ctx), None if flags_expr is None else _compile(flags_expr, ctx)
         regex_of = lambda b: compile_regex(pattern(b), None if flags is None else flags(b))
     if name == "REGEX":
         def regex(b: Mapping[str, Term]) -> Value:
             value = text(b)
             return regex_of(b).search(string_and_lang(value)[0]) is not None
         return regex
-    replacement = _compile(args[2], base)
+    replacement = _compile(args[2], ctx)
 
     def replace(b: Mapping[str, Term]) -> Value:
         regex = regex_of(b)

@@ -24,7 +24,7 @@ from eventcloud.sparql.filters.values import (
     Value, dec_to_double, f32, is_numeric, lexical, parse_boolean, parse_decimal, parse_double, parse_float,
     parse_integer, to_value,
 )
-from eventcloud.sparql.filters.regex import RegexError, translate_regex
+from eventcloud.sparql.filters.regex import BoundedRegex, RegexError, translate_regex
 from eventcloud.rdf.model import IRI, RDF_LANGSTRING, XSD_STRING, Literal, ModelError
 
 # --- argument helpers -------------------------------------------------------------------------
@@ -467,7 +467,7 @@ BUILTINS: dict[str, tuple[int, int, Callable[..., Value]]] = {
 }
 
 
-def compile_regex(pattern: Value, flags: Value | None) -> re.Pattern[str]:
+def compile_regex(pattern: Value, flags: Value | None) -> BoundedRegex:
     """REGEX/REPLACE pattern and flags values -> compiled pattern (ExprError when invalid)."""
     if type(pattern) is not str or (flags is not None and type(flags) is not str):
         raise ExprError("REGEX pattern and flags must be simple literals")

@@ -6,6 +6,12 @@ only at the very end unless the m flag is set, `\\p{..}` and POSIX classes are e
 flags are scoped as Rust scopes them, x mode also ignores whitespace inside classes, and what
 Rust refuses (look-around, back-references, possessive quantifiers) raises RegexError.
 REPLACE follows Rust's `replace_all`: `$1`, `${name}`, `$$`, and no empty match right after a match.
+
+Patterns are validated with Python's `re` and run by the `regex` engine under a time budget
+(`BoundedRegex`): the oracle's engine never backtracks, ours may, so a pattern that would run
+away on some literal (`(a|a)*b`) stops after `TIME_BUDGET` seconds and that REGEX is an error
+(the FILTER is false) for that value. The text is remembered, so an event binding it in many
+solutions pays the budget once, and the timeouts are counted.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import functools
 import re
 import sys
 import unicodedata
+
+import regex as _engine
 
 from eventcloud.errors import ErrorCode, InputError
 
@@ -145,13 +153,12 @@ _REPETITION = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
 class _Scope:
     """An open group: inline flag groups to close at its end, and the x and m modes inside it."""
 
-    __slots__ = ("pending", "verbose", "multiline", "unbounded")
+    __slots__ = ("pending", "verbose", "multiline")
 
     def __init__(self, verbose: bool, multiline: bool) -> None:
         self.pending: list[str] = []
         self.verbose = verbose
         self.multiline = multiline
-        self.unbounded = False  # holds a * + or {n,} (Python's backtracking is exponential if repeated)
 
 
 def _flag_switch(letters: str, scope: _Scope) -> tuple[str, bool, bool]:
@@ -165,8 +172,61 @@ def _flag_switch(letters: str, scope: _Scope) -> tuple[str, bool, bool]:
     return ("" if python.strip("-") == "" else python.rstrip("-")), verbose, multiline
 
 
-def translate_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
-    """Compile a SPARQL REGEX pattern with its flags (s, m, i, x, q) into a Python pattern."""
+#: Longest one REGEX or REPLACE evaluation may run, in seconds.
+TIME_BUDGET = 0.005
+_REMEMBERED = 64
+
+
+class RegexTimeout(ValueError):
+    """A pattern ran past its time budget on one text (a FILTER error, like any other)."""
+
+
+class BoundedRegex:
+    """A translated pattern, run by the `regex` engine with a time budget per evaluation."""
+
+    __slots__ = ("pattern", "_compiled", "timeouts", "_slow")
+
+    def __init__(self, compiled: re.Pattern[str]) -> None:
+        self.pattern = compiled.pattern
+        flags = compiled.flags & (re.IGNORECASE | re.DOTALL | re.MULTILINE)
+        self._compiled = _engine.compile(compiled.pattern, flags | _engine.V0)
+        self.timeouts = 0
+        self._slow: dict[str, None] = {}  # texts it timed out on (bounded)
+
+    def _guard(self, text: str) -> None:
+        if text in self._slow:
+            self.timeouts += 1
+            raise RegexTimeout(f"REGEX {self.pattern!r} ran past its {TIME_BUDGET:g} s budget")
+
+    def _timed_out(self, text: str) -> RegexTimeout:
+        self.timeouts += 1
+        self._slow[text] = None
+        if len(self._slow) > _REMEMBERED:
+            del self._slow[next(iter(self._slow))]
+        return RegexTimeout(f"REGEX {self.pattern!r} ran past its {TIME_BUDGET:g} s budget")
+
+    def search(self, text: str) -> "_engine.Match[str] | None":
+        self._guard(text)
+        try:
+            return self._compiled.search(text, timeout=TIME_BUDGET)
+        except TimeoutError:
+            raise self._timed_out(text) from None
+
+    def finditer(self, text: str) -> "list[_engine.Match[str]]":
+        self._guard(text)
+        try:
+            return list(self._compiled.finditer(text, timeout=TIME_BUDGET))
+        except TimeoutError:
+            raise self._timed_out(text) from None
+
+
+def translate_regex(pattern: str, flags: str = "") -> BoundedRegex:
+    """Compile a SPARQL REGEX pattern with its flags (s, m, i, x, q) into a bounded pattern."""
+    return BoundedRegex(_translate(pattern, flags))
+
+
+def _translate(pattern: str, flags: str) -> re.Pattern[str]:
+    """The Python pattern (validated by `re`) of a SPARQL REGEX pattern with its flags."""
     bits = 0
     for flag in flags:
         if flag in _FLAG_BITS:
@@ -224,11 +284,6 @@ def translate_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
             closed = stack.pop()
             out.append(")" * len(closed.pending) + ")")
             i += 1
-            if closed.unbounded:
-                if _UNBOUNDED.match(p, i):
-                    raise RegexError("nested unbounded repetition (like (a+)+) is refused: it can backtrack "
-                                     "exponentially on event data")
-                stack[-1].unbounded = True
         elif c == "|":
             out.append(")" * len(scope.pending) + "|" + "".join(scope.pending))
             i += 1
@@ -244,8 +299,6 @@ def translate_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
             if quantified:
                 raise RegexError("repeated quantifier")
             end = p.index("}", i) + 1 if c == "{" else i + 1
-            if c in "*+" or p[i:end].endswith(",}"):
-                scope.unbounded = True
             out.append(p[i:end])
             i = end
             is_quantifier = True
@@ -262,7 +315,6 @@ def translate_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
         raise RegexError(str(exc)) from None
 
 
-_UNBOUNDED = re.compile(r"[*+]|\{[0-9]+,\}")
 _NAMED_GROUP = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 _INLINE_FLAGS = re.compile(r"\(\?([a-zA-Z]*(?:-[a-zA-Z]*)?)([:)])")
 
@@ -270,7 +322,7 @@ _INLINE_FLAGS = re.compile(r"\(\?([a-zA-Z]*(?:-[a-zA-Z]*)?)([:)])")
 _GROUP_REF = re.compile(r"\$(?:\$|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
 
 
-def replace_all(regex: re.Pattern[str], text: str, replacement: str) -> str:
+def replace_all(regex: BoundedRegex, text: str, replacement: str) -> str:
     """Rust regex `replace_all`: `$n`/`${name}` references, `$$`, no empty match right after a match."""
     out, last, previous_end = [], 0, -1
     for match in regex.finditer(text):
@@ -284,7 +336,7 @@ def replace_all(regex: re.Pattern[str], text: str, replacement: str) -> str:
     return "".join(out)
 
 
-def _group(match: re.Match[str], ref: re.Match[str]) -> str:
+def _group(match: "_engine.Match[str]", ref: re.Match[str]) -> str:
     name = ref.group(1) or ref.group(2)
     if name is None:
         return "$"

@@ -1,0 +1,151 @@
+"""The RPC layer on its own (an RpcPair over memory streams): replies, typed errors, pushes,
+the in-flight limit, the bounded outbox, and connections that break or carry garbage."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import trio
+import trio.testing
+
+from eventcloud.errors import ConnectionLost, ErrorCode, RemoteError, RequestError
+from eventcloud.net.rpc import RpcConnection
+from eventcloud.testing import open_rpc_pair
+from eventcloud.wire.frames import FrameDecoder, Kind
+from eventcloud.wire.hlc import HybridClock, pack
+from eventcloud.wire.messages import Counted
+from eventcloud.wire.ops import Op
+
+
+async def echo(conn, op, body):
+    if op is Op.COUNT:
+        return Counted(len(body))
+    if op is Op.DELETE:
+        raise RequestError("nothing to delete here", ErrorCode.NOT_FOUND)
+    if op is Op.STATUS:
+        raise KeyError("a bug")
+    if op is Op.FIND:
+        return {"blob": "x" * 5000}
+    return {"op": op.value, **body}
+
+
+async def test_requests_get_replies_and_typed_errors(autojump_clock):
+    async with open_rpc_pair(server={"on_request": echo, "max_frame": 4096}) as pair:
+        assert await pair.client.call(Op.PING, {"a": 1}) == {"op": "ping", "a": 1}
+        assert await pair.client.call(Op.COUNT, {"x": 1, "y": 2}) == {"count": 2}
+        with pytest.raises(RemoteError) as info:
+            await pair.client.call(Op.DELETE, {})
+        assert info.value.code is ErrorCode.NOT_FOUND and info.value.message == "nothing to delete here"
+        with pytest.raises(RemoteError) as info:
+            await pair.client.call(Op.STATUS, {})
+        assert info.value.code is ErrorCode.INTERNAL and "KeyError" in info.value.message
+        with pytest.raises(RemoteError) as info:  # a reply over the frame limit becomes an error reply
+            await pair.client.call(Op.FIND, {})
+        assert info.value.code is ErrorCode.TOO_LARGE
+        assert await pair.client.call(Op.PING, {}) == {"op": "ping"}  # the connection goes on
+
+
+async def test_a_connection_without_handler_refuses_requests(autojump_clock):
+    async with open_rpc_pair() as pair:
+        with pytest.raises(RemoteError) as info:
+            await pair.client.call(Op.PING, {})
+        assert info.value.code is ErrorCode.UNKNOWN_OP
+
+
+async def test_pushes_reach_the_push_handler_and_a_failing_one_does_not_end_the_connection(autojump_clock):
+    got = []
+
+    def on_push(conn, op, body):
+        got.append((op, body))
+        if body.get("boom"):
+            raise ValueError("bad push handler")
+
+    async with open_rpc_pair(client={"on_push": on_push}, server={"on_request": echo}) as pair:
+        await pair.server.push(Op.NOTIFICATION, {"n": 1})
+        await pair.server.push(Op.NOTIFICATION, {"boom": True})
+        await pair.server.push(Op.NOTIFICATION, {"n": 2})
+        await pair.client.call(Op.PING, {})  # replies come after the pushes sent before them
+        assert [b for _, b in got] == [{"n": 1}, {"boom": True}, {"n": 2}]
+        assert not pair.client.closed
+
+
+async def test_clocks_merge_on_every_message(autojump_clock):
+    async with open_rpc_pair(server={"on_request": echo}) as pair:
+        pair.client.clock.observe(pack(10**12, 0))  # the client is far ahead
+        await pair.client.call(Op.PING, {})
+        assert pair.server.clock.last > pack(10**12, 0)
+
+
+async def test_requests_in_flight_per_connection_are_bounded(autojump_clock):
+    running, most = 0, 0
+    release = trio.Event()
+
+    async def slow(conn, op, body):
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await release.wait()
+        running -= 1
+        return {}
+
+    async with open_rpc_pair(server={"on_request": slow, "max_inflight": 3}) as pair:
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(pair.client.call, Op.PING, {})
+            await trio.sleep(1)
+            assert running == 3  # the reader stopped reading: the others wait in the stream
+            release.set()
+        assert most == 3
+
+
+async def test_the_outbox_is_bounded_when_the_other_side_stops_reading(autojump_clock):
+    left, right = trio.testing.lockstep_stream_pair()  # a write blocks until the other side reads
+    conn = RpcConnection(left, HybridClock(lambda: 0), max_outbox=10_000)
+    peak = 0
+    async with trio.open_nursery() as nursery:
+        for _ in range(50):
+            nursery.start_soon(conn.push, Op.NOTIFICATION, {"blob": "y" * 1000})
+        for _ in range(20):
+            await trio.sleep(0.1)
+            peak = max(peak, conn._outbox_bytes)
+        assert 0 < peak <= 10_000 + 1100
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_broken_connection_fails_pending_and_later_calls(autojump_clock):
+    never = trio.Event()
+
+    async def stuck(conn, op, body):
+        await never.wait()
+
+    async with open_rpc_pair(server={"on_request": stuck}) as pair:
+        async def close_soon():
+            await trio.sleep(1)
+            await pair.server.stream.aclose()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(close_soon)
+            with pytest.raises(ConnectionLost):
+                await pair.client.call(Op.PING, {})
+        await trio.sleep(0.1)
+        assert pair.client.closed
+        with pytest.raises(ConnectionLost):
+            await pair.client.call(Op.PING, {})
+
+
+async def test_garbage_gets_one_error_frame_then_the_connection_closes(autojump_clock):
+    left, right = trio.testing.memory_stream_pair()
+    closed = []
+    server = RpcConnection(right, HybridClock(lambda: 0), on_request=echo, on_close=closed.append)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server.run)
+        await left.send_all(struct.pack(">I", 3) + b"\xc1\xc1\xc1")
+        decoder = FrameDecoder()
+        with trio.fail_after(5):
+            while (message := decoder.next_message()) is None:
+                decoder.feed(await left.receive_some())
+        assert message.kind is Kind.ERROR and message.id is None and message.body["code"] == "protocol"
+        with trio.fail_after(5):
+            await server.wait_closed()
+        assert closed and "not valid msgpack" in closed[0]

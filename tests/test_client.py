@@ -1,0 +1,91 @@
+"""The SDK against an in-process overlay: its typed API, and every failure as a ClientError with a code."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from eventcloud.client import ClientError, connect
+from eventcloud.errors import ErrorCode
+from eventcloud.rdf.model import IRI, Literal
+from eventcloud.testing import open_overlay
+from tests.helpers import EXO, sample_events
+
+S, P = IRI(EXO + "s"), IRI(EXO + "p")
+
+
+async def test_publish_read_delete_and_status(autojump_clock):
+    async with open_overlay(3) as overlay:
+        async with overlay.client(1, "sdk") as client:
+            event = client.event([(S, P, Literal("1"))])
+            assert event.graph.value.startswith("http://eventcloud.io/events/sdk/")
+            receipt = await client.publish(event)
+            assert (receipt.graph, receipt.quads) == (event.graph.value, 1) and receipt.published > 0
+            assert await client.find(event.graph) == list(event.quads)
+            assert await client.count(None, None, P) == 1
+            assert (await client.query("ASK { GRAPH ?g { ?s ?p ?o } }"))["boolean"] is True
+            status = await client.status()
+            assert len(status.peers) == 3 and sum(p.quads for p in status.peers) == 1
+            assert await client.delete(event.graph.value) == 1
+            assert await client.count() == 0
+
+
+async def test_bad_input_is_a_client_error_never_a_raw_exception(autojump_clock):
+    async with open_overlay(1) as overlay:
+        async with overlay.client() as client:
+            with pytest.raises(ClientError, match="not valid Unicode") as info:
+                await client.publish(client.event([(S, P, Literal("bad \ud800 surrogate"))]))
+            assert info.value.code is ErrorCode.BAD_REQUEST
+            with pytest.raises(ClientError, match="unknown notification kind"):
+                await client.subscribe("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }", kind="loud")
+            with pytest.raises(ClientError) as info:
+                await client.subscribe("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 1")
+            assert info.value.code is ErrorCode.BAD_SUBSCRIPTION and "LIMIT" in info.value.message
+            with pytest.raises(ClientError) as info:
+                await client.query("SELECT WHERE {")
+            assert info.value.code is ErrorCode.BAD_QUERY
+            with pytest.raises(ClientError, match="IRI"):
+                await client.delete("not an iri")
+            with pytest.raises(ClientError, match="graph of a quad must be an IRI|must be an IRI"):
+                client.event([(S, Literal("p"), S)])
+
+
+async def test_connecting_to_nothing_is_a_client_error(autojump_clock):
+    async with open_overlay(1) as overlay:
+        with pytest.raises(ClientError, match="cannot reach peer:42") as info:
+            async with connect("peer:42", transport=overlay.network):
+                pass
+        assert info.value.code is ErrorCode.UNREACHABLE
+    with pytest.raises(ClientError, match="expected HOST:PORT"):
+        async with connect("nonsense"):
+            pass
+
+
+async def test_a_lost_entry_peer_ends_the_subscription_with_an_error_not_a_hang(autojump_clock):
+    async with open_overlay(2) as overlay:
+        async with overlay.client(1) as client:
+            sub = await client.subscribe("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }", kind="signal")
+            entry = overlay.peers[1]
+            entry.stop()
+            await overlay.network.kill(entry.address)
+            with trio.fail_after(10):
+                with pytest.raises(ClientError, match="ended") as info:
+                    async for _ in sub:
+                        pass
+            assert info.value.code is ErrorCode.UNREACHABLE
+            with pytest.raises(ClientError) as info:
+                await client.count()
+            assert info.value.code is ErrorCode.UNREACHABLE
+
+
+async def test_unsubscribe_ends_the_iteration_cleanly(autojump_clock):
+    async with open_overlay(2) as overlay:
+        async with overlay.client() as client:
+            sub = await client.subscribe("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }", kind="signal")
+            await client.publish(sample_events(1)[0])
+            with trio.fail_after(10):
+                note = await sub.receive()
+            assert note.kind == "signal"
+            await sub.unsubscribe()
+            with trio.fail_after(10):
+                assert [n async for n in sub] == []

@@ -22,7 +22,7 @@ from eventcloud.net.rpc import RpcConnection
 from eventcloud.overlay import next_hop
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.sparql.filters.values import canonical_term
-from eventcloud.wire.codec import _trusted_iri, triple_from_wire, triple_to_wire
+from eventcloud.wire.codec import triple_from_wire, triple_to_wire, trusted_iri as _trusted_iri
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Deliver, Delivery, Empty, Publish, Published, Receipt
 from eventcloud.wire.ops import Op
@@ -92,25 +92,26 @@ class Storage:
         """Keep the quads this peer owns; forward the others, all events together, one message per hop."""
         state = self.state
         zone, zones, space = state.zone, state.neighbour_zones(), state.space
-        mine: list[tuple[IRI, list[Quad], Delivery]] = []
+        mine: list[tuple[IRI, list[Quad], Delivery, list[Quad]]] = []
         groups: dict[str, list[Delivery]] = {}
         for delivery in deliveries:
             graph = _trusted_iri(delivery.graph)
+            # every quad is decoded once: for routing, and (OSMA) as the whole event to match
+            quads = [triple_from_wire(graph, q, trusted=True) for q in delivery.quads]
             own: list[Quad] = []
             by_hop: dict[str, list[int]] = {}
-            indexes = range(len(delivery.quads)) if delivery.take is None else delivery.take
-            for i in indexes:
+            for i in _taken(delivery):
                 try:
-                    quad = triple_from_wire(graph, delivery.quads[i], trusted=True)
-                except IndexError:
-                    raise BadRequest(f"delivery of {delivery.graph}: quad index {i} out of range") from None
+                    quad = quads[i]
+                except (IndexError, TypeError):
+                    raise BadRequest(f"delivery of {delivery.graph}: quad index {i!r} out of range") from None
                 hop = next_hop(zone, zones, space.point(quad))
                 if hop is None:
                     own.append(quad)
                 else:
                     by_hop.setdefault(hop, []).append(i)
             if own:
-                mine.append((graph, own, delivery))
+                mine.append((graph, own, delivery, quads))
             for hop, taken in by_hop.items():
                 groups.setdefault(hop, []).append(_part(delivery, taken))
 
@@ -131,21 +132,19 @@ class Storage:
         async with trio.open_nursery() as nursery:
             for hop, part in groups.items():
                 nursery.start_soon(forward, hop, part)
-            for graph, own, delivery in mine:
-                await self._store(graph, own, delivery)
+            for graph, own, delivery, quads in mine:
+                await self._store(graph, own, delivery, quads)
 
     async def _local_deliver(self, body: Delivery) -> dict[str, Any]:
         graph = _trusted_iri(body.graph)
-        quads = [triple_from_wire(graph, body.quads[i], trusted=True) for i in _taken(body)]
-        await self._store(graph, quads, body)
+        quads = [triple_from_wire(graph, q, trusted=True) for q in body.quads]
+        await self._store(graph, [quads[i] for i in _taken(body)], body, quads)
         return {}
 
-    async def _store(self, graph: IRI, quads: list[Quad], delivery: Delivery) -> None:
-        fresh, _ = await self.store.store_quads(graph, quads, delivery.size, delivery.published)
+    async def _store(self, graph: IRI, own: list[Quad], delivery: Delivery, quads: list[Quad]) -> None:
+        fresh, _ = await self.store.store_quads(graph, own, delivery.size, delivery.published)
         self.counters["quads_stored"] += len(fresh)
-        whole = None
-        if delivery.whole and fresh:
-            whole = _whole_event(graph, delivery)
+        whole = _whole_event(graph, quads) if delivery.whole and fresh else None
         await self.matcher.on_stored(graph, fresh, delivery.size, delivery.published, whole)
 
 
@@ -160,8 +159,9 @@ def _part(delivery: Delivery, taken: list[int]) -> Delivery:
     return replace(delivery, quads=tuple(delivery.quads[i] for i in taken), take=None)
 
 
-def _whole_event(graph: IRI, delivery: Delivery) -> CompoundEvent:
+def _whole_event(graph: IRI, quads: list[Quad]) -> CompoundEvent:
+    """The event as the entry peer validated it (no re-validation on the hot path)."""
     event = object.__new__(CompoundEvent)
     object.__setattr__(event, "graph", graph)
-    object.__setattr__(event, "quads", tuple(triple_from_wire(graph, q, trusted=True) for q in delivery.quads))
+    object.__setattr__(event, "quads", tuple(quads))
     return event

@@ -39,7 +39,7 @@ __all__ = [
     "triple_from_wire", "event_to_wire", "event_from_wire", "pattern_to_wire", "pattern_from_wire",
     "point_to_wire", "point_from_wire", "box_to_wire", "box_from_wire", "zone_to_wire", "zone_from_wire",
     "neighbour_to_wire", "neighbour_from_wire", "space_to_wire", "space_from_wire", "partial_to_wire",
-    "partial_from_wire", "solutions_to_wire", "solutions_from_wire",
+    "partial_from_wire", "solutions_to_wire", "solutions_from_wire", "trusted_iri",
 ]
 
 Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
@@ -104,6 +104,11 @@ def _trusted_iri(value: str) -> IRI:
     iri = _new(IRI)
     _set(iri, "value", value)
     return iri
+
+
+def trusted_iri(value: str) -> IRI:
+    """An IRI from a string another peer already validated (memoised: IRIs recur constantly)."""
+    return _trusted_iri(value)
 
 
 def _trusted_literal(lexical: str, datatype: str, language: str | None) -> Literal:

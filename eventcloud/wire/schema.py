@@ -28,12 +28,14 @@ T = TypeVar("T")
 class Codec:
     """How one kind of value crosses the wire."""
 
-    __slots__ = ("name", "encode", "decode")
+    __slots__ = ("name", "encode", "decode", "label")
 
-    def __init__(self, name: str, encode: Callable[[Any], Any], decode: Callable[[Any, bool], Any]) -> None:
-        self.name = name
+    def __init__(self, name: str, encode: Callable[[Any], Any], decode: Callable[[Any, bool], Any],
+                 label: str | None = None) -> None:
+        self.name = name          # in error messages: "expected <name>"
         self.encode = encode
-        self.decode = decode  # (data, trusted) -> value; raises BadRequest
+        self.decode = decode      # (data, trusted) -> value; raises BadRequest
+        self.label = label or name.removeprefix("a ").removeprefix("an ")  # in the protocol reference
 
     def __repr__(self) -> str:
         return f"Codec({self.name})"
@@ -82,16 +84,17 @@ def LIST(item: Codec) -> Codec:
             except BadRequest as exc:
                 raise BadRequest(f"item {index}: {exc.message}") from None
         return tuple(out)
-    return Codec(f"a list of {item.name}", encode, decode)
+    return Codec(f"a list of {item.label}", encode, decode, f"[{item.label}]")
 
 
 def OPT(inner: Codec) -> Codec:
     return Codec(f"{inner.name} or null", lambda v: None if v is None else inner.encode(v),
-                 lambda data, trusted: None if data is None else inner.decode(data, trusted))
+                 lambda data, trusted: None if data is None else inner.decode(data, trusted), f"{inner.label} or null")
 
 
 def NESTED(cls: "type[Body]") -> Codec:
-    return Codec(f"a {cls.__name__} map", lambda v: v.to_wire(), lambda data, trusted: cls.from_wire(data, trusted))
+    return Codec(f"a {cls.__name__} map", lambda v: v.to_wire(), lambda data, trusted: cls.from_wire(data, trusted),
+                 cls.__name__)
 
 
 def field(codec: Codec, *, default: Any = MISSING, key: str | None = None) -> Any:

@@ -40,17 +40,23 @@ class PeerConfig:
     reconstruct_deadline: float = 30.0
     subscriber_buffer: int = 10_000       # notifications queued per subscriber before dropping
     seen_limit: int = 200_000             # (subscription, event) pairs remembered for dedup
-    rewritten_ttl: float = 120.0          # a CSMA rewritten subscription waits this long for quads
     tombstone_ttl: float = 300.0
+    # publication and notification reliability
+    resolve_after: float = 3.0            # a pending event this old is resolved with its entry's decision
+    abort_after: float = 30.0             # ... and aborted if nobody decided it by then
+    outbox_every: float = 5.0             # committed events whose notifications are not done: retried
+    give_up_after: float = 600.0          # ... until this old (an entry peer gone for good)
     # store
     offload_store: bool | None = None     # run store calls in a thread (None: iff on disk)
+    fsync: bool = True                    # the log is fsynced before a write is acknowledged
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {self.algorithm!r}: use one of {', '.join(ALGORITHMS)}")
         if self.data_dir is not None:
             self.data_dir = Path(self.data_dir)
-        positive = ("retry_window", "join_timeout", "reconstruct_deadline", "rewritten_ttl", "tombstone_ttl")
+        positive = ("retry_window", "join_timeout", "reconstruct_deadline", "tombstone_ttl",
+                    "resolve_after", "abort_after", "outbox_every", "give_up_after")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
@@ -62,6 +68,8 @@ class PeerConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.stabilise_every < 0:
             raise ValueError("stabilise_every must be 0 (never) or positive")
+        if self.abort_after <= self.resolve_after:
+            raise ValueError("abort_after must be longer than resolve_after")
 
     @property
     def offloaded(self) -> bool:

@@ -1,21 +1,28 @@
-"""Matching on a peer: OSMA's one-step check and CSMA's chained rewriting.
+"""Matching on a peer: OSMA's one-step check and CSMA's chained rewriting, once per committed event.
 
-OSMA: an owner of quads of an event holds the whole event and checks the subscriptions stored
-here whose indexing pattern matches one of its quads (it cannot be the notifier of any
-other). The shared index decides which match; for each, one decision (`matching.osma.decide`)
-says whether this peer is the notifier and with which bindings. The event is indexed once.
+An event is matched by each peer holding some of its quads when it commits there (never
+while pending, so an event that is not acknowledged is never notified):
 
-CSMA: a stored quad that matches the first pattern of a subscription starts a chain: the
-subscription is rewritten (its variables bound, the pattern dropped) and routed to the peers
-of its next pattern, which match it against the quads they hold (and those still to come,
-for `rewritten_ttl`). When no pattern is left the entry peer is notified.
+* OSMA: the peer checks the subscriptions stored here whose indexing pattern matches one of
+  its quads (it cannot be the notifier of any other). The shared index decides which match
+  the whole event; for each, one decision (`matching.osma.decide`) says whether this peer is
+  the notifier and with which bindings. The event is indexed once.
+* CSMA: each quad here matching a subscription's first pattern rewrites it and the
+  rewritten subscription is multicast to the peers of its next pattern, which match it
+  against their quads of the same event (all are stored before an event commits) and go on;
+  the last one notifies the entry peer. Each step returns once its whole chain is done.
 
-A subscription that reaches a peer after quads it should have seen (a concurrent
-publication) starts CSMA chains from the stored quads: the OSMA fallback and CSMA's own rule.
+When every notification of an event was accepted by the entry peers, the event is marked
+*notified* in the store. A committed event not marked notified (a crash, an unreachable
+entry) is matched again by the outbox loop, here or on whichever peer took this zone over;
+the entry peer drops what it already delivered, so a subscriber sees each pair once.
 
-All matching runs in worker tasks fed by a bounded channel, so publishing returns once quads
-are stored. Work a worker produces for this same peer (a chain step whose next pattern is
-local) is done by that worker afterwards, never queued behind itself.
+A subscription that reaches a peer after quads it should have seen (a concurrent publication)
+starts CSMA chains from the stored quads: the OSMA fallback and CSMA's own rule.
+
+Matching runs in worker tasks fed by a bounded channel; a handler that finds it full waits at
+most `enqueue_timeout`, then answers `busy`. Work a worker produces for its own peer is done
+by that worker next, never queued behind itself.
 """
 
 from __future__ import annotations
@@ -32,27 +39,27 @@ from eventcloud.errors import ErrorCode, EventCloudError, RequestError
 from eventcloud.matching.csma import PartialMatch, advance, is_complete, next_pattern, start
 from eventcloud.matching.osma import decide
 from eventcloud.matching.reference import event_index
-from eventcloud.rdf.model import IRI, CompoundEvent, Quad
-from eventcloud.wire.messages import CsmaStep, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord
+from eventcloud.rdf.model import CompoundEvent, Quad
+from eventcloud.wire.codec import quad_from_wire, trusted_iri
+from eventcloud.wire.hlc import HybridClock, unpack
+from eventcloud.wire.messages import CsmaStep, Find, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord
 from eventcloud.wire.ops import Op
 from peers.router import Router
 from peers.state import PeerState
-from peers.store import AsyncStore
-from peers.subscriptions import Stored, Subscriptions
+from peers.store import AsyncStore, notified
+from peers.subscriptions import Subscriptions
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Matcher"]
 
-OSMA_CHECKED_LIMIT = 100_000   # recent events whose OSMA candidates this peer remembers
+WAITING_LIMIT = 100_000        # whole events kept in memory between their two phases
 
 
 @dataclass(frozen=True, slots=True)
-class _Osma:
-    event: CompoundEvent
-    size: int
-    published: int
-    candidates: tuple[str, ...]
+class _Committed:
+    graph: str
+    whole: CompoundEvent | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +70,7 @@ class _First:
     published: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Next:
-    record: SubscriptionRecord
-    partial: PartialMatch
-    index: int
-    quad: Quad
-    size: int
-    published: int
-
-
-Work = Union[_Osma, _First, _Next]
+Work = Union[_Committed, _First]
 
 #: Set inside a worker: work it produces for this peer goes here, done by that worker next.
 _inline: contextvars.ContextVar[deque | None] = contextvars.ContextVar("inline_work", default=None)
@@ -81,21 +78,22 @@ _inline: contextvars.ContextVar[deque | None] = contextvars.ContextVar("inline_w
 
 class Matcher:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 notify_here: Callable[[Notify], Awaitable[None]], counters: Counter[str], *, workers: int,
-                 work_queue: int, rewritten_ttl: float, enqueue_timeout: float) -> None:
+                 notify_here: Callable[[Notify], Awaitable[None]], clock: HybridClock, counters: Counter[str], *,
+                 workers: int, work_queue: int, enqueue_timeout: float, outbox_every: float,
+                 give_up_after: float) -> None:
         self.state = state
         self.router = router
         self.store = store
         self.subscriptions = subscriptions
         self.notify_here = notify_here
+        self.clock = clock
         self.counters = counters
         self.workers = workers
-        self.rewritten_ttl = rewritten_ttl
         self.enqueue_timeout = enqueue_timeout
-        # CSMA rewritten subscriptions waiting here, by event graph then subscription id.
-        self._rewritten: dict[str, dict[str, list[tuple[PartialMatch, float]]]] = {}
-        self._chain_records: dict[str, SubscriptionRecord] = {}
-        self._osma_checked: OrderedDict[str, set[str]] = OrderedDict()
+        self.outbox_every = outbox_every
+        self.give_up_after = give_up_after
+        self._waiting: OrderedDict[str, CompoundEvent | None] = OrderedDict()
+        self._busy: set[str] = set()   # events being matched right now
         self._send, self._receive = trio.open_memory_channel[Work](work_queue)
 
     def routed(self) -> dict[Op, Any]:
@@ -106,7 +104,7 @@ class Matcher:
         async with trio.open_nursery() as nursery:
             for _ in range(self.workers):
                 nursery.start_soon(self._worker, self._receive.clone())
-            nursery.start_soon(self._expire_loop)
+            nursery.start_soon(self._outbox_loop)
             task_status.started()
 
     async def _submit(self, work: Work) -> None:
@@ -120,6 +118,40 @@ class Matcher:
         self.counters["matching_busy"] += 1
         raise RequestError(f"peer {self.state.id} is overloaded: its matching queue stayed full", ErrorCode.BUSY)
 
+    # --- events ---------------------------------------------------------------------------------
+
+    def remember(self, graph: str, whole: CompoundEvent | None) -> None:
+        """Keep the whole event of a pending delivery until it commits (OSMA matches it then)."""
+        self._waiting[graph] = whole
+        self._waiting.move_to_end(graph)
+        if len(self._waiting) > WAITING_LIMIT:
+            self._waiting.popitem(last=False)  # it will be gathered from the owners instead
+
+    def forget(self, graph: str) -> None:
+        self._waiting.pop(graph, None)
+
+    async def on_committed(self, graph: str, whole: CompoundEvent | None = None) -> None:
+        """An event committed here: match it."""
+        kept = self._waiting.pop(graph, None)
+        await self._submit(_Committed(graph, whole or kept))
+
+    async def _outbox_loop(self) -> None:
+        """Match again the committed events whose notifications are not all done."""
+        await trio.sleep(self.outbox_every / 4)
+        while True:
+            now_ms = unpack(self.clock.now())[0]
+            for graph, info in self.store.events().items():
+                if not info.committed or info.notified or graph in self._busy:
+                    continue
+                age = (now_ms - unpack(info.published)[0]) / 1000
+                if age > self.give_up_after:  # an entry peer gone for good: stop owing it
+                    self.counters["notifications_abandoned"] += 1
+                    await self.store.write([notified(graph)])
+                elif age > self.outbox_every:
+                    self.counters["outbox_retries"] += 1
+                    await self._submit(_Committed(graph, None))
+            await trio.sleep(self.outbox_every)
+
     # --- subscriptions arriving and leaving -----------------------------------------------------
 
     async def _local_store_sub(self, body: StoreSubscription) -> int:
@@ -132,69 +164,31 @@ class Matcher:
         stored = await self.subscriptions.add(record)
         if stored is None:
             return 0
-        # Quads stored before the subscription arrived but published after it was made.
-        for quad in await self.store.find(*sub.pattern_terms(0)):
+        # Committed quads stored before the subscription arrived but published after it was made.
+        for quad in await self.store.find(*sub.pattern_terms(0), committed_only=True):
             info = self.store.event_info(quad.g)
-            if info is not None and info[1] >= stored.t:
-                await self._submit(_First(stored.id, quad, info[0], info[1]))
+            if info is not None and info.published >= stored.t:
+                await self._submit(_First(stored.id, quad, info.size, info.published))
         return 1
 
     async def _local_remove_sub(self, body: SubscriptionId) -> int:
-        ident = body.id
-        self._chain_records.pop(ident, None)
-        for waiting in self._rewritten.values():
-            waiting.pop(ident, None)
-        return int(await self.subscriptions.remove(ident))
+        return int(await self.subscriptions.remove(body.id))
 
     async def _local_csma_sub(self, body: CsmaStep) -> int:
+        """A rewritten subscription for one event: match it against the quads of that event held
+        here and go on with its chain; returns once the chain is done (1) or nothing matched (0)."""
         record = body.record
         if self.subscriptions.removed(record.id):
             return 0
         sub = self.subscriptions.parse(record)
-        self._rewritten.setdefault(body.graph, {}).setdefault(record.id, []).append(
-            (body.partial, trio.current_time() + self.rewritten_ttl))
-        self._chain_records[record.id] = record
         index = next_pattern(sub, body.partial)
+        done = 0
         for quad in await self.store.find(*sub.pattern_terms(index, dict(body.partial.bindings))):
-            await self._submit(_Next(record, body.partial, index, quad, body.size, body.published))
-        return 1
-
-    # --- quads arriving ---------------------------------------------------------------------------
-
-    async def on_stored(self, graph: IRI, fresh: list[Quad], size: int, published: int,
-                        whole: CompoundEvent | None) -> None:
-        """Quads of an event were stored here (`whole`: the event, under OSMA)."""
-        index = self.subscriptions.index
-        if whole is not None and len(self.subscriptions) and fresh:
-            # OSMA: this peer can only be the notifier of a subscription whose indexing pattern
-            # matches one of the quads it owns, so those quads' candidates are the only ones to
-            # check. An event whose quads arrive here in several deliveries is checked once per
-            # subscription: `checked` remembers which were already decided for it.
-            checked = self._osma_checked.setdefault(graph.value, set())
-            if len(self._osma_checked) > OSMA_CHECKED_LIMIT:
-                self._osma_checked.popitem(last=False)
-            candidates = []
-            for quad in fresh:
-                for ident in index.first_pattern_candidates(quad):
-                    if ident not in checked:
-                        checked.add(ident)
-                        candidates.append(ident)
-            if candidates:
-                await self._submit(_Osma(whole, size, published, tuple(candidates)))
-        waiting = self._rewritten.get(graph.value, {})
-        for quad in fresh:
-            if whole is None:
-                for ident in index.first_pattern_candidates(quad):
-                    stored = self.subscriptions.get(ident)
-                    if stored is not None and published >= stored.t:
-                        await self._submit(_First(ident, quad, size, published))
-            for ident, items in list(waiting.items()):
-                record = self._chain_records.get(ident)
-                if record is None:
-                    continue
-                sub = self.subscriptions.parse(record)
-                for partial, _ in list(items):
-                    await self._submit(_Next(record, partial, next_pattern(sub, partial), quad, size, published))
+            advanced = advance(sub, body.partial, index, quad)
+            if advanced is not None:
+                await self._chain(record, advanced, body.graph, body.size, body.published)
+                done = 1
+        return done
 
     # --- the workers ----------------------------------------------------------------------------
 
@@ -210,36 +204,57 @@ class Matcher:
                         await self._process(work)
                     except EventCloudError as exc:
                         self.counters["matching_errors"] += 1
-                        log.warning("peer %s: matching step failed: %s", self.state.id, exc)
+                        log.info("peer %s: matching step failed (retried later): %s", self.state.id, exc)
                     except Exception:
                         self.counters["matching_errors"] += 1
                         log.exception("peer %s: matching step failed", self.state.id)
 
     async def _process(self, work: Work) -> None:
-        if type(work) is _Osma:
-            await self._osma(work)
-        elif type(work) is _First:
-            stored = self.subscriptions.get(work.ident)
-            if stored is None:
+        if type(work) is _Committed:
+            if work.graph in self._busy:
                 return
+            self._busy.add(work.graph)
+            try:
+                await self._match(work)
+            finally:
+                self._busy.discard(work.graph)
+            return
+        assert type(work) is _First
+        stored = self.subscriptions.get(work.ident)
+        if stored is not None:
             partial = advance(stored.sub, start(stored.sub), 0, work.quad)
             if partial is not None:
                 await self._chain(stored.record, partial, work.quad.g.value, work.size, work.published)
-        else:
-            assert type(work) is _Next
-            record = work.record
-            if self.subscriptions.removed(record.id) or work.index not in work.partial.remaining:
-                return
-            advanced = advance(self.subscriptions.parse(record), work.partial, work.index, work.quad)
-            if advanced is not None:
-                await self._chain(record, advanced, work.quad.g.value, work.size, work.published)
 
-    async def _osma(self, work: _Osma) -> None:
-        event, published = work.event, work.published
+    async def _match(self, work: _Committed) -> None:
+        """All the notifications this peer owes for one committed event, then the mark."""
+        graph = work.graph
+        info = self.store.event_info(graph)
+        if info is None or not info.committed or info.notified:
+            return
+        if len(self.subscriptions):
+            here = await self.store.find(trusted_iri(graph), None, None, None)
+            if self.state.algorithm == "osma":
+                await self._osma(graph, here, info.size, info.published, work.whole)
+            else:
+                for quad in here:
+                    for ident in self.subscriptions.index.first_pattern_candidates(quad):
+                        await self._process(_First(ident, quad, info.size, info.published))
+        await self.store.write([notified(graph)])
+
+    async def _osma(self, graph: str, here: list[Quad], size: int, published: int,
+                    whole: CompoundEvent | None) -> None:
+        # This peer can only be the notifier of a subscription whose indexing pattern matches
+        # one of the quads it holds: those are the only candidates.
+        index = self.subscriptions.index
+        candidates = list(dict.fromkeys(ident for quad in here for ident in index.first_pattern_candidates(quad)))
+        if not candidates:
+            return
+        event = whole if whole is not None else await self._gather(graph, size)
         view = event_index(event)                       # the event, indexed once for every decision
-        matched = set(self.subscriptions.index.match_event(event))  # the shared joins decide the matches
+        matched = set(index.match_event(event))         # the shared joins decide the matches
         zone, space = self.state.zone, self.state.space
-        for ident in work.candidates:
+        for ident in candidates:
             stored = self.subscriptions.get(ident)
             if ident not in matched or stored is None or published < stored.t:
                 continue
@@ -247,15 +262,25 @@ class Matcher:
             position, solutions = decide(stored.sub, view, want_solutions=kind == "bindings")
             if position is None or not zone.contains(space.point(event.quads[position])):
                 continue
-            await self._notify(stored.record, event.graph.value, work.size, published,
+            await self._notify(stored.record, graph, size, published,
                                solutions=tuple(solutions) if kind == "bindings" else None,
                                quads=event.quads if kind == "event" else None)
 
+    async def _gather(self, graph: str, size: int) -> CompoundEvent:
+        """The whole event from its owners (after a restart or a takeover lost the copy in memory)."""
+        iri = trusted_iri(graph)
+        box = self.state.space.pattern_box((iri, None, None, None))
+        chunks = await self.router.multicast(box, Op.FIND_LOCAL, Find((iri, None, None, None), pending=True))
+        quads = tuple(dict.fromkeys(quad_from_wire(q, trusted=True) for chunk in chunks for q in chunk))
+        if len(quads) < size:
+            raise RequestError(f"event {graph}: {len(quads)} of {size} quads found", ErrorCode.UNAVAILABLE)
+        self.counters["events_gathered"] += 1
+        return CompoundEvent(iri, quads)
+
     async def _chain(self, record: SubscriptionRecord, partial: PartialMatch, graph: str, size: int,
                      published: int) -> None:
-        """One CSMA step done: notify if nothing is left, else route the rewritten
-        subscription to the peers of its next pattern."""
-        self._chain_records[record.id] = record
+        """One CSMA step done: notify if nothing is left, else hand the rewritten subscription to
+        the peers of its next pattern (and wait for the rest of the chain)."""
         if is_complete(partial):
             await self._notify(record, graph, size, published, csma=True)
             return
@@ -267,6 +292,8 @@ class Matcher:
 
     async def _notify(self, record: SubscriptionRecord, graph: str, size: int, published: int, *,
                       csma: bool = False, solutions: Any = None, quads: Any = None) -> None:
+        """Hand one notification to the subscription's entry peer; raises if it cannot be done
+        (the event stays in the outbox and is matched again)."""
         body = Notify(record.id, graph, size, published, csma=csma, solutions=solutions, quads=quads)
         self.counters["notifications_sent"] += 1
         if record.entry == self.state.address:
@@ -276,20 +303,7 @@ class Matcher:
             await self.router.call(record.entry, Op.NOTIFY, body)
         except EventCloudError as exc:
             self.counters["notifications_undeliverable"] += 1
-            log.warning("peer %s: cannot reach entry %s of subscription %s: %s",
-                        self.state.id, record.entry, record.id, exc)
-
-    async def _expire_loop(self) -> None:
-        while True:
-            await trio.sleep(10)
-            now = trio.current_time()
-            for graph, waiting in list(self._rewritten.items()):
-                for ident, items in list(waiting.items()):
-                    kept = [(p, exp) for p, exp in items if exp > now]
-                    if kept:
-                        waiting[ident] = kept
-                    else:
-                        del waiting[ident]
-                if not waiting:
-                    del self._rewritten[graph]
-            self.subscriptions.expire_tombstones(now)
+            if self.subscriptions.get(record.id) is None:
+                return  # the subscription is gone meanwhile: nothing is owed any more
+            raise RequestError(f"cannot reach entry {record.entry} of subscription {record.id}: {exc.message}",
+                               ErrorCode.UNREACHABLE) from None

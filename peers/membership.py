@@ -29,16 +29,16 @@ from eventcloud.overlay import (
     CoordinateSpace, Neighbour, Zone, announced, heirs, merge_for_leave, split_for_join, verified,
 )
 from eventcloud.rdf.model import Quad
-from eventcloud.wire.codec import neighbour_to_wire, point_to_wire
+from eventcloud.wire.codec import point_from_wire, point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    Announce, Empty, EventMeta, Handover, JoinCommit, JoinGrant, JoinRequest, Left, OverlayInfo, PeerId, Routed,
-    Table, TakeOver,
+    Announce, Decision, Empty, EventMeta, Handover, JoinCommit, JoinGrant, JoinRequest, Left, OverlayInfo, PeerId,
+    Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
 from peers.router import FAILED, Router
 from peers.state import PeerState
-from peers.store import AsyncStore
+from peers.store import AsyncStore, add, decide, notified, remove
 from peers.subscriptions import Subscriptions
 
 log = logging.getLogger(__name__)
@@ -128,13 +128,20 @@ class Membership:
         log.info("peer %s joined: zone %s", state.id, state.zone)
 
     async def _install(self, data: Handover) -> None:
-        events = {m.graph: (m.size, m.published) for m in data.events}
+        """Take a zone's content: quads with their events' state, decisions, subscriptions."""
+        events = {m.graph: m for m in data.events}
         by_graph: dict[str, list[Quad]] = {}
         for quad in data.quads:
             by_graph.setdefault(quad.g.value, []).append(quad)
+        mutations = []
         for graph, quads in by_graph.items():
-            size, published = events.get(graph, (len(quads), 0))
-            await self.store.add_quads(quads[0].g, quads, size, published)
+            meta = events.get(graph) or EventMeta(graph, len(quads), 0)
+            mutations.append(add(graph, quads, meta.size, meta.published, committed=meta.committed, tx=meta.tx))
+            if meta.notified:
+                mutations.append(notified(graph))
+        mutations += [decide(d.key, d.decision, point_to_wire(d.point)) for d in data.decisions]
+        if mutations:
+            await self.store.write(mutations)
         await self.subscriptions.install(data.subscriptions)
 
     async def _handover(self, zone: Zone) -> tuple[list[Quad], Handover]:
@@ -144,8 +151,12 @@ class Membership:
         for q in quads:
             info = self.store.event_info(q.g)
             if info is not None:
-                events[q.g.value] = EventMeta(q.g.value, *info)
-        return quads, Handover(tuple(quads), tuple(events.values()), tuple(self.subscriptions.export(zone)))
+                events[q.g.value] = EventMeta(q.g.value, info.size, info.published, info.committed, info.notified,
+                                              info.tx)
+        decisions = tuple(Decision(key, decision, point_from_wire(point))
+                          for key, (decision, point) in self.store.sync.decisions().items()
+                          if zone.contains(point_from_wire(point)))
+        return quads, Handover(tuple(quads), tuple(events.values()), tuple(self.subscriptions.export(zone)), decisions)
 
     async def _local_join_split(self, body: JoinRequest) -> dict[str, Any]:
         await self._join_gate.acquire()
@@ -197,7 +208,11 @@ class Membership:
                                ErrorCode.NOT_FOUND)
         pending.timer.cancel()
         self._join_gate.release()
-        await self.store.remove_quads(pending.quads)
+        by_graph: dict[str, list[Quad]] = {}
+        for quad in pending.quads:
+            by_graph.setdefault(quad.g.value, []).append(quad)
+        if by_graph:
+            await self.store.write([remove(g, qs) for g, qs in by_graph.items()])
         await self.subscriptions.prune(state.zone)
         newcomer = state.neighbours[body.id]
         records = {state.id: Neighbour(state.address, state.zone), body.id: newcomer}

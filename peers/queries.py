@@ -20,14 +20,15 @@ from eventcloud.net.rpc import RpcConnection
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.rdf.oxigraph import quad_to_ox
 from eventcloud.sparql.query_plan import QueryPlanError, candidate_patterns
-from eventcloud.wire.codec import pattern_to_wire, quad_from_wire, quad_to_wire, zone_to_wire
+from eventcloud.wire.codec import quad_from_wire, quad_to_wire
 from eventcloud.wire.messages import (
     Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Sparql, SparqlResult, Status,
 )
 from eventcloud.wire.ops import Op
 from peers.router import Router
 from peers.state import PeerState
-from peers.store import AsyncStore, Offload
+from peers.commits import COMMIT, Commits
+from peers.store import AsyncStore, Offload, delete
 from peers.subscriptions import Subscriptions
 
 __all__ = ["Queries"]
@@ -37,8 +38,9 @@ Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
 
 class Queries:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 counters: Counter[str], *, offload: Offload) -> None:
+                 commits: Commits, counters: Counter[str], *, offload: Offload) -> None:
         self.state = state
+        self.commits = commits
         self.offload = offload
         self.router = router
         self.store = store
@@ -64,19 +66,33 @@ class Queries:
     async def _on_find(self, conn: RpcConnection, body: Find) -> Quads:
         return Quads(tuple(await self.find(body.pattern)))
 
-    async def _mine(self, pattern: Pattern) -> list[Quad]:
+    async def _mine(self, pattern: Pattern, pending: bool = False) -> list[Quad]:
+        """This zone's quads matching `pattern` that readers may see: those of committed events,
+        and of pending events whose attempt is decided commit (asked once per event)."""
         zone, space = self.state.zone, self.state.space
-        return [q for q in await self.store.find(*pattern) if zone.contains(space.point(q))]
+        quads = [q for q in await self.store.find(*pattern) if zone.contains(space.point(q))]
+        if pending:
+            return quads
+        verdict: dict[str, bool] = {}
+        for graph in {q.g.value for q in quads}:
+            info = self.store.event_info(graph)
+            if info is not None and info.committed:
+                verdict[graph] = True
+            else:
+                verdict[graph] = info is not None and await self.commits.resolve(info) == COMMIT
+        return [q for q in quads if verdict[q.g.value]]
 
     async def _local_find(self, body: Find) -> list[Any]:
-        return [quad_to_wire(q) for q in await self._mine(body.pattern)]
+        return [quad_to_wire(q) for q in await self._mine(body.pattern, body.pending)]
 
     async def _on_count(self, conn: RpcConnection, body: Find) -> Counted:
         box = self.state.space.pattern_box(body.pattern)
-        counts = await self.router.multicast(box, Op.COUNT_LOCAL, {"pattern": pattern_to_wire(body.pattern)})
+        counts = await self.router.multicast(box, Op.COUNT_LOCAL, Find(body.pattern))
         return Counted(sum(counts))
 
     async def _local_count(self, body: Find) -> int:
+        if body.pattern == (None, None, None, None) and not self.store.sync.pending():
+            return self.store.count()  # a counter, kept up to date by every write
         return len(await self._mine(body.pattern))
 
     # --- one-time SPARQL ----------------------------------------------------------------------
@@ -103,19 +119,23 @@ class Queries:
         return Deleted(sum(removed))
 
     async def _local_delete(self, body: Delete) -> int:
-        return await self.store.delete_event(body.graph)
+        (removed,) = await self.store.write([delete(body.graph.value)])
+        return removed
 
     # --- status -------------------------------------------------------------------------------
 
     async def _on_status(self, conn: RpcConnection, body: Empty) -> Status:
-        peers = await self.router.multicast(self.state.space.whole_space(), Op.STATUS_LOCAL, Empty())
-        statuses = sorted((PeerStatus.from_wire(p, trusted=True) for p in peers), key=lambda p: p.id)
-        return Status(tuple(statuses), self.state.space, self.state.algorithm)
+        """Every peer's status; a peer that does not answer is listed as down (status never waits
+        for the whole retry window)."""
+        peers, down = await self.router.multicast_partial(self.state.space.whole_space(), Op.STATUS_LOCAL, Empty())
+        statuses = [PeerStatus.from_wire(p, trusted=True) for p in peers]
+        statuses += [PeerStatus(ident, n.address, n.zone, 0, 0, 0, {}, {}, down=True) for ident, n in down]
+        return Status(tuple(sorted(statuses, key=lambda p: p.id)), self.state.space, self.state.algorithm)
 
     async def _local_status(self, body: Empty) -> dict[str, Any]:
         state = self.state
         return PeerStatus(
-            id=state.id, address=state.address, zone=state.zone, quads=await self.store.count(),
+            id=state.id, address=state.address, zone=state.zone, quads=self.store.count(),
             events=len(self.store.events()), subscriptions=len(self.subscriptions),
             neighbours={k: n.address for k, n in sorted(state.neighbours.items())},
             counters={**{k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},

@@ -21,8 +21,8 @@ import trio
 from eventcloud.errors import ConnectionLost, ErrorCode, GeometryError, RemoteError, RequestError, Unreachable
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
-from eventcloud.overlay import Box, Point, lowest_corner, multicast_children, multicast_root, next_hop
-from eventcloud.wire.codec import box_to_wire, point_to_wire
+from eventcloud.overlay import Box, Neighbour, Point, lowest_corner, multicast_children, multicast_root, next_hop
+from eventcloud.wire.codec import box_to_wire, neighbour_from_wire, neighbour_to_wire, point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Multicast, Route, Routed
 from eventcloud.wire.ops import Op
@@ -36,6 +36,8 @@ __all__ = ["RetryPolicy", "Router", "FAILED"]
 
 #: Errors that mean "that peer cannot be reached now" (as opposed to a refusal it sent).
 FAILED = (Unreachable, ConnectionLost)
+#: How long a peer that did not answer is routed around before it is tried again.
+SUSPECT_FOR = 1.0
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ class Router:
     """
 
     def __init__(self, state: PeerState, transport: Transport, clock: HybridClock, dispatcher: Dispatcher,
-                 counters: Counter[str], *, retry: RetryPolicy, max_hops: int, max_frame: int) -> None:
+                 counters: Counter[str], *, retry: RetryPolicy, max_hops: int, max_frame: int,
+                 partial_wait: float = 1.0) -> None:
         self.state = state
         self.transport = transport
         self.clock = clock
@@ -86,8 +89,10 @@ class Router:
         self.retry = retry
         self.max_hops = max_hops
         self.max_frame = max_frame
+        self.partial_wait = partial_wait
         self._connections: dict[str, RpcConnection] = {}
         self._connecting: dict[str, trio.Lock] = {}
+        self._suspects: dict[tuple[str, str], float] = {}
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -152,63 +157,119 @@ class Router:
     async def route(self, point: Point, op: Op, body: Body | dict[str, Any], hops: int = 0) -> Any:
         """Run routed operation `op` on the owner of `point`, wherever it is; its result."""
         wire = body.to_wire() if isinstance(body, Body) else body
-        return await self._route(point, op.value, wire, hops)
+        return await self._route(point, op.value, wire, hops, (), ())
 
-    async def _route(self, point: Point, op: str, body: dict[str, Any], hops: int) -> Any:
-        excluded: set[str] = set()
-        attempts = self.retry.start()
+    def suspect(self, ident: str, address: str) -> None:
+        """`ident` at `address` did not answer: route around it for a moment (a new address,
+        after a restart or a takeover, is tried at once)."""
+        self._suspects[(ident, address)] = trio.current_time() + SUSPECT_FOR
+
+    def suspected(self, ident: str, address: str) -> bool:
+        until = self._suspects.get((ident, address))
+        if until is None:
+            return False
+        if until < trio.current_time():
+            del self._suspects[(ident, address)]
+            return False
+        return True
+
+    async def _route(self, point: Point, op: str, body: dict[str, Any], hops: int, avoid: tuple[str, ...],
+                     visited: tuple[str, ...]) -> Any:
+        """Greedy routing that goes around peers that do not answer and never back to a peer the
+        request already passed (a dead end answers `routing` and the previous hop tries another
+        way). When the point's own owner does not answer, nothing can route around it: wait
+        (bounded by the retry window) for it to come back or be taken over."""
         state = self.state
+        attempts = self.retry.start()
+        dead: set[str] = set(avoid)
+        dead_ends: set[str] = set()
         while True:
-            try:
-                hop = next_hop(state.zone, state.neighbour_zones(), point, excluded)
-            except GeometryError:
-                excluded.clear()  # every way forward failed: wait and retry from scratch
-                if not await attempts.pause():
-                    raise RequestError(f"no route from peer {state.id} toward the requested point: every "
-                                       f"neighbour in that direction is unreachable", ErrorCode.UNREACHABLE) from None
-                continue
-            if hop is None:
+            zone = state.zone
+            if zone.contains(point):
                 return await self.dispatcher.run_routed(op, body)
             if hops >= self.max_hops:
                 raise RequestError(f"routing loop: over {self.max_hops} hops", ErrorCode.ROUTING)
-            neighbour = state.neighbours[hop]
+            neighbours = state.neighbours
+            owner = next((k for k, n in neighbours.items() if n.zone.contains(point)), None)
+            for key, neighbour in neighbours.items():
+                if self.suspected(key, neighbour.address):
+                    dead.add(key)
+            if owner is not None and owner in dead:
+                hop = None  # the owner itself is down: no detour can reach its zone
+            else:
+                excluded = dead | dead_ends | set(visited)
+                try:
+                    hop = owner if owner is not None else next_hop(zone, state.neighbour_zones(), point, excluded)
+                except GeometryError:
+                    hop = None
+            if hop is None:
+                if owner is None and not dead:
+                    raise RequestError(f"no route from peer {state.id} toward the point: every way forward is a "
+                                       f"dead end", ErrorCode.ROUTING)
+                if not await attempts.pause():
+                    who = f"peer {owner} at {neighbours[owner].address}" if owner in neighbours else \
+                        f"peers {', '.join(sorted(dead))}"
+                    raise RequestError(f"{who} unreachable from peer {state.id}; retried for "
+                                       f"{self.retry.window:g} s", ErrorCode.UNREACHABLE)
+                dead = {k for k in dead if k in neighbours and self.suspected(k, neighbours[k].address)}
+                dead_ends.clear()
+                continue
+            neighbour = neighbours[hop]
             try:
-                reply = await self.call(neighbour.address, Op.ROUTE,
-                                        {"point": point_to_wire(point), "op": op, "body": body, "hops": hops + 1})
+                reply = await self.call(neighbour.address, Op.ROUTE, {
+                    "point": point_to_wire(point), "op": op, "body": body, "hops": hops + 1,
+                    "avoid": sorted(dead), "visited": [*visited, state.id]})
                 return reply.get("result")
             except FAILED as exc:
                 log.info("peer %s: next hop %s (%s) failed: %s", state.id, hop, neighbour.address, exc)
-                excluded.add(hop)
-                if attempts.expired:
-                    raise RequestError(f"peer {hop} at {neighbour.address} is unreachable ({exc.message}); "
-                                       f"retried for {self.retry.window:g} s", ErrorCode.UNREACHABLE) from None
+                self.suspect(hop, neighbour.address)
+                dead.add(hop)
+            except RemoteError as exc:
+                if exc.code is not ErrorCode.ROUTING or hop == owner:
+                    raise
+                dead_ends.add(hop)  # no way on from there: try another neighbour
 
     async def _on_route(self, conn: RpcConnection, body: Route) -> Routed:
-        return Routed(await self._route(body.point, body.op, body.body, body.hops))
+        return Routed(await self._route(body.point, body.op, body.body, body.hops, body.avoid, body.visited))
 
     # --- multicast ----------------------------------------------------------------------------
 
     async def multicast(self, box: Box, op: Op, body: Body | dict[str, Any]) -> list[Any]:
-        """Run routed operation `op` on every peer whose zone meets `box`; their results, one per peer."""
+        """Run routed operation `op` on every peer whose zone meets `box`; their results, one per peer.
+        A peer that stays unreachable for the retry window fails the whole multicast, naming it."""
+        results, down = await self._multicast(box, op, body, partial=False)
+        return results
+
+    async def multicast_partial(self, box: Box, op: Op, body: Body | dict[str, Any]
+                                ) -> tuple[list[Any], list[tuple[str, Neighbour]]]:
+        """As `multicast`, but a peer that does not answer within `partial_wait` is reported as down
+        (id, neighbour record) instead (the peers only reachable through it are then missing)."""
+        return await self._multicast(box, op, body, partial=True)
+
+    async def _multicast(self, box: Box, op: Op, body: Body | dict[str, Any], partial: bool
+                         ) -> tuple[list[Any], list[tuple[str, Neighbour]]]:
         wire = body.to_wire() if isinstance(body, Body) else body
-        reply = await self.route(multicast_root(box), Op.MCAST, {"box": box_to_wire(box), "op": op.value, "body": wire})
+        reply = await self.route(multicast_root(box), Op.MCAST,
+                                 {"box": box_to_wire(box), "op": op.value, "body": wire, "partial": partial})
         if not isinstance(reply, list):
             raise RequestError("malformed multicast reply", ErrorCode.INTERNAL)
-        errors = [r["error"] for r in reply if isinstance(r, dict) and "error" in r and len(r) == 1]
+        errors = [r["error"] for r in reply if isinstance(r, dict) and "error" in r]
         if errors:
             raise RequestError("; ".join(errors), ErrorCode.UNREACHABLE)
-        return [r["ok"] for r in reply]
+        down = [neighbour_from_wire(r["down"]) for r in reply if isinstance(r, dict) and "down" in r]
+        return [r["ok"] for r in reply if isinstance(r, dict) and "ok" in r], down
 
     async def _local_multicast(self, body: Multicast) -> list[Any]:
         state = self.state
         forward = body.to_wire()
         results: list[Any] = []
+        policy = RetryPolicy(self.partial_wait) if body.partial else self.retry
 
         async def child(key: str) -> None:
             neighbour = state.neighbours.get(key)
             if neighbour is None:
                 return
-            attempts = self.retry.start()
+            attempts = policy.start()
             while True:
                 try:
                     reply = await self.call(neighbour.address, Op.ROUTE, {
@@ -218,8 +279,13 @@ class Router:
                     results.extend(reply["result"])
                     return
                 except FAILED as exc:
+                    self.suspect(key, neighbour.address)
                     if not await attempts.pause():
-                        results.append({"error": f"peer {key} at {neighbour.address} is unreachable ({exc.message})"})
+                        if body.partial:
+                            results.append({"down": neighbour_to_wire(key, neighbour)})
+                        else:
+                            results.append({"error": f"peer {key} at {neighbour.address} is unreachable "
+                                                     f"({exc.message})"})
                         return
                     neighbour = state.neighbours.get(key, neighbour)
                 except RemoteError as exc:

@@ -38,6 +38,7 @@ from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, Pong
 from eventcloud.wire.ops import Op
 from peers.config import PeerConfig, advertised_address
+from peers.commits import Commits
 from peers.delivery import Delivery
 from peers.dispatch import Dispatcher
 from peers.matcher import Matcher
@@ -124,7 +125,8 @@ async def run_peer(
     restored = load_state(data_dir) if data_dir is not None else None
     state = restored or PeerState(space=config.space, algorithm=config.algorithm)
     offload = Offload(config.offloaded, 1)
-    store = AsyncStore(PeerStore(data_dir / "store" if data_dir is not None else None), config.offloaded)
+    store = AsyncStore(PeerStore(data_dir / "store" if data_dir is not None else None, durable=config.fsync),
+                       config.offloaded)
     clock = HybridClock(physical_ms, state.clock)
     counters: Counter[str] = Counter()
     rng = random.Random(config.seed)
@@ -134,14 +136,16 @@ async def run_peer(
     router = Router(state, transport, clock, dispatcher, counters, retry=RetryPolicy(config.retry_window),
                     max_hops=config.max_hops, max_frame=config.max_frame)
     subscriptions = Subscriptions(state, store, counters, tombstone_ttl=config.tombstone_ttl)
-    queries = Queries(state, router, store, subscriptions, counters, offload=Offload(config.offloaded, 2))
+    commits = Commits(state, router, store, counters)
+    queries = Queries(state, router, store, subscriptions, commits, counters, offload=Offload(config.offloaded, 2))
     delivery = Delivery(state, router, queries, clock, counters, retry_window=config.retry_window,
                         subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
                         reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline)
-    matcher = Matcher(state, router, store, subscriptions, delivery.accept, counters, workers=config.workers,
-                      work_queue=config.work_queue, rewritten_ttl=config.rewritten_ttl,
-                      enqueue_timeout=config.retry_window)
-    storage = Storage(state, router, store, matcher, clock, counters, retry_window=config.retry_window)
+    matcher = Matcher(state, router, store, subscriptions, delivery.accept, clock, counters, workers=config.workers,
+                      work_queue=config.work_queue, enqueue_timeout=config.retry_window,
+                      outbox_every=config.outbox_every, give_up_after=config.give_up_after)
+    storage = Storage(state, router, store, commits, matcher, clock, counters, retry_window=config.retry_window,
+                      resolve_after=config.resolve_after, abort_after=config.abort_after)
 
     stopped = trio.Event()
     scope = trio.CancelScope()
@@ -160,7 +164,7 @@ async def run_peer(
     dispatcher.register({Op.PING: ping})
     for service in (router, queries, delivery, storage, membership):
         dispatcher.register(service.handlers(), getattr(service, "routed", dict)())
-    dispatcher.register(routed=matcher.routed())
+    dispatcher.register(routed={**matcher.routed(), **commits.routed()})
     accepted = dispatcher.request_ops
 
     async def serve_connection(stream: trio.abc.Stream) -> None:
@@ -204,6 +208,7 @@ async def run_peer(
                     await persistence.save()
                     dispatcher.ready.set()
                 await nursery.start(_run_membership, membership, config.stabilise_every)
+                await nursery.start(storage.run)
                 task_status.started(RunningPeer(state, counters, router, subscriptions, queries, delivery, matcher,
                                                 storage, membership, scope, stopped))
                 await trio.sleep_forever()

@@ -1,11 +1,16 @@
-"""Publishing, storage side: an event's quads travel to their owners and are stored there.
+"""Publishing, storage side: an event's quads travel to their owners, pending, then commit.
 
 The entry peer stamps each event with its publication time and routes its quads toward their
 owners in one pass: each peer keeps the quads it owns and forwards the others grouped by next
 hop, all events of a batch together, so a quad is stored exactly once and each hop costs one
 message. Under OSMA every owner needs the whole event to match it, so the whole event travels
 once, with the indexes of the quads each subtree stores; under CSMA only the routed quads do.
-Once stored, the matcher is told.
+
+Quads are stored *pending* (durable, invisible); once every owner has them the entry decides
+the attempt (`peers.commits`) and tells the owners, which commit (visible) and hand the event
+to the matcher. An owner left with a pending event resolves it in the background. The entry
+acknowledges the client once the decision is durable, so an acknowledged event is whole and
+will be matched, and a failed one is invisible; republishing the same graph completes it.
 """
 
 from __future__ import annotations
@@ -13,23 +18,26 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import trio
 
-from eventcloud.errors import BadRequest, EventCloudError
+from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.overlay import next_hop
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.sparql.filters.values import canonical_term
-from eventcloud.wire.codec import triple_from_wire, triple_to_wire, trusted_iri as _trusted_iri
-from eventcloud.wire.hlc import HybridClock
-from eventcloud.wire.messages import Deliver, Delivery, Empty, Publish, Published, Receipt
+from eventcloud.wire.codec import triple_from_wire, triple_to_wire, trusted_iri
+from eventcloud.wire.hlc import HybridClock, unpack
+from eventcloud.wire.messages import Commit, Deliver, Delivered, Delivery, Empty, Publish, Published, Receipt
 from eventcloud.wire.ops import Op
+from peers.commits import ABORT, COMMIT, UNKNOWN, Commits
 from peers.matcher import Matcher
 from peers.router import FAILED, Router
 from peers.state import PeerState
-from peers.store import AsyncStore
+from peers.store import AsyncStore, EventInfo, abort, add, commit
+from peers.tasks import gather
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +52,37 @@ def canonical_event(event: CompoundEvent) -> CompoundEvent:
 
 
 class Storage:
-    def __init__(self, state: PeerState, router: Router, store: AsyncStore, matcher: Matcher, clock: HybridClock,
-                 counters: Counter[str], *, retry_window: float) -> None:
+    def __init__(self, state: PeerState, router: Router, store: AsyncStore, commits: Commits, matcher: Matcher,
+                 clock: HybridClock, counters: Counter[str], *, retry_window: float, resolve_after: float,
+                 abort_after: float) -> None:
         self.state = state
         self.router = router
         self.store = store
+        self.commits = commits
         self.matcher = matcher
         self.clock = clock
         self.counters = counters
         self.retry_window = retry_window
+        self.resolve_after = resolve_after
+        self.abort_after = abort_after
 
     def handlers(self) -> dict[Op, Any]:
-        return {Op.PUBLISH: self._on_publish, Op.DELIVER: self._on_deliver}
+        return {Op.PUBLISH: self._on_publish, Op.DELIVER: self._on_deliver, Op.COMMIT: self._on_commit}
 
     def routed(self) -> dict[Op, Any]:
         return {Op.DELIVER_LOCAL: self._local_deliver}
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Resolve pending events left behind (an entry that died between the phases)."""
+        task_status.started()
+        while True:
+            await trio.sleep(max(0.5, self.resolve_after / 2))
+            try:
+                await self.resolve_pending()
+            except EventCloudError as exc:
+                log.info("peer %s: resolving pending events: %s", self.state.id, exc)
+
+    # --- the entry peer -----------------------------------------------------------------------
 
     async def _on_publish(self, conn: RpcConnection, body: Publish) -> Published:
         """Store events; each stays atomic and idempotent on its own (a batch only shares messages)."""
@@ -67,35 +91,111 @@ class Storage:
         events = [canonical_event(e) for e in body.events]
         stamped = [(event, self.clock.now()) for event in events]
         self.counters["events_published"] += len(events)
-        # Shielded: a publisher that disconnects mid-request must not leave half an event
-        # stored. The delivery finishes (bounded by the retry window), or fails as a whole
-        # and the publisher retries with the same graph IRI, which is idempotent.
+        # Shielded: a publisher that disconnects mid-request must not leave the attempt half done.
         with trio.CancelScope(shield=True):
             with trio.fail_after(self.retry_window * 4):
-                await self.deliver(stamped)
+                await self.publish(stamped)
         return Published(tuple(Receipt(e.graph.value, t, len(e)) for e, t in stamped))
 
-    async def deliver(self, stamped: list[tuple[CompoundEvent, int]]) -> None:
-        """Store every quad of the events on its owner; returns when all are stored."""
+    async def publish(self, stamped: list[tuple[CompoundEvent, int]]) -> None:
+        """Both phases for a batch: pending at the owners, the decision here, then the commits."""
+        attempts = [self.commits.attempt(t) for _, t in stamped]
         whole = self.state.algorithm == "osma"
-        await self._deliver([
-            Delivery(event.graph.value, len(event), published, tuple(triple_to_wire(q) for q in event.quads),
-                     whole=whole)
-            for event, published in stamped
-        ])
+        deliveries = [Delivery(event.graph.value, len(event), published, tuple(triple_to_wire(q) for q in event.quads),
+                               whole=whole, tx=(key, point))
+                      for (event, published), (key, point) in zip(stamped, attempts)]
+        try:
+            owners = await self._deliver(deliveries)
+        except EventCloudError as exc:
+            await self.commits.decide(attempts, ABORT)  # nothing of it will ever be visible
+            self.counters["publish_failures"] += len(stamped)
+            raise RequestError(f"publication not stored, nothing of it is visible; retry it (same graph IRIs): "
+                               f"{exc.message}", exc.code if exc.transient else ErrorCode.UNAVAILABLE) from None
+        decisions = await self.commits.decide(attempts, COMMIT)
+        refused = [e.graph.value for (e, _), d in zip(stamped, decisions) if d != COMMIT]
+        graphs = tuple(e.graph.value for (e, _), d in zip(stamped, decisions) if d == COMMIT)
+        await self._send_commits(owners, graphs)
+        if refused:
+            raise RequestError(f"publication of {', '.join(refused[:3])} took too long and was aborted; retry it",
+                               ErrorCode.TIMEOUT)
 
-    async def _on_deliver(self, conn: RpcConnection, body: Deliver) -> Empty:
-        await self._deliver(list(body.deliveries))
+    async def _send_commits(self, owners: set[str], graphs: tuple[str, ...]) -> None:
+        """Tell the owners (best effort, bounded: an owner that misses it resolves the event)."""
+        if not graphs:
+            return
+
+        async def one(address: str) -> None:
+            try:
+                if address == self.state.address:
+                    await self.commit_here(graphs)
+                else:
+                    await self.router.call(address, Op.COMMIT, Commit(graphs))
+            except EventCloudError as exc:
+                self.counters["commits_unsent"] += 1
+                log.info("peer %s: commit to %s failed (%s); it will resolve", self.state.id, address, exc)
+
+        with trio.move_on_after(self.retry_window):
+            async with trio.open_nursery() as nursery:
+                for address in owners:
+                    nursery.start_soon(one, address)
+
+    # --- owners -------------------------------------------------------------------------------
+
+    async def _on_commit(self, conn: RpcConnection, body: Commit) -> Empty:
+        await self.commit_here(body.graphs)
         return Empty()
 
-    async def _deliver(self, deliveries: list[Delivery]) -> None:
-        """Keep the quads this peer owns; forward the others, all events together, one message per hop."""
+    async def commit_here(self, graphs: tuple[str, ...] | list[str]) -> None:
+        """Make events visible here and match them (once: a second commit changes nothing)."""
+        known = [g for g in graphs if self.store.event_info(g) is not None]
+        if not known:
+            return
+        flipped = await self.store.write([commit(g) for g in known])
+        for graph, changed in zip(known, flipped):
+            if changed:
+                self.counters["events_committed"] += 1
+                await self.matcher.on_committed(graph)
+
+    async def resolve_pending(self) -> None:
+        """Pending events older than `resolve_after`: learn their decision and act on it."""
+        now_ms = unpack(self.clock.now())[0]
+        for graph, info in list(self.store.sync.pending().items()):
+            age = (now_ms - unpack(info.published)[0]) / 1000
+            if age < self.resolve_after:
+                continue
+            decision = await self.commits.resolve(info, abort_if_unknown=age > self.abort_after)
+            if decision == COMMIT:
+                self.counters["pending_resolved_commit"] += 1
+                await self.commit_here([graph])
+            elif decision == ABORT:
+                current = self.store.event_info(graph)
+                if current is not None and not current.committed and current.tx == info.tx:
+                    self.counters["pending_resolved_abort"] += 1
+                    await self.store.write([abort(graph)])
+                    self.matcher.forget(graph)
+
+    async def visible(self, info: EventInfo | None) -> bool:
+        """Whether readers may see an event held here (a pending one iff its attempt committed)."""
+        if info is None:
+            return False
+        if info.committed:
+            return True
+        return await self.commits.resolve(info) == COMMIT
+
+    # --- delivery -----------------------------------------------------------------------------
+
+    async def _on_deliver(self, conn: RpcConnection, body: Deliver) -> Delivered:
+        return Delivered(tuple(sorted(await self._deliver(list(body.deliveries)))))
+
+    async def _deliver(self, deliveries: list[Delivery]) -> set[str]:
+        """Keep the quads this peer owns; forward the others, all events together, one message per
+        hop. Returns the addresses of every peer that stored some."""
         state = self.state
         zone, zones, space = state.zone, state.neighbour_zones(), state.space
         mine: list[tuple[IRI, list[Quad], Delivery, list[Quad]]] = []
         groups: dict[str, list[Delivery]] = {}
         for delivery in deliveries:
-            graph = _trusted_iri(delivery.graph)
+            graph = trusted_iri(delivery.graph)
             # every quad is decoded once: for routing, and (OSMA) as the whole event to match
             quads = [triple_from_wire(graph, q, trusted=True) for q in delivery.quads]
             own: list[Quad] = []
@@ -114,38 +214,49 @@ class Storage:
                 mine.append((graph, own, delivery, quads))
             for hop, taken in by_hop.items():
                 groups.setdefault(hop, []).append(_part(delivery, taken))
+        owners: set[str] = set()
 
         async def forward(hop: str, part: list[Delivery]) -> None:
             neighbour = state.neighbours.get(hop)
             try:
                 if neighbour is None:
                     raise FAILED[0]("neighbour vanished")
-                await self.router.call(neighbour.address, Op.DELIVER, Deliver(tuple(part)))
+                reply = await self.router.call(neighbour.address, Op.DELIVER, Deliver(tuple(part)))
+                owners.update(Delivered.from_wire(reply).owners)
             except FAILED as exc:
                 log.info("peer %s: delivery via %s failed (%s); routing quads one by one", state.id, hop, exc)
                 for delivery in part:
-                    graph = _trusted_iri(delivery.graph)
+                    graph = trusted_iri(delivery.graph)
                     for i in _taken(delivery):
                         quad = triple_from_wire(graph, delivery.quads[i], trusted=True)
-                        await self.router.route(space.point(quad), Op.DELIVER_LOCAL, _part(delivery, [i]))
+                        result = await self.router.route(space.point(quad), Op.DELIVER_LOCAL, _part(delivery, [i]))
+                        owners.update(result or ())
 
-        async with trio.open_nursery() as nursery:
-            for hop, part in groups.items():
-                nursery.start_soon(forward, hop, part)
+        async def store_mine() -> None:
             for graph, own, delivery, quads in mine:
                 await self._store(graph, own, delivery, quads)
+                owners.add(state.address)
 
-    async def _local_deliver(self, body: Delivery) -> dict[str, Any]:
-        graph = _trusted_iri(body.graph)
+        await gather([store_mine, *(partial(forward, hop, part) for hop, part in groups.items())])
+        return owners
+
+    async def _local_deliver(self, body: Delivery) -> list[str]:
+        graph = trusted_iri(body.graph)
         quads = [triple_from_wire(graph, q, trusted=True) for q in body.quads]
         await self._store(graph, [quads[i] for i in _taken(body)], body, quads)
-        return {}
+        return [self.state.address]
 
     async def _store(self, graph: IRI, own: list[Quad], delivery: Delivery, quads: list[Quad]) -> None:
-        fresh, _ = await self.store.store_quads(graph, own, delivery.size, delivery.published)
+        pending = delivery.tx is not None
+        (result,) = await self.store.write([add(graph.value, own, delivery.size, delivery.published,
+                                                committed=not pending, tx=delivery.tx)])
+        fresh, _ = result
         self.counters["quads_stored"] += len(fresh)
-        whole = _whole_event(graph, quads) if delivery.whole and fresh else None
-        await self.matcher.on_stored(graph, fresh, delivery.size, delivery.published, whole)
+        whole = _whole_event(graph, quads) if delivery.whole else None
+        if pending:
+            self.matcher.remember(graph.value, whole)
+        elif fresh:  # data arriving already committed (no attempt): match it now
+            await self.matcher.on_committed(graph.value, whole)
 
 
 def _taken(delivery: Delivery) -> range | tuple[int, ...]:

@@ -1,151 +1,223 @@
-"""A peer's on-disk store: its quads, per-event metadata and its subscriptions (pyoxigraph).
+"""A peer's on-disk store: its quads, per-event metadata, subscriptions and commit decisions.
 
-Quads live in their own named graph (the event's graph IRI), so one-time SPARQL and
-deletion by event are native. Two reserved graphs hold what the overlay needs besides the
-data: per event its size and publication time (CSMA reconstruction and the happen-before
-check need them for every stored quad), and the subscriptions indexed on this peer, so
-both survive a restart. Nothing here knows about zones or the network.
+Quads live in their own named graph (the event's graph IRI), so one-time SPARQL and deletion
+by event are native (pyoxigraph). Reserved graphs hold what the overlay needs besides the
+data: per event its size, publication time, whether it is committed (visible) or still
+pending, whether its notifications were done here, and the quads held here; the
+subscriptions indexed on this peer; and the commit decisions this peer took as an entry
+peer. Nothing here knows about zones or the network.
+
+Every change is a *mutation* (a msgpack-able list, see `Mutation`), written first to the
+write-ahead log (fsynced) and then applied; mutations are idempotent, so the log replays
+safely after a crash, and the same lists are what a replica receives. Reads of event
+metadata are in memory.
 
 `PeerStore` is synchronous (pyoxigraph on RocksDB blocks); services reach it through
-`AsyncStore`, which runs each call in a worker thread, one at a time, so the event loop never
-waits on the disk.
+`AsyncStore`, which runs calls in a worker thread, one at a time, groups concurrent writes
+into one fsync, and checkpoints the log.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import pyoxigraph as ox
 import trio
 
-from eventcloud.rdf.model import IRI, XSD, Quad, Term
+from eventcloud.errors import ErrorCode, EventCloudError
+from eventcloud.rdf.model import IRI, Quad, Term
 from eventcloud.rdf.oxigraph import quad_from_ox, quad_to_ox, to_ox
+from eventcloud.wire.codec import triple_from_wire, triple_to_wire, trusted_iri
+from peers.wal import WriteAheadLog
+
+__all__ = ["EventInfo", "PeerStore", "AsyncStore", "Offload", "StoreError", "Mutation", "add", "commit",
+           "notified", "abort", "delete", "remove", "put_subscription", "drop_subscription", "decide"]
 
 META_GRAPH = "urn:eventcloud:meta"
 SUBSCRIPTIONS_GRAPH = "urn:eventcloud:subscriptions"
-RESERVED_GRAPHS = frozenset({META_GRAPH, SUBSCRIPTIONS_GRAPH})
-_SIZE = ox.NamedNode("urn:eventcloud:size")
-_PUBLISHED = ox.NamedNode("urn:eventcloud:published")
+DECISIONS_GRAPH = "urn:eventcloud:decisions"
+RESERVED_GRAPHS = frozenset({META_GRAPH, SUBSCRIPTIONS_GRAPH, DECISIONS_GRAPH})
+_INFO = ox.NamedNode("urn:eventcloud:info")
 _RECORD = ox.NamedNode("urn:eventcloud:record")
 _META = ox.NamedNode(META_GRAPH)
 _SUBS = ox.NamedNode(SUBSCRIPTIONS_GRAPH)
-_INTEGER = ox.NamedNode(XSD + "integer")
+_DECISIONS = ox.NamedNode(DECISIONS_GRAPH)
+# the layout of stores written before event states existed (size and publication time)
+_OLD_SIZE = ox.NamedNode("urn:eventcloud:size")
+_OLD_PUBLISHED = ox.NamedNode("urn:eventcloud:published")
+
+#: One change, as a msgpack-able list: [kind, …arguments]. Build them with the functions below.
+Mutation = list
+
+
+class StoreError(EventCloudError):
+    """The store cannot take a write (disk full, I/O error): nothing of that write is acknowledged."""
+
+    default_code = ErrorCode.UNAVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class EventInfo:
+    """What a peer knows of an event some of whose quads it holds."""
+
+    size: int                          # quads in the whole event
+    published: int                     # publication time (hybrid clock)
+    committed: bool = True             # visible to queries and matched (else pending)
+    notified: bool = False             # matching and notifications done by this peer
+    tx: tuple[Any, ...] | None = None  # while pending: (entry id, counter, resolve point)
+    held: int = 0                      # quads of it stored here
+
+    def to_json(self) -> list[Any]:
+        return [self.size, self.published, self.committed, self.notified, list(self.tx) if self.tx else None,
+                self.held]
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> "EventInfo":
+        size, published, committed, notified, tx, held = data
+        return cls(size, published, committed, notified, tuple(tx) if tx else None, held)
+
+
+# --- mutations --------------------------------------------------------------------------------
+
+def add(graph: str, quads: Iterable[Quad], size: int, published: int, *, committed: bool,
+        tx: tuple[Any, ...] | None = None) -> Mutation:
+    return ["add", graph, [triple_to_wire(q) for q in quads], size, published, committed, list(tx) if tx else None]
+
+
+def commit(graph: str) -> Mutation:
+    return ["commit", graph]
+
+
+def notified(graph: str) -> Mutation:
+    return ["notified", graph]
+
+
+def abort(graph: str) -> Mutation:
+    """Drop an event that never committed (its quads and metadata)."""
+    return ["abort", graph]
+
+
+def delete(graph: str) -> Mutation:
+    return ["delete", graph]
+
+
+def remove(graph: str, quads: Iterable[Quad]) -> Mutation:
+    """Remove some quads of an event (handed to another peer with part of the zone)."""
+    return ["remove", graph, [triple_to_wire(q) for q in quads]]
+
+
+def put_subscription(ident: str, record: dict[str, Any]) -> Mutation:
+    return ["sub", ident, record]
+
+
+def drop_subscription(ident: str) -> Mutation:
+    return ["unsub", ident]
+
+
+def decide(key: str, decision: str, point: list[str]) -> Mutation:
+    """An entry peer's decision on one publication attempt (commit or abort), kept at `point`."""
+    return ["decide", key, decision, point]
 
 
 class PeerStore:
     """The persistent part of one peer. `path=None` keeps everything in memory (tests)."""
 
-    def __init__(self, path: str | Path | None) -> None:
+    def __init__(self, path: str | Path | None, *, durable: bool = True) -> None:
         self.path = Path(path) if path is not None else None
+        self._wal: WriteAheadLog | None = None
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
             self._store = ox.Store(str(self.path))
         else:
             self._store = ox.Store()
-        self._events: dict[str, tuple[int, int]] = {}
+        self._events: dict[str, EventInfo] = {}
+        self._decisions: dict[str, tuple[str, list[str]]] = {}
+        self.committed_quads = 0
+        self.pending_quads = 0
+        self._load()
+        if self.path is not None:
+            self._wal = WriteAheadLog(self.path / "wal", durable=durable)
+            for batch in self._wal.replay():  # changes acknowledged but maybe not in the store yet
+                for mutation in batch:
+                    self._apply(mutation)
+            self.checkpoint()
+
+    def _load(self) -> None:
+        old: dict[str, list[int]] = {}
         for quad in self._store.quads_for_pattern(None, None, None, _META):
-            size, published = self._events.get(quad.subject.value, (0, 0))
-            if quad.predicate == _SIZE:
-                size = int(quad.object.value)
+            graph = quad.subject.value
+            if quad.predicate == _INFO:
+                self._events[graph] = EventInfo.from_json(json.loads(quad.object.value))
+            elif quad.predicate in (_OLD_SIZE, _OLD_PUBLISHED):
+                slot = old.setdefault(graph, [0, 0])
+                slot[0 if quad.predicate == _OLD_SIZE else 1] = int(quad.object.value)
+        for graph, (size, published) in old.items():
+            if graph not in self._events:
+                held = sum(1 for _ in self._store.quads_for_pattern(None, None, None, ox.NamedNode(graph)))
+                self._put_info(graph, EventInfo(size, published, held=held))
+        for quad in self._store.quads_for_pattern(None, None, None, _DECISIONS):
+            decision, point = json.loads(quad.object.value)
+            self._decisions[quad.subject.value.removeprefix("urn:eventcloud:tx:")] = (decision, point)
+        for info in self._events.values():
+            if info.committed:
+                self.committed_quads += info.held
             else:
-                published = int(quad.object.value)
-            self._events[quad.subject.value] = (size, published)
+                self.pending_quads += info.held
 
-    # --- events and quads -------------------------------------------------------------
+    # --- reads ------------------------------------------------------------------------------
 
-    def event_info(self, graph: IRI) -> tuple[int, int] | None:
-        """(size, publication time) of an event some of whose quads are stored here."""
-        return self._events.get(graph.value)
+    def event_info(self, graph: IRI | str) -> EventInfo | None:
+        return self._events.get(graph if type(graph) is str else graph.value)  # type: ignore[union-attr]
 
-    def add_quads(self, graph: IRI, quads: Iterable[Quad], size: int, published: int) -> bool:
-        """Store quads of one event; returns False if the event was already known here
-        (a retry or a second copy: the quads are still added, idempotently)."""
-        new = graph.value not in self._events
-        batch = [quad_to_ox(q) for q in quads]
-        if new:
-            node = ox.NamedNode(graph.value)
-            batch.append(ox.Quad(node, _SIZE, ox.Literal(str(size), datatype=_INTEGER), _META))
-            batch.append(ox.Quad(node, _PUBLISHED, ox.Literal(str(published), datatype=_INTEGER), _META))
-            self._events[graph.value] = (size, published)
-        self._store.extend(batch)
-        return new
+    def events(self) -> dict[str, EventInfo]:
+        return dict(self._events)
 
-    def store_quads(self, graph: IRI, quads: list[Quad], size: int, published: int) -> tuple[list[Quad], bool]:
-        """Store quads of one event: (those not stored here before, whether the event is new here).
+    def pending(self) -> dict[str, EventInfo]:
+        return {g: i for g, i in self._events.items() if not i.committed}
 
-        Storing again what is already stored is a no-op (a retry, or a second copy on the way)."""
-        fresh = quads
-        if graph.value in self._events:
-            stored = set(self.find(graph, None, None, None))
-            fresh = [q for q in quads if q not in stored]
-        new = self.add_quads(graph, quads, size, published)
-        return fresh, new
+    def decision(self, key: str) -> str | None:
+        found = self._decisions.get(key)
+        return found[0] if found else None
 
-    def find_list(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> list[Quad]:
-        return list(self.find(g, s, p, o))
+    def decisions(self) -> dict[str, tuple[str, list[str]]]:
+        return dict(self._decisions)
 
-    def find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> Iterator[Quad]:
-        """Stored data quads matching a pattern (None = any); never the reserved graphs."""
-        if (g is not None and type(g) is not IRI) or (p is not None and type(p) is not IRI):
-            return
+    def find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None, *,
+             committed_only: bool = False) -> Iterator[Quad]:
+        """Stored data quads matching a pattern (None = any); never the reserved graphs.
+        `committed_only`: only quads of committed events (what queries may see)."""
+        if any(t is not None and type(t) is not IRI for t in (g, s, p)):
+            return  # only IRIs can be graphs, subjects or predicates: nothing matches
         graph = ox.NamedNode(g.value) if g is not None else None
-        if graph is not None and g.value in RESERVED_GRAPHS:
+        if g is not None and g.value in RESERVED_GRAPHS:
             return
+        events = self._events
         for quad in self._store.quads_for_pattern(
             to_ox(s) if s is not None else None,
             ox.NamedNode(p.value) if p is not None else None,
             to_ox(o) if o is not None else None,
             graph,
         ):
-            if quad.graph_name.value in RESERVED_GRAPHS:
+            name = quad.graph_name.value
+            if name in RESERVED_GRAPHS:
                 continue
+            if committed_only:
+                info = events.get(name)
+                if info is None or not info.committed:
+                    continue
             yield quad_from_ox(quad)
 
+    def find_list(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None,
+                  committed_only: bool = False) -> list[Quad]:
+        return list(self.find(g, s, p, o, committed_only=committed_only))
+
     def count(self) -> int:
-        return sum(1 for _ in self.find(None, None, None, None))
-
-    def events(self) -> dict[str, tuple[int, int]]:
-        return dict(self._events)
-
-    def remove_quads(self, quads: Iterable[Quad]) -> None:
-        """Remove quads (after handing them to another peer); drops metadata of events
-        that have no quad left here."""
-        touched = set()
-        for quad in quads:
-            self._store.remove(quad_to_ox(quad))
-            touched.add(quad.g)
-        for graph in touched:
-            if not any(True for _ in self.find(graph, None, None, None)):
-                self._forget_event(graph)
-
-    def delete_event(self, graph: IRI) -> int:
-        quads = list(self.find(graph, None, None, None))
-        for quad in quads:
-            self._store.remove(quad_to_ox(quad))
-        self._forget_event(graph)
-        return len(quads)
-
-    def _forget_event(self, graph: IRI) -> None:
-        if self._events.pop(graph.value, None) is not None:
-            node = ox.NamedNode(graph.value)
-            for quad in list(self._store.quads_for_pattern(node, None, None, _META)):
-                self._store.remove(quad)
-
-    # --- subscriptions ----------------------------------------------------------------
-
-    def put_subscription(self, ident: str, record: dict[str, Any]) -> None:
-        self.remove_subscription(ident)
-        node = ox.NamedNode(f"urn:eventcloud:subscription:{ident}")
-        self._store.add(ox.Quad(node, _RECORD, ox.Literal(json.dumps(record, sort_keys=True)), _SUBS))
-
-    def remove_subscription(self, ident: str) -> bool:
-        node = ox.NamedNode(f"urn:eventcloud:subscription:{ident}")
-        found = list(self._store.quads_for_pattern(node, _RECORD, None, _SUBS))
-        for quad in found:
-            self._store.remove(quad)
-        return bool(found)
+        """Quads of committed events held here (a counter, not a scan)."""
+        return self.committed_quads
 
     def subscriptions(self) -> dict[str, dict[str, Any]]:
         out = {}
@@ -153,13 +225,193 @@ class PeerStore:
             out[quad.subject.value.rsplit(":", 1)[1]] = json.loads(quad.object.value)
         return out
 
-    def flush(self) -> None:
-        if self.path is not None:
+    # --- writes -----------------------------------------------------------------------------
+
+    def write(self, mutations: list[Mutation]) -> list[Any]:
+        """Log the mutations durably, then apply them; the result of each."""
+        return self.write_many([mutations])[0]
+
+    def write_many(self, batches: list[list[Mutation]]) -> list[list[Any]]:
+        """Several writers' batches with one fsync (group commit)."""
+        if self._wal is not None:
+            try:
+                self._wal.append(batches)
+            except OSError as exc:
+                what = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+                raise StoreError(f"cannot write the log of {self.path}: {what}") from None
+        return [[self._apply(m) for m in batch] for batch in batches]
+
+    def checkpoint(self) -> None:
+        """Make everything in the store durable and empty the log."""
+        if self._wal is not None:
             self._store.flush()
+            self._wal.truncate()
+
+    @property
+    def log_size(self) -> int:
+        return self._wal.size if self._wal is not None else 0
+
+    def _apply(self, mutation: Mutation) -> Any:
+        kind = mutation[0]
+        if kind == "add":
+            _, graph, triples, size, published, committed, tx = mutation
+            iri = trusted_iri(graph)
+            return self._add(graph, [triple_from_wire(iri, t, trusted=True) for t in triples], size, published,
+                             committed, tuple(tx) if tx else None)
+        if kind == "commit":
+            info = self._events.get(mutation[1])
+            if info is None or info.committed:
+                return False
+            self._put_info(mutation[1], replace(info, committed=True, tx=None))
+            self.pending_quads -= info.held
+            self.committed_quads += info.held
+            return True
+        if kind == "notified":
+            info = self._events.get(mutation[1])
+            if info is not None and not info.notified:
+                self._put_info(mutation[1], replace(info, notified=True))
+            return info is not None
+        if kind == "abort":
+            info = self._events.get(mutation[1])
+            if info is None or info.committed:
+                return 0
+            return self._drop_event(mutation[1])
+        if kind == "delete":
+            return self._drop_event(mutation[1])
+        if kind == "remove":
+            return self._remove(mutation[1], mutation[2])
+        if kind == "sub":
+            self._drop_subscription(mutation[1])
+            node = ox.NamedNode(f"urn:eventcloud:subscription:{mutation[1]}")
+            self._store.add(ox.Quad(node, _RECORD, ox.Literal(json.dumps(mutation[2], sort_keys=True)), _SUBS))
+            return True
+        if kind == "unsub":
+            return self._drop_subscription(mutation[1])
+        if kind == "decide":
+            _, key, decision, point = mutation
+            if key in self._decisions:
+                return self._decisions[key][0]  # the first decision stands
+            self._decisions[key] = (decision, point)
+            self._store.add(ox.Quad(ox.NamedNode(f"urn:eventcloud:tx:{key}"), _RECORD,
+                                    ox.Literal(json.dumps([decision, point])), _DECISIONS))
+            return decision
+        raise ValueError(f"unknown store mutation {kind!r}")
+
+    def _add(self, graph: str, quads: list[Quad], size: int, published: int, committed: bool,
+             tx: tuple[Any, ...] | None) -> tuple[list[Quad], bool]:
+        """(quads not held here before, whether the event is new here)."""
+        info = self._events.get(graph)
+        fresh = quads
+        if info is not None:
+            node = ox.NamedNode(graph)
+            fresh = [q for q in quads if quad_to_ox(q) not in self._store_graph(node)]
+        self._store.extend([quad_to_ox(q) for q in fresh])
+        if info is None:
+            info = EventInfo(size, published, committed, False, None if committed else tx, len(fresh))
+        else:
+            became = committed and not info.committed
+            info = replace(info, held=info.held + len(fresh), committed=info.committed or committed,
+                           tx=None if (info.committed or committed) else (tx or info.tx))  # a retry's attempt
+            if became:
+                self.pending_quads -= info.held - len(fresh)
+                self.committed_quads += info.held - len(fresh)
+        if info.committed:
+            self.committed_quads += len(fresh)
+        else:
+            self.pending_quads += len(fresh)
+        self._put_info(graph, info)
+        return fresh, info.held == len(fresh)
+
+    def _store_graph(self, node: ox.NamedNode) -> set[ox.Quad]:
+        return set(self._store.quads_for_pattern(None, None, None, node))
+
+    def _remove(self, graph: str, triples: list[Any]) -> int:
+        info = self._events.get(graph)
+        if info is None:
+            return 0
+        iri = trusted_iri(graph)
+        present = self._store_graph(ox.NamedNode(graph))
+        gone = 0
+        for triple in triples:
+            quad = quad_to_ox(triple_from_wire(iri, triple, trusted=True))
+            if quad in present:
+                self._store.remove(quad)
+                gone += 1
+        if info.committed:
+            self.committed_quads -= gone
+        else:
+            self.pending_quads -= gone
+        if info.held - gone <= 0:
+            self._forget(graph)
+        else:
+            self._put_info(graph, replace(info, held=info.held - gone))
+        return gone
+
+    def _drop_event(self, graph: str) -> int:
+        info = self._events.get(graph)
+        node = ox.NamedNode(graph)
+        quads = list(self._store.quads_for_pattern(None, None, None, node))
+        for quad in quads:
+            self._store.remove(quad)
+        if info is not None:
+            if info.committed:
+                self.committed_quads -= info.held
+            else:
+                self.pending_quads -= info.held
+            self._forget(graph)
+        return len(quads)
+
+    def _put_info(self, graph: str, info: EventInfo) -> None:
+        node = ox.NamedNode(graph)
+        for quad in list(self._store.quads_for_pattern(node, None, None, _META)):
+            self._store.remove(quad)
+        self._store.add(ox.Quad(node, _INFO, ox.Literal(json.dumps(info.to_json())), _META))
+        self._events[graph] = info
+
+    def _forget(self, graph: str) -> None:
+        if self._events.pop(graph, None) is not None:
+            node = ox.NamedNode(graph)
+            for quad in list(self._store.quads_for_pattern(node, None, None, _META)):
+                self._store.remove(quad)
+
+    def _drop_subscription(self, ident: str) -> bool:
+        node = ox.NamedNode(f"urn:eventcloud:subscription:{ident}")
+        found = list(self._store.quads_for_pattern(node, _RECORD, None, _SUBS))
+        for quad in found:
+            self._store.remove(quad)
+        return bool(found)
 
     def close(self) -> None:
-        self.flush()
-        del self._store
+        try:
+            self.checkpoint()
+        finally:
+            if self._wal is not None:
+                self._wal.close()
+            del self._store
+
+    # --- conveniences for tests and tools (each one durable write) ---------------------------------
+
+    def add_quads(self, graph: IRI, quads: Iterable[Quad], size: int, published: int) -> bool:
+        """Store quads of one committed event; False if the event was already known here."""
+        return self.write([add(graph.value, list(quads), size, published, committed=True)])[0][1]
+
+    def store_quads(self, graph: IRI, quads: list[Quad], size: int, published: int) -> tuple[list[Quad], bool]:
+        return self.write([add(graph.value, quads, size, published, committed=True)])[0]
+
+    def remove_quads(self, quads: Iterable[Quad]) -> None:
+        by_graph: dict[str, list[Quad]] = {}
+        for quad in quads:
+            by_graph.setdefault(quad.g.value, []).append(quad)
+        self.write([remove(g, qs) for g, qs in by_graph.items()])
+
+    def delete_event(self, graph: IRI) -> int:
+        return self.write([delete(graph.value)])[0]
+
+    def put_subscription(self, ident: str, record: dict[str, Any]) -> None:
+        self.write([put_subscription(ident, record)])
+
+    def remove_subscription(self, ident: str) -> bool:
+        return self.write([drop_subscription(ident)])[0]
 
 
 class Offload:
@@ -179,46 +431,65 @@ class Offload:
         return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
 
-class AsyncStore:
-    """A PeerStore whose blocking calls run in a worker thread (one at a time), off the event loop."""
+class _Write:
+    __slots__ = ("mutations", "result", "error", "done")
 
-    def __init__(self, store: PeerStore, offload: bool) -> None:
+    def __init__(self, mutations: list[Mutation]) -> None:
+        self.mutations = mutations
+        self.result: list[Any] = []
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class AsyncStore:
+    """A PeerStore whose blocking calls run in a worker thread (one at a time), off the event loop.
+    Concurrent writes share one fsync; the log is checkpointed once it passes `checkpoint_bytes`."""
+
+    def __init__(self, store: PeerStore, offload: bool, *, checkpoint_bytes: int = 64 * 1024 * 1024) -> None:
         self.sync = store
         self._offload = Offload(offload, 1)
+        self._queue: list[_Write] = []
+        self._writing = trio.Lock()
+        self.checkpoint_bytes = checkpoint_bytes
 
     async def run(self, fn: Any, *args: Any) -> Any:
         return await self._offload.run(fn, *args)
 
+    async def write(self, mutations: list[Mutation]) -> list[Any]:
+        """Apply mutations durably (logged and fsynced before this returns); their results."""
+        job = _Write(mutations)
+        self._queue.append(job)
+        async with self._writing:
+            if not job.done:
+                jobs, self._queue = self._queue, []
+                try:
+                    results = await self.run(self.sync.write_many, [j.mutations for j in jobs])
+                except BaseException as exc:
+                    for j in jobs:
+                        j.error, j.done = exc, True
+                else:
+                    for j, result in zip(jobs, results):
+                        j.result, j.done = result, True
+                if self.sync.log_size > self.checkpoint_bytes:
+                    await self.run(self.sync.checkpoint)
+        if job.error is not None:
+            raise job.error
+        return job.result
+
     # cheap in-memory reads stay synchronous
-    def event_info(self, graph: IRI) -> tuple[int, int] | None:
+    def event_info(self, graph: IRI | str) -> EventInfo | None:
         return self.sync.event_info(graph)
 
-    def events(self) -> dict[str, tuple[int, int]]:
+    def events(self) -> dict[str, EventInfo]:
         return self.sync.events()
 
-    async def add_quads(self, graph: IRI, quads: list[Quad], size: int, published: int) -> bool:
-        return await self.run(self.sync.add_quads, graph, quads, size, published)
+    def count(self) -> int:
+        return self.sync.count()
 
-    async def store_quads(self, graph: IRI, quads: list[Quad], size: int, published: int) -> tuple[list[Quad], bool]:
-        return await self.run(self.sync.store_quads, graph, quads, size, published)
+    async def find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None, *,
+                   committed_only: bool = False) -> list[Quad]:
+        return await self.run(self.sync.find_list, g, s, p, o, committed_only)
 
-    async def find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> list[Quad]:
-        return await self.run(self.sync.find_list, g, s, p, o)
-
-    async def count(self) -> int:
-        return await self.run(self.sync.count)
-
-    async def remove_quads(self, quads: list[Quad]) -> None:
-        await self.run(self.sync.remove_quads, quads)
-
-    async def delete_event(self, graph: IRI) -> int:
-        return await self.run(self.sync.delete_event, graph)
-
-    async def put_subscription(self, ident: str, record: dict[str, Any]) -> None:
-        await self.run(self.sync.put_subscription, ident, record)
-
-    async def remove_subscription(self, ident: str) -> bool:
-        return await self.run(self.sync.remove_subscription, ident)
-
-    async def flush(self) -> None:
-        await self.run(self.sync.flush)
+    async def checkpoint(self) -> None:
+        async with self._writing:
+            await self.run(self.sync.checkpoint)

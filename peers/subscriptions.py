@@ -21,7 +21,7 @@ from eventcloud.overlay import Box, Zone
 from eventcloud.sparql.subscription import Subscription, parse_subscription
 from eventcloud.wire.messages import SubscriptionRecord
 from peers.state import PeerState
-from peers.store import AsyncStore
+from peers.store import AsyncStore, drop_subscription, put_subscription
 
 __all__ = ["Stored", "Subscriptions", "parse_cached"]
 
@@ -95,7 +95,7 @@ class Subscriptions:
         if record.id in self._tombstones:
             return None
         stored = self._put(record)
-        await self.store.put_subscription(record.id, record.to_wire())
+        await self.store.write([put_subscription(record.id, record.to_wire())])
         return stored
 
     async def remove(self, ident: str) -> bool:
@@ -104,7 +104,7 @@ class Subscriptions:
         found = self._stored.pop(ident, None) is not None
         self.index.remove(ident)
         if found:
-            await self.store.remove_subscription(ident)
+            await self.store.write([drop_subscription(ident)])
             self.counters["subscriptions"] = len(self._stored)
         return found
 
@@ -114,17 +114,21 @@ class Subscriptions:
 
     async def prune(self, zone: Zone) -> None:
         """Drop the subscriptions whose box no longer meets this peer's `zone`."""
-        for stored in list(self._stored.values()):
-            if not zone.intersects(self.box(stored.sub)):
-                del self._stored[stored.id]
-                self.index.remove(stored.id)
-                await self.store.remove_subscription(stored.id)
+        gone = [s for s in self._stored.values() if not zone.intersects(self.box(s.sub))]
+        for stored in gone:
+            del self._stored[stored.id]
+            self.index.remove(stored.id)
+        if gone:
+            await self.store.write([drop_subscription(s.id) for s in gone])
         self.counters["subscriptions"] = len(self._stored)
 
     async def install(self, records: tuple[SubscriptionRecord, ...] | list[SubscriptionRecord]) -> None:
         """Subscriptions handed over with a zone."""
-        for record in records:
-            await self.add(record)
+        fresh = [r for r in records if r.id not in self._tombstones]
+        for record in fresh:
+            self._put(record)
+        if fresh:
+            await self.store.write([put_subscription(r.id, r.to_wire()) for r in fresh])
 
     def regex_timeouts(self) -> int:
         """How often stored subscriptions' REGEX patterns ran past their time budget."""

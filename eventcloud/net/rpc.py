@@ -159,6 +159,13 @@ class RpcConnection:
                                     body.to_wire() if isinstance(body, Body) else body)
                 except EventCloudError as exc:
                     reply = _error(message.id, exc.code, exc.message)
+                except BaseExceptionGroup as group:  # concurrent steps failed: answer with the first typed error
+                    typed = _first_typed(group)
+                    if typed is None:
+                        log.exception("handler for %s failed", message.op)
+                        reply = _error(message.id, ErrorCode.INTERNAL, f"{type(group).__name__}: {group}")
+                    else:
+                        reply = _error(message.id, typed.code, typed.message)
                 except Exception as exc:  # a bug in a handler must not take the peer down
                     log.exception("handler for %s failed", message.op)
                     reply = _error(message.id, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
@@ -244,6 +251,17 @@ class RpcConnection:
         with trio.CancelScope(shield=True):
             with trio.move_on_after(1):
                 await self.stream.aclose()
+
+
+def _first_typed(group: BaseExceptionGroup) -> EventCloudError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, EventCloudError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_typed(exc)
+            if found is not None:
+                return found
+    return None
 
 
 def _error(ident: int, code: ErrorCode, text: str, hlc: int = 0) -> Message:

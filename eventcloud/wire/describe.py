@@ -1,6 +1,7 @@
 """The protocol reference, rendered from the code: every operation, body field and error code.
 
-    python -m eventcloud.wire.describe      # prints the markdown reference of docs/protocol.md
+    python -m eventcloud.wire.describe                          # prints the reference
+    python -m eventcloud.wire.describe --update docs/protocol.md  # rewrites it in the document
 
 docs/protocol.md embeds this text between markers, and a test fails when they differ, so the
 document cannot drift from the message types.
@@ -87,5 +88,18 @@ def reference() -> str:
     return "\n".join(lines)
 
 
+def updated(document: str) -> str:
+    """`document` with its generated block replaced by the current reference."""
+    start, end = document.index(BEGIN), document.index(END) + len(END)
+    return document[:start] + reference() + document[end:]
+
+
 if __name__ == "__main__":
-    print(reference())
+    import sys
+    from pathlib import Path
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--update":
+        target = Path(sys.argv[2])
+        target.write_text(updated(target.read_text()))
+    else:
+        print(reference())

@@ -103,6 +103,7 @@ class Find(Body):
     """A quad pattern (null = any) to look up, or count."""
 
     pattern: tuple[Term | None, Term | None, Term | None, Term | None] = field(PATTERN, default=ALL)
+    pending: bool = field(BOOL, default=False)   # peers only: include events not yet committed
 
 
 @message
@@ -150,6 +151,7 @@ class PeerStatus(Body):
     subscriptions: int = field(INT)
     neighbours: dict[str, str] = field(MAP)        # id -> address
     counters: dict[str, int] = field(MAP)
+    down: bool = field(BOOL, default=False)        # did not answer (the other fields are its last known)
 
 
 @message
@@ -214,6 +216,8 @@ class Route(Body):
     op: str = field(STR)
     body: dict[str, Any] = field(MAP)
     hops: int = field(INT, default=0)
+    avoid: tuple[str, ...] = field(LIST(STR), default=())     # peers found unreachable on the way
+    visited: tuple[str, ...] = field(LIST(STR), default=())   # peers the request passed (never revisited)
 
 
 @message
@@ -228,6 +232,7 @@ class Multicast(Body):
     box: Box = field(BOX)
     op: str = field(STR)
     body: dict[str, Any] = field(MAP)
+    partial: bool = field(BOOL, default=False)   # report unreachable peers as down instead of failing
 
 
 @message
@@ -245,11 +250,34 @@ class Delivery(Body):
     quads: tuple[Any, ...] = field(LIST(RAW))
     take: tuple[int, ...] | None = field(OPT(LIST(INT)), default=None)
     whole: bool = field(BOOL, default=False)
+    tx: tuple[Any, ...] | None = field(OPT(LIST(RAW)), default=None)   # pending until its entry decides
 
 
 @message
 class Deliver(Body):
     deliveries: tuple[Delivery, ...] = field(LIST(NESTED(Delivery)))
+
+
+@message
+class Delivered(Body):
+    """Where the quads went: the addresses of the peers that stored some (for the commit)."""
+
+    owners: tuple[str, ...] = field(LIST(STR), default=())
+
+
+@message
+class Commit(Body):
+    """From an entry peer to the owners: these events are decided; make them visible and match them."""
+
+    graphs: tuple[str, ...] = field(LIST(STR))
+
+
+@message
+class Resolve(Body):
+    """To the peer holding a publication attempt's decision: committed, aborted or still unknown?"""
+
+    key: str = field(STR)
+    abort_if_unknown: bool = field(BOOL, default=False)
 
 
 @message
@@ -297,15 +325,29 @@ class EventMeta(Body):
     graph: str = field(STR)
     size: int = field(INT)
     published: int = field(INT)
+    committed: bool = field(BOOL, default=True)
+    notified: bool = field(BOOL, default=False)
+    tx: tuple[Any, ...] | None = field(OPT(LIST(RAW)), default=None)
+
+
+@message
+class Decision(Body):
+    """An entry peer's decision on one publication attempt, kept at a point of its zone."""
+
+    key: str = field(STR)
+    decision: str = field(STR)
+    point: Point = field(POINT)
 
 
 @message
 class Handover(Body):
-    """A zone's content changing hands (join split, leave): quads, their events, subscriptions."""
+    """A zone's content changing hands (join split, leave): quads, their events, subscriptions,
+    and the publication decisions kept in it."""
 
     quads: tuple[Quad, ...] = field(LIST(QUAD), default=())
     events: tuple[EventMeta, ...] = field(LIST(NESTED(EventMeta)), default=())
     subscriptions: tuple[SubscriptionRecord, ...] = field(LIST(NESTED(SubscriptionRecord)), default=())
+    decisions: tuple[Decision, ...] = field(LIST(NESTED(Decision)), default=())
 
 
 @message
@@ -361,11 +403,11 @@ REQUESTS: dict[Op, type[Body]] = {
     Op.PING: Empty, Op.OVERLAY_INFO: Empty, Op.PUBLISH: Publish, Op.FIND: Find, Op.COUNT: Find,
     Op.SPARQL: Sparql, Op.DELETE: Delete, Op.STATUS: Empty, Op.SUBSCRIBE: Subscribe,
     Op.UNSUBSCRIBE: Unsubscribe, Op.LEAVE: Empty,
-    Op.ROUTE: Route, Op.DELIVER: Deliver, Op.NOTIFY: Notify, Op.JOIN_COMMIT: JoinCommit,
+    Op.ROUTE: Route, Op.DELIVER: Deliver, Op.COMMIT: Commit, Op.NOTIFY: Notify, Op.JOIN_COMMIT: JoinCommit,
     Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.TABLE: Empty,
     Op.MCAST: Multicast, Op.JOIN_SPLIT: JoinRequest, Op.DELIVER_LOCAL: Delivery, Op.FIND_LOCAL: Find,
     Op.COUNT_LOCAL: Find, Op.DELETE_LOCAL: Delete, Op.STATUS_LOCAL: Empty, Op.CLOCK: Empty,
-    Op.STORE_SUB: StoreSubscription, Op.REMOVE_SUB: SubscriptionId, Op.CSMA_SUB: CsmaStep,
+    Op.STORE_SUB: StoreSubscription, Op.REMOVE_SUB: SubscriptionId, Op.CSMA_SUB: CsmaStep, Op.RESOLVE: Resolve,
     Op.NOTIFICATION: Notification,
 }
 
@@ -374,6 +416,6 @@ REPLIES: dict[Op, type[Body]] = {
     Op.PING: Pong, Op.OVERLAY_INFO: OverlayInfo, Op.PUBLISH: Published, Op.FIND: Quads, Op.COUNT: Counted,
     Op.SPARQL: SparqlResult, Op.DELETE: Deleted, Op.STATUS: Status, Op.SUBSCRIBE: Subscribed,
     Op.UNSUBSCRIBE: SubscriptionId, Op.LEAVE: Left,
-    Op.ROUTE: Routed, Op.DELIVER: Empty, Op.NOTIFY: Empty, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,
+    Op.ROUTE: Routed, Op.DELIVER: Delivered, Op.COMMIT: Empty, Op.NOTIFY: Empty, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,
     Op.TAKE_OVER: PeerId, Op.TABLE: Table,
 }

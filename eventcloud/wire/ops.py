@@ -33,6 +33,7 @@ class Op(StrEnum):
     # peer operations
     ROUTE = "route"
     DELIVER = "deliver"
+    COMMIT = "commit"
     NOTIFY = "notify"
     JOIN_COMMIT = "join_commit"
     NEIGHBOURS = "neighbours"
@@ -50,6 +51,7 @@ class Op(StrEnum):
     STORE_SUB = "store_sub"
     REMOVE_SUB = "remove_sub"
     CSMA_SUB = "csma_sub"
+    RESOLVE = "resolve"
     # push
     NOTIFICATION = "notification"
 
@@ -58,10 +60,11 @@ CLIENT_OPS = frozenset({
     Op.PING, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
     Op.SUBSCRIBE, Op.UNSUBSCRIBE, Op.LEAVE,
 })
-PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER, Op.TABLE})
+PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
+                      Op.TABLE})
 ROUTED_OPS = frozenset({
     Op.MCAST, Op.JOIN_SPLIT, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
-    Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB,
+    Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE,
 })
 PUSH_OPS = frozenset({Op.NOTIFICATION})
 #: What a peer accepts as the `op` of a request frame.

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from eventcloud.rdf.model import IRI, XSD, Literal
-from peers.store import AsyncStore, PeerStore
+from peers.store import (
+    AsyncStore, EventInfo, PeerStore, StoreError, abort, add, commit, decide, delete, notified, remove,
+)
+from peers.wal import WriteAheadLog
 from tests.helpers import sample_events
 
 
@@ -22,7 +25,7 @@ def test_quads_are_stored_by_event_and_found_by_pattern(store):
     assert store.add_quads(b.graph, list(b.quads), len(b), 12) is True
     assert store.count() == 10
     assert set(store.find(a.graph, None, None, None)) == set(a.quads)
-    assert store.event_info(a.graph) == (5, 11)
+    assert store.event_info(a.graph) == EventInfo(5, 11, committed=True, held=5)
     p1 = IRI("http://example.org/p1")
     assert {q.g for q in store.find(None, None, p1, None)} == {a.graph, b.graph}
     assert list(store.find(Literal("x"), None, None, None)) == []  # a literal graph matches nothing
@@ -43,7 +46,7 @@ def test_removing_and_deleting_keep_metadata_exact(store):
     store.add_quads(a.graph, list(a.quads), 5, 1)
     store.add_quads(b.graph, list(b.quads), 5, 2)
     store.remove_quads(list(a.quads[:2]))
-    assert store.event_info(a.graph) == (5, 1)  # three quads of it remain here
+    assert store.event_info(a.graph).held == 3  # three quads of it remain here
     store.remove_quads(list(a.quads[2:]))
     assert store.event_info(a.graph) is None
     assert store.delete_event(b.graph) == 5
@@ -75,7 +78,7 @@ def test_everything_survives_reopening(tmp_path):
     first.put_subscription("s1", {"id": "s1"})
     first.close()
     again = PeerStore(tmp_path / "s")
-    assert again.count() == 5 and again.event_info(event.graph) == (5, 77)
+    assert again.count() == 5 and again.event_info(event.graph).published == 77
     assert again.subscriptions() == {"s1": {"id": "s1"}}
     again.close()
 
@@ -84,9 +87,93 @@ def test_everything_survives_reopening(tmp_path):
 async def test_the_async_store_gives_the_same_answers_in_a_thread_or_inline(tmp_path, offload):
     (event,) = sample_events(1)
     store = AsyncStore(PeerStore(tmp_path / "a"), offload)
-    fresh, new = await store.store_quads(event.graph, list(event.quads), 5, 3)
+    ((fresh, new),) = await store.write([add(event.graph.value, event.quads, 5, 3, committed=True)])
     assert new and len(fresh) == 5
     assert set(await store.find(event.graph, None, None, None)) == set(event.quads)
-    assert await store.count() == 5
-    assert await store.delete_event(event.graph) == 5
+    assert store.count() == 5
+    assert await store.write([delete(event.graph.value)]) == [5]
+    store.sync.close()
+
+
+def test_pending_events_are_invisible_until_committed_and_counted_apart(store):
+    a, b = sample_events(2)
+    store.write([add(a.graph.value, a.quads, 5, 1, committed=False, tx=("e:1", ["0"] * 4)),
+                 add(b.graph.value, b.quads[:2], 5, 2, committed=True)])
+    assert store.count() == 2 and store.pending_quads == 5
+    assert list(store.find(a.graph, None, None, None, committed_only=True)) == []
+    assert len(list(store.find(a.graph, None, None, None))) == 5
+    assert store.event_info(a.graph).tx == ("e:1", ["0"] * 4)
+    assert store.write([commit(a.graph.value), commit(a.graph.value)]) == [True, False]  # once
+    assert store.count() == 7 and store.pending_quads == 0 and store.event_info(a.graph).tx is None
+    store.write([notified(a.graph.value)])
+    assert store.event_info(a.graph).notified
+
+
+def test_an_abort_drops_only_a_pending_event_and_a_retry_takes_the_new_attempt(store):
+    a, b = sample_events(2)
+    store.write([add(a.graph.value, a.quads, 5, 1, committed=False, tx=("e:1", [])),
+                 add(a.graph.value, a.quads, 5, 1, committed=False, tx=("e:2", []))])
+    assert store.event_info(a.graph).tx == ("e:2", [])
+    store.write([add(b.graph.value, b.quads, 5, 1, committed=True)])
+    assert store.write([abort(a.graph.value), abort(b.graph.value)]) == [5, 0]
+    assert store.event_info(a.graph) is None and store.count() == 5
+
+
+def test_decisions_keep_the_first(store):
+    assert store.write([decide("e:1", "commit", ["a"] * 4), decide("e:1", "abort", ["a"] * 4)]) == ["commit", "commit"]
+    assert store.decision("e:1") == "commit" and store.decision("e:2") is None
+
+
+def test_removing_part_of_an_event_keeps_counters_exact(store):
+    (a,) = sample_events(1)
+    store.write([add(a.graph.value, a.quads, 5, 1, committed=True)])
+    assert store.write([remove(a.graph.value, a.quads[:2]), remove(a.graph.value, a.quads[:2])]) == [2, 0]
+    assert store.count() == 3 == store.event_info(a.graph).held
+    assert store.write([delete(a.graph.value)]) == [3]
+    assert store.count() == 0 and store.events() == {}
+
+
+def test_the_log_is_replayed_after_a_crash_and_a_torn_tail_is_dropped(tmp_path):
+    (a,) = sample_events(1)
+    wal = WriteAheadLog(tmp_path / "s" / "wal")  # what a crash leaves: logged, never applied
+    wal.append([[add(a.graph.value, a.quads, 5, 9, committed=False, tx=("e:1", [])), commit(a.graph.value)]])
+    wal.close()
+    with open(tmp_path / "s" / "wal", "ab") as handle:
+        handle.write(b"\x00\x00\x01\x00partial")  # a record cut in the middle of its write
+    store = PeerStore(tmp_path / "s")
+    assert store.count() == 5 and store.event_info(a.graph).committed
+    assert store.log_size == 0  # replayed, checkpointed
+    store.close()
+    again = PeerStore(tmp_path / "s")
+    assert again.count() == 5
+    again.close()
+
+
+def test_a_full_disk_refuses_the_write_and_applies_nothing(tmp_path, monkeypatch):
+    import errno
+
+    (a,) = sample_events(1)
+    store = PeerStore(tmp_path / "s")
+
+    def full(records):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store._wal, "append", full)
+    with pytest.raises(StoreError, match="disk is full"):
+        store.write([add(a.graph.value, a.quads, 5, 1, committed=True)])
+    assert store.count() == 0 and store.event_info(a.graph) is None
+    store.close()
+
+
+async def test_concurrent_writes_share_one_fsync(tmp_path):
+    import trio
+
+    store = AsyncStore(PeerStore(tmp_path / "s"), offload=True)
+    events = sample_events(20)
+    before = store.sync._wal.fsyncs
+    async with trio.open_nursery() as nursery:
+        for event in events:
+            nursery.start_soon(store.write, [add(event.graph.value, event.quads, 5, 1, committed=True)])
+    assert store.count() == 100
+    assert store.sync._wal.fsyncs - before < 20  # grouped
     store.sync.close()

@@ -1,0 +1,81 @@
+"""Publication decisions: what makes a compound event visible whole or not at all.
+
+Publishing is a two-phase commit whose coordinator is the entry peer:
+
+1. *prepare*: the event's quads are stored at their owners as **pending** (durably, with the
+   attempt's key `entry-id:t_P` and the point where its decision will be kept, a point of
+   the entry's zone); pending quads are invisible to queries and not matched;
+2. *decide*: the entry writes `commit` for the attempt, durably, at that point (if phase 1
+   failed, `abort`); the first decision for a key stands;
+3. *commit*: the entry tells the owners, which make the quads visible and match the event.
+
+Whoever meets a pending event can learn its fate here (`resolve`): queries count a pending
+event as visible iff its decision is `commit` (so two readers never disagree on an event's
+visibility, even while commit messages travel), and an owner left with a pending event
+(the entry died, a commit message was lost) resolves it in the background: committed, it
+commits; aborted, or unknown for too long (then recorded as aborted, so a late commit
+cannot happen), it drops it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from eventcloud.errors import EventCloudError
+from eventcloud.wire.codec import point_from_wire, point_to_wire
+from eventcloud.wire.messages import Resolve
+from eventcloud.wire.ops import Op
+from peers.router import Router
+from peers.state import PeerState
+from peers.store import AsyncStore, EventInfo, decide
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Commits", "COMMIT", "ABORT", "UNKNOWN"]
+
+COMMIT, ABORT, UNKNOWN = "commit", "abort", "unknown"
+
+
+class Commits:
+    def __init__(self, state: PeerState, router: Router, store: AsyncStore, counters: Counter[str]) -> None:
+        self.state = state
+        self.router = router
+        self.store = store
+        self.counters = counters
+
+    def routed(self) -> dict[Op, Any]:
+        return {Op.RESOLVE: self._local_resolve}
+
+    def attempt(self, published: int) -> tuple[str, list[str]]:
+        """(key, decision point) of a publication attempt entered here at time `published`."""
+        corner = tuple(lo for lo, _ in self.state.zone.bounds)
+        return f"{self.state.id}:{published}", point_to_wire(corner)  # type: ignore[arg-type]
+
+    async def decide(self, attempts: list[tuple[str, list[str]]], decision: str) -> list[str]:
+        """Record decisions durably here; the decision that stands for each (an earlier one wins)."""
+        return await self.store.write([decide(key, decision, point) for key, point in attempts])
+
+    async def _local_resolve(self, body: Resolve) -> str:
+        known = self.store.sync.decision(body.key)
+        if known is None and body.abort_if_unknown:
+            # Nobody decided it in all this time: decide abort, so that a late commit cannot happen.
+            point = point_to_wire(tuple(lo for lo, _ in self.state.zone.bounds))  # type: ignore[arg-type]
+            (known,) = await self.store.write([decide(body.key, ABORT, point)])
+            self.counters["attempts_aborted_by_resolution"] += 1
+        return known or UNKNOWN
+
+    async def resolve(self, info: EventInfo, *, abort_if_unknown: bool = False) -> str:
+        """The decision on a pending event (commit, abort or unknown), from the peer keeping it;
+        unknown too when that peer cannot be reached."""
+        if info.tx is None:
+            return COMMIT if info.committed else UNKNOWN
+        key, point = info.tx[0], info.tx[1]
+        try:
+            result = await self.router.route(point_from_wire(list(point)), Op.RESOLVE,
+                                             Resolve(str(key), abort_if_unknown))
+        except EventCloudError as exc:
+            log.info("peer %s: cannot resolve attempt %s yet: %s", self.state.id, key, exc)
+            return UNKNOWN
+        return result if result in (COMMIT, ABORT) else UNKNOWN

@@ -81,9 +81,11 @@ class Subscription:
 
 
 class Client:
-    def __init__(self, conn: RpcConnection, source: str) -> None:
+    def __init__(self, conn: RpcConnection, source: str, *, publish_retry: float = 30.0) -> None:
         self._conn = conn
         self.source = source
+        self.publish_retry = publish_retry  # seconds a publication is retried on transient failures
+        self.retries = 0
         self._sequence = itertools.count()
         self._subscriptions: dict[str, trio.MemorySendChannel[Notification]] = {}
         self.unsubscribed: set[str] = set()
@@ -126,8 +128,21 @@ class Client:
         which is how bulk loads and replays reach high throughput."""
         if not events:
             return []
-        reply = await self.call(Op.PUBLISH, _encodable(Publish(tuple(events))))
-        return list(Published.from_wire(reply).receipts)
+        body = _encodable(Publish(tuple(events)))
+        deadline = trio.current_time() + self.publish_retry
+        delay = 0.1
+        while True:
+            try:
+                reply = await self.call(Op.PUBLISH, body)
+                return list(Published.from_wire(reply).receipts)
+            except ClientError as exc:
+                # Transient (a peer down, a zone being taken over): the same graph IRIs again is a
+                # retry, which completes the publication without duplicates.
+                if not exc.transient or self.lost is not None or trio.current_time() + delay > deadline:
+                    raise
+            self.retries += 1
+            await trio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
     async def publish_file(self, path: str | Path, format: str | None = None) -> tuple[int, int]:
         """Publish every event of an RDF file; (events, quads). The file is parsed fully
@@ -239,8 +254,11 @@ def _encodable(body: Publish) -> Publish:
 
 @asynccontextmanager
 async def connect(address: str, *, transport: Transport | None = None, source: str | None = None,
-                  physical_ms=lambda: int(time.time() * 1000)) -> AsyncIterator[Client]:
-    """Open a client connection to an entry peer (any peer of the overlay)."""
+                  physical_ms=lambda: int(time.time() * 1000), publish_retry: float = 30.0) -> AsyncIterator[Client]:
+    """Open a client connection to an entry peer (any peer of the overlay).
+
+    A publication that fails for a transient reason (a peer down, its zone being taken over) is
+    retried with backoff for up to `publish_retry` seconds (0: never) before the error is raised."""
     transport = transport or TcpTransport()
     try:
         stream = await transport.connect(address)
@@ -259,7 +277,7 @@ async def connect(address: str, *, transport: Transport | None = None, source: s
             client._connection_ended(reason)
 
     async with open_connection(stream, clock, on_push=on_push, on_close=on_close, name=f"client->{address}") as conn:
-        client = Client(conn, source or f"client-{id(conn):x}")
+        client = Client(conn, source or f"client-{id(conn):x}", publish_retry=publish_retry)
         try:
             yield client
         finally:

@@ -24,8 +24,11 @@ class PeerConfig:
     space: CoordinateSpace = field(default_factory=CoordinateSpace)
     seed: int | None = None               # for the join point; None: random
     advertise: str | None = None          # HOST[:PORT] other peers use to reach this one
+    replicas: int = 2                     # copies of every zone, fixed by an overlay's first peer (1 or 2)
     # routing and membership
     retry_window: float = 5.0             # how long a request retries around a dead peer
+    heartbeat: float = 0.5                # a replica pings the owner of each copy it holds this often
+    failure_timeout: float = 3.0          # ... and takes its zone over after this long without an answer
     max_hops: int = 256
     stabilise_every: float = 5.0          # seconds between neighbour-table checks (0: never)
     join_timeout: float = 30.0            # a split whose newcomer never commits is undone after this
@@ -55,7 +58,10 @@ class PeerConfig:
             raise ValueError(f"unknown algorithm {self.algorithm!r}: use one of {', '.join(ALGORITHMS)}")
         if self.data_dir is not None:
             self.data_dir = Path(self.data_dir)
-        positive = ("retry_window", "join_timeout", "reconstruct_deadline", "tombstone_ttl",
+        if self.replicas not in (1, 2):
+            raise ValueError(f"replicas must be 1 or 2, got {self.replicas!r}")
+        positive = ("retry_window", "heartbeat", "failure_timeout", "join_timeout", "reconstruct_deadline",
+                    "tombstone_ttl",
                     "resolve_after", "abort_after", "outbox_every", "give_up_after")
         for name in positive:
             if not getattr(self, name) > 0:

@@ -36,6 +36,7 @@ from eventcloud.wire.messages import (
     Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
+from peers.replication import Replication
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.store import AsyncStore, add, decide, notified, remove
@@ -44,6 +45,9 @@ from peers.subscriptions import Subscriptions
 log = logging.getLogger(__name__)
 
 __all__ = ["Membership"]
+
+#: How long a peer that left is remembered as departed (not crashed).
+DEPARTED_FOR = 600.0
 
 
 class _PendingJoin:
@@ -60,8 +64,9 @@ class _PendingJoin:
 class Membership:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  transport: Transport, clock: HybridClock, counters: Counter[str], *,
-                 persist: Callable[[], Awaitable[None]], retire: Callable[[RpcConnection], Awaitable[None]],
-                 rng: random.Random, join_timeout: float, retry_window: float) -> None:
+                 replication: Replication, persist: Callable[[], Awaitable[None]],
+                 retire: Callable[[RpcConnection], Awaitable[None]], rng: random.Random, join_timeout: float,
+                 retry_window: float) -> None:
         self.state = state
         self.router = router
         self.store = store
@@ -69,7 +74,9 @@ class Membership:
         self.transport = transport
         self.clock = clock
         self.counters = counters
+        self.replication = replication
         self.persist = persist
+        self._departed: dict[str, float] = {}   # peers that left gracefully (their replicas must not take over)
         self.retire = retire            # after a graceful leave: drop the zone, stop once `conn` has the reply
         self.rng = rng
         self.join_timeout = join_timeout
@@ -99,7 +106,7 @@ class Membership:
 
     async def _on_info(self, conn: RpcConnection, body: Empty) -> OverlayInfo:
         state = self.state
-        return OverlayInfo(state.id, state.address, state.space, state.algorithm)
+        return OverlayInfo(state.id, state.address, state.space, state.algorithm, state.overlay, state.replicas)
 
     # --- joining ------------------------------------------------------------------------------
 
@@ -120,9 +127,12 @@ class Membership:
             grant = JoinGrant.from_wire(reply.result)
         state.space = space
         state.algorithm = grant.algorithm
+        state.overlay = grant.overlay
+        state.replicas = grant.replicas
         state.zone = grant.zone
         state.neighbours = dict(grant.neighbours)
         await self._install(grant.data)
+        await self.replication.ensure()  # the zone on two peers before its old owner drops it
         await self.persist()
         await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
         log.info("peer %s joined: zone %s", state.id, state.zone)
@@ -174,7 +184,8 @@ class Membership:
         state = self.state
         async with self.lock:
             try:
-                plan = split_for_join(state.id, state.address, state.zone, state.neighbours, new_id, new_address)
+                plan = split_for_join(state.id, state.address, state.zone, state.neighbours, new_id, new_address,
+                                      state.incarnation)
             except GeometryError as exc:
                 raise RequestError(f"cannot split zone for a join: {exc.message}", ErrorCode.UNAVAILABLE) from None
             pending = _PendingJoin(state.zone, dict(state.neighbours), [], plan.announce_to)
@@ -183,7 +194,8 @@ class Membership:
             await self.persist()
             quads, data = await self._handover(plan.upper)
             pending.quads = quads
-            grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, data)
+            grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, data,
+                              state.overlay, state.replicas)
             return grant, pending
 
     async def _expire_join(self, new_id: str, pending: _PendingJoin) -> None:
@@ -215,7 +227,7 @@ class Membership:
             await self.store.write([remove(g, qs) for g, qs in by_graph.items()])
         await self.subscriptions.prune(state.zone)
         newcomer = state.neighbours[body.id]
-        records = {state.id: Neighbour(state.address, state.zone), body.id: newcomer}
+        records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}
         await self.announce(records, pending.announce_to)
         return Empty()
 
@@ -237,9 +249,16 @@ class Membership:
                 if address != self.state.address:
                     nursery.start_soon(one, address)
 
+    def departed(self, ident: str) -> bool:
+        """Did `ident` leave the overlay gracefully (recently)?"""
+        until = self._departed.get(ident)
+        return until is not None and until > trio.current_time()
+
     async def _on_neighbours(self, conn: RpcConnection, body: Announce) -> PeerId:
         """Update the table from announced zones: keep those that neighbour ours."""
         state = self.state
+        for ident in body.removed:
+            self._departed[ident] = trio.current_time() + DEPARTED_FOR
         async with self.lock:
             state.neighbours = announced(state.id, state.zone, state.neighbours, (body.peers or {}).items(),
                                          body.removed)
@@ -249,7 +268,7 @@ class Membership:
     async def announce_self(self) -> None:
         """After a restart: tell the neighbours where we are now (the port may differ)."""
         state = self.state
-        await self.announce({state.id: Neighbour(state.address, state.zone)},
+        await self.announce({state.id: Neighbour(state.address, state.zone, state.incarnation)},
                             [n.address for n in state.neighbours.values()])
 
     # --- leaving --------------------------------------------------------------------------------
@@ -277,11 +296,13 @@ class Membership:
     async def _on_leave(self, conn: RpcConnection, body: Empty) -> Left:
         """Leave the overlay gracefully; the runtime stops this peer once the reply is sent."""
         heir = await self.leave()
+        await self.replication.drop()
         await self.retire(conn)
         return Left(heir)
 
     async def _on_take_over(self, conn: RpcConnection, body: TakeOver) -> PeerId:
         state = self.state
+        self._departed[body.id] = trio.current_time() + DEPARTED_FOR
         async with self.lock:
             plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
             if plan is None:
@@ -290,14 +311,15 @@ class Membership:
             state.zone = plan.merged
             state.neighbours = plan.table
             await self.persist()
-        await self.announce({state.id: Neighbour(state.address, plan.merged)}, plan.announce_to, removed=(body.id,))
+        await self.announce({state.id: Neighbour(state.address, plan.merged, state.incarnation)}, plan.announce_to,
+                            removed=(body.id,))
         return PeerId(state.id)
 
     # --- stabilisation --------------------------------------------------------------------------
 
     async def _on_table(self, conn: RpcConnection, body: Empty) -> Table:
         state = self.state
-        return Table((state.id, Neighbour(state.address, state.zone)), dict(state.neighbours))
+        return Table((state.id, Neighbour(state.address, state.zone, state.incarnation)), dict(state.neighbours))
 
     async def stabilise_once(self) -> None:
         """Ask each neighbour for its own zone and its table; fix stale entries and learn

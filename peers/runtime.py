@@ -2,52 +2,61 @@
 
 Construction is the wiring diagram (each service receives what it calls):
 
-    store ─ state ─ clock
+    state, clock, dispatcher, host (stand-ins of crashed peers)
     router(state, transport, clock, dispatcher)
+    replication(state, router)                   owner side: the zone's copy on a replica
+    store = ReplicatedStore(peer store, replication)
+    replicas(state, router, host)                replica side: copies, failure detection, takeover
     subscriptions(state, store)                  the registry and its shared index
-    queries(state, router, store, subscriptions)
+    commits(state, router, store)                publication decisions
+    queries(state, router, store, subscriptions, commits)
     delivery(state, router, queries, clock)      entry side: sessions, dedup, reconstruction
-    matcher(state, router, store, subscriptions, delivery.accept)
-    storage(state, router, store, matcher, clock)
-    membership(state, router, store, subscriptions, transport, clock)
+    matcher(state, router, store, subscriptions, delivery.accept, clock)
+    storage(state, router, store, commits, matcher, clock)
+    membership(state, router, store, subscriptions, transport, clock, replication)
 
 Everything runs under one nursery opened here: the listener, one task per connection (its
-RPC reader owns its request handlers), and each service's `run()` (the router's pooled
-connections, matching workers, delivery pumps and reconstructions, membership timers).
-Cancelling it (SIGTERM, Ctrl-C, a test's cancel scope) stops the peer cleanly; its state and
-store are on disk, so the same command brings it back.
+RPC reader owns its request handlers), and each service's `run()`. Cancelling it (SIGTERM,
+Ctrl-C, a test's cancel scope) stops the peer; its state and store are on disk, so the same
+command brings it back. A peer restarted after a replica took its zone over finds out before
+it serves, drops its stale copy and joins again as a new peer.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import shutil
 import time
+import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from eventcloud.errors import EventCloudError
-from eventcloud.net.rpc import RpcConnection
+from eventcloud.net.rpc import RpcConnection, open_connection
 from eventcloud.net.transport import TcpTransport, Transport
 from eventcloud.overlay import Zone
 from eventcloud.wire.hlc import HybridClock
-from eventcloud.wire.messages import Empty, Pong
+from eventcloud.wire.messages import Empty, OverlayInfo, Pong, ReplicaOf, ReplicaStatus, Table
 from eventcloud.wire.ops import Op
-from peers.config import PeerConfig, advertised_address
 from peers.commits import Commits
+from peers.config import PeerConfig, advertised_address
 from peers.delivery import Delivery
 from peers.dispatch import Dispatcher
+from peers.host import Host, ProcessPeers
 from peers.matcher import Matcher
 from peers.membership import Membership
 from peers.queries import Queries
-from peers.router import RetryPolicy, Router
-from peers.state import PeerState, load_state, save_state
+from peers.replicas import Replicas
+from peers.replication import ReplicatedStore, Replication
+from peers.router import FAILED, RetryPolicy, Router
+from peers.state import PeerState, StateError, load_state, save_state
 from peers.storage import Storage
-from peers.store import AsyncStore, Offload, PeerStore
+from peers.store import Offload, PeerStore
 from peers.subscriptions import Subscriptions
 
 log = logging.getLogger(__name__)
@@ -72,6 +81,9 @@ class RunningPeer:
     matcher: Matcher
     storage: Storage
     membership: Membership
+    replication: Replication
+    replicas: Replicas
+    host: Host
     cancel_scope: trio.CancelScope
     stopped: trio.Event
 
@@ -87,19 +99,65 @@ class RunningPeer:
         self.cancel_scope.cancel()
 
 
-class _Persistence:
-    """Saves the peer's state (offloaded: it fsyncs) and retires it after a graceful leave."""
+class _Superseded(Exception):
+    """A replica took this peer's zone over while it was down: it must rejoin as a new peer."""
 
-    def __init__(self, state: PeerState, clock: HybridClock, data_dir: Path | None, offload: Offload) -> None:
+    def __init__(self, rejoin: list[str]) -> None:
+        super().__init__("superseded")
+        self.rejoin = rejoin
+
+
+async def run_peer(config: PeerConfig, transport: Transport | None = None, *, physical_ms=wall_clock_ms,
+                   task_status: trio.TaskStatus[RunningPeer] = trio.TASK_STATUS_IGNORED,
+                   process: ProcessPeers | None = None, state: PeerState | None = None,
+                   store: PeerStore | None = None) -> None:
+    """Run one peer until cancelled; `task_status.started` gets a handle once it serves.
+
+    `state` and `store` start an in-memory stand-in from a replica's copy (tests); with a data
+    directory they come from its files."""
+    transport = transport or TcpTransport()
+    process = process if process is not None else ProcessPeers()
+    try:
+        await _PeerRuntime(config, transport, physical_ms, process, state, store).run(task_status)
+    except _Superseded as superseded:
+        if config.data_dir is not None:
+            _drop_stale(config.data_dir)
+        for address in superseded.rejoin:
+            fresh = replace(config, join=address)
+            try:
+                await _PeerRuntime(fresh, transport, physical_ms, process, None, None).run(task_status)
+                return
+            except EventCloudError as exc:
+                log.warning("rejoining through %s failed: %s", address, exc)
+        raise StateError("this peer's zone was taken over while it was down, and no peer it knew lets it "
+                         "rejoin; start it with --join ADDRESS of a live peer") from None
+
+
+def _drop_stale(data_dir: Path) -> None:
+    """The copy a superseded peer held is stale: keep its state file for inspection, drop the rest."""
+    state = data_dir / "peer.json"
+    if state.exists():
+        state.rename(data_dir / "peer.json.superseded")
+    for name in ("store", "replicas", "standins"):
+        shutil.rmtree(data_dir / name, ignore_errors=True)
+
+
+class _Persistence:
+    """Saves the peer's state (offloaded: it fsyncs), tells the replica, and retires a peer that left."""
+
+    def __init__(self, state: PeerState, clock: HybridClock, data_dir: Path | None, offload: Offload,
+                 replication: Replication) -> None:
         self.state = state
         self.clock = clock
         self.data_dir = data_dir
         self.offload = offload
+        self.replication = replication
 
     async def save(self) -> None:
         self.state.clock = self.clock.last
         if self.data_dir is not None:
             await self.offload.run(save_state, self.data_dir, self.state)
+        await self.replication.state_changed()
 
     def retire(self) -> None:
         """This peer owns nothing any more: its state must not bring the zone back on a
@@ -112,115 +170,204 @@ class _Persistence:
         self.data_dir = None
 
 
-async def run_peer(
-    config: PeerConfig,
-    transport: Transport | None = None,
-    *,
-    physical_ms=wall_clock_ms,
-    task_status: trio.TaskStatus[RunningPeer] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Run one peer until cancelled; `task_status.started` gets a handle once it serves."""
-    transport = transport or TcpTransport()
-    data_dir = config.data_dir
-    restored = load_state(data_dir) if data_dir is not None else None
-    state = restored or PeerState(space=config.space, algorithm=config.algorithm)
-    offload = Offload(config.offloaded, 1)
-    store = AsyncStore(PeerStore(data_dir / "store" if data_dir is not None else None, durable=config.fsync),
-                       config.offloaded)
-    clock = HybridClock(physical_ms, state.clock)
-    counters: Counter[str] = Counter()
-    rng = random.Random(config.seed)
-    persistence = _Persistence(state, clock, data_dir, offload)
-    dispatcher = Dispatcher(counters)
+class _PeerRuntime:
+    def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
+                 state: PeerState | None, store: PeerStore | None) -> None:
+        self.config = config
+        self.transport = transport
+        data_dir = config.data_dir
+        restored = state if state is not None else (load_state(data_dir) if data_dir is not None else None)
+        self.restored = restored
+        self.state = state = restored or PeerState(space=config.space, algorithm=config.algorithm,
+                                                   replicas=config.replicas)
+        if not state.overlay and restored is None and not config.join:
+            state.overlay = uuid.uuid4().hex  # a new overlay's id
+        self.process = process
+        self.clock = clock = HybridClock(physical_ms, state.clock)
+        self.counters = counters = Counter[str]()
+        offload = Offload(config.offloaded, 1)
+        self.dispatcher = dispatcher = Dispatcher(counters)
+        self.host = Host(self._launch_standin, data_dir)
+        self.physical_ms = physical_ms
+        self.router = router = Router(state, transport, clock, dispatcher, counters,
+                                      retry=RetryPolicy(config.retry_window), max_hops=config.max_hops,
+                                      max_frame=config.max_frame)
+        self.replication = replication = Replication(state, router, counters, local_peers=process,
+                                                     retry_window=config.retry_window, heartbeat=config.heartbeat)
+        peer_store = store if store is not None else PeerStore(data_dir / "store" if data_dir is not None else None,
+                                                               durable=config.fsync)
+        self.store = store_ = ReplicatedStore(peer_store, config.offloaded, replication)
+        self.subscriptions = subscriptions = Subscriptions(state, store_, counters, tombstone_ttl=config.tombstone_ttl)
+        self.commits = commits = Commits(state, router, store_, counters)
+        self.queries = queries = Queries(state, router, store_, subscriptions, commits, counters,
+                                         offload=Offload(config.offloaded, 2))
+        self.delivery = delivery = Delivery(
+            state, router, queries, clock, counters, retry_window=config.retry_window,
+            subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
+            reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline)
+        self.matcher = matcher = Matcher(
+            state, router, store_, subscriptions, delivery.accept, clock, counters, workers=config.workers,
+            work_queue=config.work_queue, enqueue_timeout=config.retry_window, outbox_every=config.outbox_every,
+            give_up_after=config.give_up_after)
+        self.storage = storage = Storage(state, router, store_, commits, matcher, clock, counters,
+                                         retry_window=config.retry_window, resolve_after=config.resolve_after,
+                                         abort_after=config.abort_after)
+        self.persistence = _Persistence(state, clock, data_dir, offload, replication)
+        self.scope = trio.CancelScope()
+        self.stopped = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self.membership = membership = Membership(
+            state, router, store_, subscriptions, transport, clock, counters, replication=replication,
+            persist=self.persistence.save, retire=self._retire, rng=random.Random(config.seed),
+            join_timeout=config.join_timeout, retry_window=config.retry_window)
+        self.replicas = replicas = Replicas(
+            state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
+                config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
+            departed=membership.departed)
+        dispatcher.register({Op.PING: self._ping})
+        for service in (router, queries, delivery, storage, membership, replicas):
+            dispatcher.register(service.handlers(), getattr(service, "routed", dict)())
+        dispatcher.register(routed={**matcher.routed(), **commits.routed()})
 
-    router = Router(state, transport, clock, dispatcher, counters, retry=RetryPolicy(config.retry_window),
-                    max_hops=config.max_hops, max_frame=config.max_frame)
-    subscriptions = Subscriptions(state, store, counters, tombstone_ttl=config.tombstone_ttl)
-    commits = Commits(state, router, store, counters)
-    queries = Queries(state, router, store, subscriptions, commits, counters, offload=Offload(config.offloaded, 2))
-    delivery = Delivery(state, router, queries, clock, counters, retry_window=config.retry_window,
-                        subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
-                        reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline)
-    matcher = Matcher(state, router, store, subscriptions, delivery.accept, clock, counters, workers=config.workers,
-                      work_queue=config.work_queue, enqueue_timeout=config.retry_window,
-                      outbox_every=config.outbox_every, give_up_after=config.give_up_after)
-    storage = Storage(state, router, store, commits, matcher, clock, counters, retry_window=config.retry_window,
-                      resolve_after=config.resolve_after, abort_after=config.abort_after)
+    async def _ping(self, conn: RpcConnection, body: Empty) -> Pong:
+        return Pong(self.state.id, self.state.address)
 
-    stopped = trio.Event()
-    scope = trio.CancelScope()
+    async def _retire(self, conn: RpcConnection) -> None:
+        self.persistence.retire()
+        assert self._nursery is not None
+        self._nursery.start_soon(_stop_after_reply, conn, self.scope)
 
-    async def retire(conn: RpcConnection) -> None:
-        persistence.retire()
-        nursery.start_soon(_stop_after_reply, conn, scope)
+    async def _launch_standin(self, *, task_status: Any, data_dir: Path | None = None,
+                              state: PeerState | None = None, store: PeerStore | None = None) -> None:
+        host = self.config.listen.rpartition(":")[0]
+        config = replace(self.config, listen=f"{host}:0", join=None, data_dir=data_dir, seed=None)
+        await run_peer(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
+                       process=self.process, state=state, store=store)
 
-    membership = Membership(state, router, store, subscriptions, transport, clock, counters,
-                            persist=persistence.save, retire=retire, rng=rng, join_timeout=config.join_timeout,
-                            retry_window=config.retry_window)
-
-    async def ping(conn: RpcConnection, body: Empty) -> Pong:
-        return Pong(state.id, state.address)
-
-    dispatcher.register({Op.PING: ping})
-    for service in (router, queries, delivery, storage, membership):
-        dispatcher.register(service.handlers(), getattr(service, "routed", dict)())
-    dispatcher.register(routed={**matcher.routed(), **commits.routed()})
-    accepted = dispatcher.request_ops
-
-    async def serve_connection(stream: trio.abc.Stream) -> None:
-        conn = RpcConnection(stream, clock, on_request=dispatcher.handle, max_frame=config.max_frame,
-                             accepted_ops=accepted, max_inflight=config.max_inflight, max_outbox=config.max_outbox,
-                             name=f"{state.address}<-client", counters=counters)
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+        config = self.config
+        conn = RpcConnection(stream, self.clock, on_request=self.dispatcher.handle, max_frame=config.max_frame,
+                             accepted_ops=self.dispatcher.request_ops, max_inflight=config.max_inflight,
+                             max_outbox=config.max_outbox, name=f"{self.state.address}<-client",
+                             counters=self.counters)
         try:
             await conn.run()
         finally:
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(config.retry_window):
-                    await delivery.connection_closed(conn)
+                    await self.delivery.connection_closed(conn)
 
-    try:
-        with scope:
-            async with trio.open_nursery() as nursery:
-                bound = None
-                if restored is not None and restored.address and config.listen.endswith(":0"):
-                    # Come back on the same port if it is free, so clients' addresses stay
-                    # valid; otherwise any port will do: neighbours learn it below.
-                    previous = config.listen.rpartition(":")[0] + ":" + restored.address.rpartition(":")[2]
+    async def run(self, task_status: trio.TaskStatus[RunningPeer]) -> None:
+        state, config = self.state, self.config
+        if self.restored is not None and self.restored.has_zone:
+            try:
+                await self._check_not_superseded()  # before anything serves the restored zone
+            except BaseException:
+                self.store.sync.close()
+                raise
+        try:
+            with self.scope:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    await self._listen(nursery)
+                    for service in (self.router, self.matcher, self.delivery, self.host):
+                        await nursery.start(service.run)
+                    if self.restored is not None and self.restored.has_zone:
+                        await self.persistence.save()
+                        self.dispatcher.ready.set()
+                        await self.membership.announce_self()
+                        if state.replicas >= 2:
+                            await self.replication.ensure(replace=True)  # the copy may miss our last writes
+                    elif config.join:
+                        await self._check_same_overlay(config.join)
+                        await self.membership.join(config.join)
+                        self.dispatcher.ready.set()
+                    else:
+                        state.zone = Zone(state.space.whole_space())
+                        await self.persistence.save()
+                        self.dispatcher.ready.set()
+                    self.process.ids.add(state.id)
+                    await nursery.start(_run_membership, self.membership, config.stabilise_every)
+                    for service in (self.storage, self.replication, self.replicas):
+                        await nursery.start(service.run)
+                    task_status.started(RunningPeer(
+                        state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,
+                        self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
+                        self.scope, self.stopped))
+                    await trio.sleep_forever()
+        finally:
+            self.process.ids.discard(state.id)
+            with trio.CancelScope(shield=True):
+                if state.has_zone:
                     try:
-                        bound = await nursery.start(transport.serve, previous, serve_connection)
-                    except OSError:
-                        bound = None
-                if bound is None:
-                    bound = await nursery.start(transport.serve, config.listen, serve_connection)
-                state.address = advertised_address(bound, config.advertise)
-                await nursery.start(router.run)
-                await nursery.start(matcher.run)
-                await nursery.start(delivery.run)
-                if restored is not None:
-                    await persistence.save()
-                    dispatcher.ready.set()
-                    await membership.announce_self()
-                elif config.join:
-                    await membership.join(config.join)
-                    dispatcher.ready.set()
-                else:
-                    state.zone = Zone(state.space.whole_space())
-                    await persistence.save()
-                    dispatcher.ready.set()
-                await nursery.start(_run_membership, membership, config.stabilise_every)
-                await nursery.start(storage.run)
-                task_status.started(RunningPeer(state, counters, router, subscriptions, queries, delivery, matcher,
-                                                storage, membership, scope, stopped))
-                await trio.sleep_forever()
-    finally:
-        with trio.CancelScope(shield=True):
-            if state.has_zone:
-                try:
-                    await persistence.save()
-                except (OSError, EventCloudError) as exc:
-                    log.warning("peer %s: could not save its state on the way out: %s", state.id, exc)
-            store.sync.close()
-        stopped.set()
+                        await self.persistence.save()
+                    except (OSError, EventCloudError) as exc:
+                        log.warning("peer %s: could not save its state on the way out: %s", state.id, exc)
+                self.store.sync.close()
+            self.stopped.set()
+
+    async def _listen(self, nursery: trio.Nursery) -> None:
+        config, restored = self.config, self.restored
+        bound = None
+        if restored is not None and restored.address and config.listen.endswith(":0"):
+            # Come back on the same port if it is free, so clients' addresses stay valid;
+            # otherwise any port will do: neighbours learn it when we announce ourselves.
+            previous = config.listen.rpartition(":")[0] + ":" + restored.address.rpartition(":")[2]
+            try:
+                bound = await nursery.start(self.transport.serve, previous, self._serve_connection)
+            except OSError:
+                bound = None
+        if bound is None:
+            bound = await nursery.start(self.transport.serve, config.listen, self._serve_connection)
+        self.state.address = advertised_address(bound, config.advertise)
+
+    async def _check_same_overlay(self, bootstrap: str) -> None:
+        """A data directory of another overlay must not join this one (nor start a new one)."""
+        if self.restored is None or not self.restored.overlay:
+            return
+        try:
+            stream = await self.transport.connect(bootstrap)
+            async with open_connection(stream, self.clock, name=f"check->{bootstrap}") as conn:
+                info = OverlayInfo.from_wire(await conn.call(Op.OVERLAY_INFO, Empty()))
+        except EventCloudError:
+            return  # the join itself will report the unreachable peer
+        if info.overlay and info.overlay != self.restored.overlay:
+            raise StateError(f"the data directory {self.config.data_dir} belongs to overlay {self.restored.overlay}, "
+                             f"but the peer at {bootstrap} is in overlay {info.overlay}; use another --data-dir")
+
+    async def _check_not_superseded(self) -> None:
+        """Before serving a restored zone: did a replica take it over while we were down?"""
+        state = self.state
+        newer = False
+        rejoin = [n.address for n in state.neighbours.values()]
+        if state.replica is not None:
+            reply = await self._ask(state.replica[1], Op.REPLICA_STATUS, ReplicaOf(state.id, state.incarnation))
+            if reply is not None:
+                status = ReplicaStatus.from_wire(reply)
+                newer = status.taken_over and status.incarnation > state.incarnation
+                if status.address:
+                    rejoin.insert(0, status.address)
+        for address in list(rejoin)[:3]:
+            if newer:
+                break
+            reply = await self._ask(address, Op.TABLE, Empty())
+            if reply is not None:
+                mine = Table.from_wire(reply).neighbours.get(state.id)
+                newer = mine is not None and mine.incarnation > state.incarnation
+        if newer:
+            log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", state.id)
+            raise _Superseded(rejoin)
+
+
+    async def _ask(self, address: str, op: Op, body: Any) -> dict[str, Any] | None:
+        """One request on a connection of its own (the router does not run yet); None if it fails."""
+        try:
+            with trio.fail_after(self.config.retry_window / 2):
+                stream = await self.transport.connect(address)
+                async with open_connection(stream, self.clock, name=f"ask->{address}") as conn:
+                    return await conn.call(op, body)
+        except (EventCloudError, trio.TooSlowError):
+            return None
 
 
 async def _run_membership(membership: Membership, stabilise_every: float, *, task_status: Any) -> None:

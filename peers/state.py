@@ -31,11 +31,15 @@ class StateError(EventCloudError):
 class PeerState:
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     address: str = ""
+    overlay: str = ""                     # the id of the overlay this peer belongs to
     zone_or_none: Zone | None = None
     neighbours: dict[str, Neighbour] = field(default_factory=dict)
     space: CoordinateSpace = field(default_factory=CoordinateSpace)
     algorithm: str = "osma"
     clock: int = 0
+    incarnation: int = 0                  # +1 each time a replica takes this zone over
+    replicas: int = 2                     # copies of every zone in this overlay (R)
+    replica: tuple[str, str] | None = None  # (id, address) of the peer holding this zone's copy
 
     @property
     def zone(self) -> Zone:
@@ -59,11 +63,15 @@ class PeerState:
         return {
             "id": self.id,
             "address": self.address,
+            "overlay": self.overlay,
             "zone": zone_to_wire(self.zone_or_none) if self.zone_or_none is not None else None,
             "neighbours": [neighbour_to_wire(k, n) for k, n in self.neighbours.items()],
             "space": self.space.to_dict(),
             "algorithm": self.algorithm,
             "clock": self.clock,
+            "incarnation": self.incarnation,
+            "replicas": self.replicas,
+            "replica": list(self.replica) if self.replica else None,
         }
 
     @classmethod
@@ -76,17 +84,29 @@ class PeerState:
         clock = data.get("clock", 0)
         if type(clock) is not int or clock < 0:
             raise ValueError(f"invalid clock {clock!r}")
+        incarnation, replicas, replica = data.get("incarnation", 0), data.get("replicas", 1), data.get("replica")
+        if type(incarnation) is not int or incarnation < 0:
+            raise ValueError(f"invalid incarnation {incarnation!r}")
+        if type(replicas) is not int or not 1 <= replicas <= 2:
+            raise ValueError(f"invalid replication factor {replicas!r}")
+        if replica is not None and (not isinstance(replica, list) or len(replica) != 2
+                                    or not all(isinstance(x, str) for x in replica)):
+            raise ValueError(f"invalid replica {replica!r}")
         neighbours = data.get("neighbours", [])
         if isinstance(neighbours, dict):  # the older {id: {address, zone}} form
             neighbours = [{"id": k, **v} for k, v in neighbours.items()]
         return cls(
             id=str(data["id"]),
             address=str(data["address"]),
+            overlay=str(data.get("overlay", "")),
             zone_or_none=zone_from_wire(data["zone"]) if data.get("zone") is not None else None,
             neighbours=dict(neighbour_from_wire(n) for n in neighbours),
             space=CoordinateSpace.from_dict(data["space"]),
             algorithm=algorithm,
             clock=clock,
+            incarnation=incarnation,
+            replicas=replicas,
+            replica=tuple(replica) if replica else None,  # type: ignore[arg-type]
         )
 
 

@@ -463,7 +463,7 @@ class AsyncStore:
             if not job.done:
                 jobs, self._queue = self._queue, []
                 try:
-                    results = await self.run(self.sync.write_many, [j.mutations for j in jobs])
+                    results = await self._commit([j.mutations for j in jobs])
                 except BaseException as exc:
                     for j in jobs:
                         j.error, j.done = exc, True
@@ -475,6 +475,10 @@ class AsyncStore:
         if job.error is not None:
             raise job.error
         return job.result
+
+    async def _commit(self, batches: list[list[Mutation]]) -> list[list[Any]]:
+        """Where a group of writes goes (here: the local log and store)."""
+        return await self.run(self.sync.write_many, batches)
 
     # cheap in-memory reads stay synchronous
     def event_info(self, graph: IRI | str) -> EventInfo | None:

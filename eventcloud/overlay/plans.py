@@ -29,10 +29,15 @@ Table = dict[str, "Neighbour"]
 
 @dataclass(frozen=True, slots=True)
 class Neighbour:
-    """Another peer as a neighbour table holds it: where to reach it and the zone it owns."""
+    """Another peer as a neighbour table holds it: where to reach it and the zone it owns.
+
+    `incarnation` counts takeovers of that peer's zone: a replica that takes a crashed peer's
+    zone over serves it under the same id with the next incarnation, and a record with a lower
+    incarnation than the one a table holds is stale (it never replaces the newer one)."""
 
     address: str
     zone: Zone
+    incarnation: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ class MergePlan:
 
 
 def split_for_join(owner_id: str, owner_address: str, zone: Zone, table: Mapping[str, Neighbour],
-                   newcomer_id: str, newcomer_address: str) -> SplitPlan:
+                   newcomer_id: str, newcomer_address: str, owner_incarnation: int = 0) -> SplitPlan:
     """Halve `zone` for a newcomer (GeometryError if it cannot be split)."""
     lower, upper = zone.split()
     zones = {k: n.zone for k, n in table.items()}
@@ -62,7 +67,7 @@ def split_for_join(owner_id: str, owner_address: str, zone: Zone, table: Mapping
     candidates[owner_id] = lower
     newcomer_table: Table = {}
     for k in neighbours_of(upper, candidates):
-        newcomer_table[k] = Neighbour(owner_address, lower) if k == owner_id else table[k]
+        newcomer_table[k] = Neighbour(owner_address, lower, owner_incarnation) if k == owner_id else table[k]
     return SplitPlan(lower, upper, owner_table, newcomer_table, tuple(n.address for n in table.values()))
 
 
@@ -93,7 +98,7 @@ def announced(own_id: str, zone: Zone, table: Mapping[str, Neighbour], records: 
     for ident in removed:
         result.pop(ident, None)
     for ident, neighbour in records:
-        if ident == own_id:
+        if ident == own_id or _stale(result.get(ident), neighbour):
             continue
         if zone.is_neighbour(neighbour.zone):
             result[ident] = neighbour
@@ -106,8 +111,15 @@ def verified(zone: Zone, table: Mapping[str, Neighbour], authoritative: Mapping[
     """`table` after stabilisation: each peer's own report of its zone replaces what we held."""
     result = dict(table)
     for ident, neighbour in authoritative.items():
+        if _stale(result.get(ident), neighbour):
+            continue
         if zone.is_neighbour(neighbour.zone):
             result[ident] = neighbour
         else:
             result.pop(ident, None)
     return result
+
+
+def _stale(held: "Neighbour | None", offered: "Neighbour") -> bool:
+    """A record of an older incarnation than the one held: a peer that was taken over."""
+    return held is not None and offered.incarnation < held.incarnation

@@ -268,7 +268,10 @@ def _zone_hex(value: Any, dimension: str) -> int:
 
 
 def neighbour_to_wire(ident: str, neighbour: Neighbour) -> dict[str, Any]:
-    return {"id": ident, "address": neighbour.address, "zone": zone_to_wire(neighbour.zone)}
+    wire = {"id": ident, "address": neighbour.address, "zone": zone_to_wire(neighbour.zone)}
+    if neighbour.incarnation:
+        wire["incarnation"] = neighbour.incarnation
+    return wire
 
 
 def neighbour_from_wire(data: Any) -> tuple[str, Neighbour]:
@@ -279,7 +282,10 @@ def neighbour_from_wire(data: Any) -> tuple[str, Neighbour]:
         raise BadRequest("a neighbour record needs an 'id' string")
     if type(address) is not str or not address:
         raise BadRequest("a neighbour record needs an 'address' string")
-    return ident, Neighbour(address, zone_from_wire(data.get("zone")))
+    incarnation = data.get("incarnation", 0)
+    if type(incarnation) is not int or incarnation < 0:
+        raise BadRequest("a neighbour record's 'incarnation' must be a non-negative integer")
+    return ident, Neighbour(address, zone_from_wire(data.get("zone")), incarnation)
 
 
 def space_to_wire(space: CoordinateSpace) -> dict[str, Any]:

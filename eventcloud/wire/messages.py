@@ -77,6 +77,8 @@ class OverlayInfo(Body):
     address: str = field(STR)
     space: CoordinateSpace = field(SPACE)
     algorithm: str = field(STR)
+    overlay: str = field(STR, default="")      # the overlay's own id, fixed by its first peer
+    replicas: int = field(INT, default=1)      # copies of every zone (R)
 
 
 @message
@@ -364,6 +366,8 @@ class JoinGrant(Body):
     owner_id: str = field(STR)
     owner_address: str = field(STR)
     data: Handover = field(NESTED(Handover))
+    overlay: str = field(STR, default="")
+    replicas: int = field(INT, default=1)
 
 
 @message
@@ -398,13 +402,77 @@ class PeerId(Body):
     id: str = field(STR)
 
 
+# --- replication and failure detection ----------------------------------------------------------
+
+@message
+class Replicate(Body):
+    """Store mutations an owner applied to its zone, on the replica it chose (acknowledged once durable)."""
+
+    owner: str = field(STR)
+    incarnation: int = field(INT)
+    batches: tuple[Any, ...] = field(LIST(RAW))
+
+
+@message
+class ReplicaSync(Body):
+    """A full copy of an owner's zone, in chunks: the first resets the copy, the last ends it."""
+
+    owner: str = field(STR)
+    incarnation: int = field(INT)
+    state: dict[str, Any] | None = field(OPT(MAP), default=None)   # the owner's peer state, first chunk
+    batches: tuple[Any, ...] = field(LIST(RAW), default=())
+    reset: bool = field(BOOL, default=False)
+    done: bool = field(BOOL, default=False)
+
+
+@message
+class ReplicaState(Body):
+    """The owner's peer state (zone, neighbours), so a takeover starts from it."""
+
+    owner: str = field(STR)
+    incarnation: int = field(INT)
+    state: dict[str, Any] = field(MAP)
+
+
+@message
+class ReplicaOf(Body):
+    owner: str = field(STR)
+    incarnation: int = field(INT, default=0)
+
+
+@message
+class ReplicaStatus(Body):
+    """What a replica holds of an owner: whether it took its zone over, and at which incarnation."""
+
+    held: bool = field(BOOL)
+    taken_over: bool = field(BOOL, default=False)
+    incarnation: int = field(INT, default=0)
+    address: str | None = field(OPT(STR), default=None)    # the stand-in's, after a takeover
+
+
+@message
+class Probe(Body):
+    """Can you reach this peer? (the indirect check before a takeover)"""
+
+    id: str = field(STR)
+    address: str = field(STR)
+
+
+@message
+class ProbeResult(Body):
+    reachable: bool = field(BOOL)
+    departed: bool = field(BOOL, default=False)   # it left the overlay gracefully
+
+
 #: Request body type of each operation a connection may carry or a route may run.
 REQUESTS: dict[Op, type[Body]] = {
     Op.PING: Empty, Op.OVERLAY_INFO: Empty, Op.PUBLISH: Publish, Op.FIND: Find, Op.COUNT: Find,
     Op.SPARQL: Sparql, Op.DELETE: Delete, Op.STATUS: Empty, Op.SUBSCRIBE: Subscribe,
     Op.UNSUBSCRIBE: Unsubscribe, Op.LEAVE: Empty,
     Op.ROUTE: Route, Op.DELIVER: Deliver, Op.COMMIT: Commit, Op.NOTIFY: Notify, Op.JOIN_COMMIT: JoinCommit,
-    Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.TABLE: Empty,
+    Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.TABLE: Empty, Op.PROBE: Probe, Op.REPLICATE: Replicate,
+    Op.REPLICA_SYNC: ReplicaSync, Op.REPLICA_STATE: ReplicaState, Op.REPLICA_DROP: ReplicaOf,
+    Op.REPLICA_STATUS: ReplicaOf,
     Op.MCAST: Multicast, Op.JOIN_SPLIT: JoinRequest, Op.DELIVER_LOCAL: Delivery, Op.FIND_LOCAL: Find,
     Op.COUNT_LOCAL: Find, Op.DELETE_LOCAL: Delete, Op.STATUS_LOCAL: Empty, Op.CLOCK: Empty,
     Op.STORE_SUB: StoreSubscription, Op.REMOVE_SUB: SubscriptionId, Op.CSMA_SUB: CsmaStep, Op.RESOLVE: Resolve,
@@ -417,5 +485,6 @@ REPLIES: dict[Op, type[Body]] = {
     Op.SPARQL: SparqlResult, Op.DELETE: Deleted, Op.STATUS: Status, Op.SUBSCRIBE: Subscribed,
     Op.UNSUBSCRIBE: SubscriptionId, Op.LEAVE: Left,
     Op.ROUTE: Routed, Op.DELIVER: Delivered, Op.COMMIT: Empty, Op.NOTIFY: Empty, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,
-    Op.TAKE_OVER: PeerId, Op.TABLE: Table,
+    Op.TAKE_OVER: PeerId, Op.TABLE: Table, Op.PROBE: ProbeResult, Op.REPLICATE: Empty, Op.REPLICA_SYNC: Empty,
+    Op.REPLICA_STATE: Empty, Op.REPLICA_DROP: Empty, Op.REPLICA_STATUS: ReplicaStatus,
 }

@@ -39,6 +39,12 @@ class Op(StrEnum):
     NEIGHBOURS = "neighbours"
     TAKE_OVER = "take_over"
     TABLE = "table"
+    PROBE = "probe"
+    REPLICATE = "replicate"
+    REPLICA_SYNC = "replica_sync"
+    REPLICA_STATE = "replica_state"
+    REPLICA_DROP = "replica_drop"
+    REPLICA_STATUS = "replica_status"
     # routed operations (inside ROUTE, or run by MCAST on every peer of a box)
     MCAST = "mcast"
     JOIN_SPLIT = "join_split"
@@ -61,7 +67,8 @@ CLIENT_OPS = frozenset({
     Op.SUBSCRIBE, Op.UNSUBSCRIBE, Op.LEAVE,
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
-                      Op.TABLE})
+                      Op.TABLE, Op.PROBE, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
+                      Op.REPLICA_STATUS})
 ROUTED_OPS = frozenset({
     Op.MCAST, Op.JOIN_SPLIT, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
     Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE,

@@ -1,0 +1,289 @@
+"""Replicated zones, replica side: the copies this peer holds, failure detection and takeover.
+
+For each owner that chose this peer as its replica we hold a copy of its zone (a store of its
+own, with its own write-ahead log, in `<data-dir>/replicas/<owner>/`) and of its state. Writes
+arrive with the owner's incarnation; a write for a zone we do not hold (or for another
+incarnation) is refused.
+
+We also watch each owner: a ping every `heartbeat`; after `failure_timeout` without an answer
+we ask up to two of its neighbours to try (an indirect probe, as in SWIM, so that a link
+problem between the two of us is not taken for a crash). If nobody reaches it, and none of
+them saw it leave, we take its zone over: our copy becomes the store of a stand-in peer
+(`peers.host`) serving the zone under the owner's id and the next incarnation. A restarted
+owner asks us first (`replica_status`): if we took over, it rejoins as a new peer and drops
+its stale copy; if not, we stop suspecting it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import trio
+
+from eventcloud.errors import ErrorCode, EventCloudError, RequestError
+from eventcloud.net.rpc import RpcConnection
+from eventcloud.wire.messages import (
+    Empty, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
+)
+from eventcloud.wire.ops import Op
+from peers.host import Host
+from peers.router import FAILED, Router
+from peers.state import PeerState, save_state
+from peers.store import Offload, PeerStore
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Replicas"]
+
+
+@dataclass
+class _Copy:
+    owner: str
+    incarnation: int
+    store: PeerStore
+    state: dict[str, Any]
+    directory: Path | None
+    complete: bool = False
+    last_ok: float = 0.0
+    watching: bool = False
+
+
+class Replicas:
+    def __init__(self, state: PeerState, router: Router, host: Host, counters: Counter[str], *,
+                 data_dir: Path | None, durable: bool, offload: Offload, heartbeat: float, failure_timeout: float,
+                 departed: Callable[[str], bool]) -> None:
+        self.state = state
+        self.router = router
+        self.host = host
+        self.counters = counters
+        self.directory = data_dir / "replicas" if data_dir is not None else None
+        self.durable = durable
+        self.offload = offload
+        self.heartbeat = heartbeat
+        self.failure_timeout = failure_timeout
+        self.departed = departed
+        self._copies: dict[str, _Copy] = {}
+        self._taken: dict[str, int] = {}   # owners taken over here -> the stand-in's incarnation
+        self._load()
+
+    def handlers(self) -> dict[Op, Any]:
+        return {Op.REPLICATE: self._on_replicate, Op.REPLICA_SYNC: self._on_sync, Op.REPLICA_STATE: self._on_state,
+                Op.REPLICA_DROP: self._on_drop, Op.REPLICA_STATUS: self._on_status, Op.PROBE: self._on_probe}
+
+    def held(self) -> dict[str, int]:
+        """Owner id -> incarnation of every complete copy held here."""
+        return {o: c.incarnation for o, c in self._copies.items() if c.complete}
+
+    # --- persistence ------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if self.directory is None or not self.directory.is_dir():
+            return
+        for directory in sorted(self.directory.iterdir()):
+            meta = directory / "owner.json"
+            try:
+                data = json.loads(meta.read_text())
+                copy = _Copy(directory.name, int(data["incarnation"]), PeerStore(directory / "store",
+                             durable=self.durable), data["state"], directory, bool(data["complete"]))
+            except (OSError, ValueError, KeyError, TypeError, EventCloudError) as exc:
+                log.warning("peer %s: dropping an unreadable replica in %s: %s", self.state.id, directory, exc)
+                shutil.rmtree(directory, ignore_errors=True)
+                continue
+            self._copies[copy.owner] = copy
+
+    def _save(self, copy: _Copy) -> None:
+        if copy.directory is None:
+            return
+        copy.directory.mkdir(parents=True, exist_ok=True)
+        tmp = copy.directory / "owner.tmp"
+        with open(tmp, "w") as handle:
+            json.dump({"incarnation": copy.incarnation, "state": copy.state, "complete": copy.complete}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, copy.directory / "owner.json")
+
+    def _new_copy(self, owner: str, incarnation: int, state: dict[str, Any]) -> _Copy:
+        directory = self.directory / owner if self.directory is not None else None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True)
+        store = PeerStore(directory / "store" if directory is not None else None, durable=self.durable)
+        return _Copy(owner, incarnation, store, state, directory, last_ok=trio.current_time())
+
+    def _discard(self, copy: _Copy) -> None:
+        try:
+            copy.store.close()
+        except Exception:  # a half-written copy: it goes anyway
+            pass
+        if copy.directory is not None:
+            shutil.rmtree(copy.directory, ignore_errors=True)
+
+    # --- the owner's writes ---------------------------------------------------------------------
+
+    def _copy_of(self, owner: str, incarnation: int) -> _Copy:
+        copy = self._copies.get(owner)
+        if copy is None or copy.incarnation != incarnation:
+            raise RequestError(f"peer {self.state.id} holds no replica of peer {owner} (incarnation {incarnation}); "
+                               f"copy the zone first (replica_sync)", ErrorCode.FORBIDDEN)
+        return copy
+
+    async def _on_replicate(self, conn: RpcConnection, body: Replicate) -> Empty:
+        copy = self._copy_of(body.owner, body.incarnation)
+        await self.offload.run(copy.store.write_many, [list(b) for b in body.batches])
+        copy.last_ok = trio.current_time()
+        self.counters["replicated_writes"] += len(body.batches)
+        return Empty()
+
+    async def _on_sync(self, conn: RpcConnection, body: ReplicaSync) -> Empty:
+        if body.owner in self._taken:
+            raise RequestError(f"peer {body.owner} was taken over here; it must rejoin", ErrorCode.FORBIDDEN)
+        if body.reset:
+            old = self._copies.pop(body.owner, None)
+            if old is not None:
+                await self.offload.run(self._discard, old)
+            copy = await self.offload.run(self._new_copy, body.owner, body.incarnation, body.state or {})
+            self._copies[body.owner] = copy
+        copy = self._copy_of(body.owner, body.incarnation)
+        if body.batches:
+            await self.offload.run(copy.store.write_many, [list(b) for b in body.batches])
+        if body.done:
+            copy.complete = True
+            copy.last_ok = trio.current_time()
+            await self.offload.run(self._save, copy)
+            self.counters["replicas_held"] = len(self._copies)
+        return Empty()
+
+    async def _on_state(self, conn: RpcConnection, body: ReplicaState) -> Empty:
+        copy = self._copy_of(body.owner, body.incarnation)
+        copy.state = body.state
+        copy.last_ok = trio.current_time()
+        await self.offload.run(self._save, copy)
+        return Empty()
+
+    async def _on_drop(self, conn: RpcConnection, body: ReplicaOf) -> Empty:
+        copy = self._copies.pop(body.owner, None)
+        if copy is not None:
+            await self.offload.run(self._discard, copy)
+            self.counters["replicas_held"] = len(self._copies)
+        return Empty()
+
+    async def _on_status(self, conn: RpcConnection, body: ReplicaOf) -> ReplicaStatus:
+        standin = self.host.holds(body.owner)
+        if body.owner in self._taken or standin is not None:
+            incarnation = standin.state.incarnation if standin is not None else self._taken[body.owner]
+            return ReplicaStatus(held=False, taken_over=True, incarnation=incarnation,
+                                 address=standin.address if standin is not None else None)
+        copy = self._copies.get(body.owner)
+        if copy is None:
+            return ReplicaStatus(held=False)
+        copy.last_ok = trio.current_time()  # it is back: stop suspecting it
+        return ReplicaStatus(held=True, incarnation=copy.incarnation)
+
+    async def _on_probe(self, conn: RpcConnection, body: Probe) -> ProbeResult:
+        if self.departed(body.id):
+            return ProbeResult(reachable=False, departed=True)
+        return ProbeResult(reachable=await self._reaches(body.address, self.heartbeat * 2))
+
+    async def _reaches(self, address: str, within: float) -> bool:
+        try:
+            with trio.fail_after(within):
+                await self.router.call(address, Op.PING, Empty())
+            return True
+        except (*FAILED, EventCloudError, trio.TooSlowError):
+            return False
+
+    # --- failure detection and takeover ---------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        now = trio.current_time()
+        for copy in self._copies.values():
+            copy.last_ok = now
+        task_status.started()
+        async with trio.open_nursery() as nursery:
+            while True:
+                await trio.sleep(self.heartbeat)
+                for copy in list(self._copies.values()):
+                    if copy.complete and not copy.watching:
+                        copy.watching = True
+                        nursery.start_soon(self._watch, copy)
+
+    async def _watch(self, copy: _Copy) -> None:
+        try:
+            await self._check(copy)
+        finally:
+            copy.watching = False
+
+    async def _check(self, copy: _Copy) -> None:
+        address = copy.state.get("address", "")
+        if await self._reaches(address, self.heartbeat):
+            copy.last_ok = trio.current_time()
+            return
+        if trio.current_time() - copy.last_ok < self.failure_timeout or self._copies.get(copy.owner) is not copy:
+            return
+        verdict = await self._indirect(copy)
+        if verdict == "alive":
+            copy.last_ok = trio.current_time()
+        elif verdict == "departed":
+            log.info("peer %s: owner %s left the overlay; dropping its replica", self.state.id, copy.owner)
+            if self._copies.get(copy.owner) is copy:
+                del self._copies[copy.owner]
+                await self.offload.run(self._discard, copy)
+        elif self._copies.get(copy.owner) is copy and trio.current_time() - copy.last_ok >= self.failure_timeout:
+            await self._take_over(copy)
+
+    async def _indirect(self, copy: _Copy) -> str:
+        """Ask up to two of the owner's neighbours whether they reach it: alive, departed or dead."""
+        neighbours = copy.state.get("neighbours", [])
+        asked = 0
+        for record in neighbours:
+            if record.get("id") in (self.state.id, copy.owner) or asked >= 2:
+                continue
+            asked += 1
+            try:
+                with trio.fail_after(self.heartbeat * 3):
+                    result = ProbeResult.from_wire(await self.router.call(
+                        record["address"], Op.PROBE, Probe(copy.owner, copy.state.get("address", ""))))
+            except (*FAILED, EventCloudError, trio.TooSlowError):
+                continue
+            if result.departed:
+                return "departed"
+            if result.reachable:
+                return "alive"
+        return "dead"
+
+    async def _take_over(self, copy: _Copy) -> None:
+        """Serve the crashed owner's zone from our copy, as a stand-in peer of the next incarnation."""
+        del self._copies[copy.owner]
+        incarnation = copy.incarnation + 1
+        self._taken[copy.owner] = incarnation
+        state = PeerState.from_json(copy.state)
+        state.incarnation = incarnation
+        state.replica = None
+        log.warning("peer %s: peer %s (%s) stopped answering; taking its zone over (incarnation %d)",
+                    self.state.id, copy.owner, copy.state.get("address"), incarnation)
+        self.counters["takeovers"] += 1
+        target = self.host.standin_dir(copy.owner)
+        if target is not None and copy.directory is not None:
+            await self.offload.run(_move_copy, copy, target, state)
+            await self.host.start(data_dir=target)
+        else:
+            await self.host.start(state=state, store=copy.store)
+
+
+def _move_copy(copy: _Copy, target: Path, state: PeerState) -> None:
+    """The replica's files become the stand-in's data directory (blocking)."""
+    copy.store.close()
+    assert copy.directory is not None
+    if target.exists():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    (copy.directory / "owner.json").unlink(missing_ok=True)
+    copy.directory.rename(target)
+    save_state(target, state)

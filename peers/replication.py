@@ -1,0 +1,220 @@
+"""Replicated zones, owner side: every write is durable on this peer and on its replica.
+
+With R = 2 (the overlay's setting, fixed by its first peer) each peer picks one other peer as
+the replica of its zone: a live neighbour, not hosted in this process, on another host when
+there is one. Every store write (quads, event states, subscriptions, decisions) goes to the
+local log and to the replica's log at once (`ReplicatedStore`), and is acknowledged only when
+both are durable. The replica also holds this peer's state (zone, neighbours), so that it can
+take the zone over when this peer crashes (`peers.replicas`).
+
+When the replica stops answering, this peer picks another and copies its whole zone there
+(`sync_to`, in chunks, writes waiting meanwhile) before it acknowledges anything more: an
+acknowledged write is on two peers at every moment. A peer alone in its overlay has nobody
+to copy to; its writes are acknowledged with one copy and counted as such.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from functools import partial
+from typing import Any, Callable
+
+import trio
+
+from eventcloud.errors import ErrorCode, EventCloudError, RemoteError
+from eventcloud.wire.messages import Empty, ReplicaOf, ReplicaState, ReplicaSync, Replicate
+from eventcloud.wire.ops import Op
+from peers.router import FAILED, Router
+from peers.state import PeerState
+from peers.store import AsyncStore, Mutation, PeerStore, StoreError, add, decide, notified, put_subscription
+from peers.tasks import gather
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Replication", "ReplicatedStore", "snapshot"]
+
+#: Quads per chunk of a full copy (a chunk stays far below the frame limit).
+CHUNK_QUADS = 2000
+
+
+def snapshot(store: PeerStore) -> list[list[Mutation]]:
+    """The whole content of a store as batches of mutations that rebuild it elsewhere."""
+    batches: list[list[Mutation]] = []
+    batch: list[Mutation] = []
+    size = 0
+    for graph, info in store.events().items():
+        quads = list(store.find(_iri(graph), None, None, None))
+        batch.append(add(graph, quads, info.size, info.published, committed=info.committed, tx=info.tx))
+        if info.notified:
+            batch.append(notified(graph))
+        size += len(quads)
+        if size >= CHUNK_QUADS:
+            batches.append(batch)
+            batch, size = [], 0
+    for ident, record in store.subscriptions().items():
+        batch.append(put_subscription(ident, record))
+    for key, (decision, point) in store.decisions().items():
+        batch.append(decide(key, decision, point))
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _iri(graph: str):  # noqa: ANN202 - a trusted IRI for a stored graph name
+    from eventcloud.wire.codec import trusted_iri
+
+    return trusted_iri(graph)
+
+
+class Replication:
+    def __init__(self, state: PeerState, router: Router, counters: Counter[str], *,
+                 local_peers: Callable[[], set[str]], retry_window: float, heartbeat: float) -> None:
+        self.state = state
+        self.router = router
+        self.counters = counters
+        self.local_peers = local_peers      # ids of the peers this process runs (never a replica)
+        self.retry_window = retry_window
+        self.heartbeat = heartbeat
+        self.store: AsyncStore | None = None  # set by ReplicatedStore
+        self._lock = trio.Lock()              # one full copy at a time
+
+    @property
+    def enabled(self) -> bool:
+        return self.state.replicas >= 2
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Keep a live replica: check it every heartbeat, replace it when it is gone."""
+        task_status.started()
+        while True:
+            await trio.sleep(self.heartbeat * 2)
+            if not self.enabled or not self.state.has_zone:
+                continue
+            try:
+                if self.state.replica is None or not await self._answers(*self.state.replica):
+                    await self.ensure(replace=True)
+            except EventCloudError as exc:
+                log.info("peer %s: replica check: %s", self.state.id, exc)
+
+    async def _answers(self, ident: str, address: str) -> bool:
+        try:
+            with trio.fail_after(self.retry_window):
+                await self.router.call(address, Op.PING, Empty())
+            return True
+        except (*FAILED, EventCloudError, trio.TooSlowError):
+            return False
+
+    # --- choosing and filling a replica -------------------------------------------------------
+
+    def candidates(self) -> list[tuple[str, str]]:
+        """Neighbours that may hold this zone's copy, best first: other processes, other hosts."""
+        mine = self.local_peers()
+        host = self.state.address.rpartition(":")[0]
+        found = [(k, n.address) for k, n in self.state.neighbours.items()
+                 if k not in mine and not self.router.suspected(k, n.address)]
+        found.sort(key=lambda kv: (kv[1].rpartition(":")[0] == host, kv[0]))
+        return found
+
+    async def ensure(self, *, replace: bool = False) -> bool:
+        """A live replica holding this whole zone (copying it to a new one if needed); False when
+        there is nobody to copy to (a peer alone in its overlay)."""
+        if not self.enabled:
+            return False
+        async with self._lock:
+            if self.state.replica is not None and not replace:
+                return True
+            old = self.state.replica
+            for ident, address in self.candidates():
+                if old is not None and ident == old[0]:
+                    continue
+                try:
+                    await self.sync_to(ident, address)
+                except EventCloudError as exc:
+                    log.info("peer %s: %s cannot hold its replica: %s", self.state.id, ident, exc)
+                    continue
+                self.state.replica = (ident, address)
+                self.counters["replicas_chosen"] += 1
+                log.info("peer %s: zone replicated on %s", self.state.id, ident)
+                if old is not None:
+                    await self._drop_at(*old)
+                return True
+            self.state.replica = None if old is None or replace else old
+            return False
+
+    async def sync_to(self, ident: str, address: str) -> None:
+        """Copy this whole zone (and this peer's state) to `address`, in chunks."""
+        assert self.store is not None
+        state = self.state
+        batches = await self.store.run(snapshot, self.store.sync)
+        first = ReplicaSync(state.id, state.incarnation, state=_state_json(state), reset=True, done=not batches)
+        await self.router.call(address, Op.REPLICA_SYNC, first)
+        for i, batch in enumerate(batches):
+            await self.router.call(address, Op.REPLICA_SYNC, ReplicaSync(
+                state.id, state.incarnation, batches=(batch,), done=i == len(batches) - 1))
+        self.counters["replica_syncs"] += 1
+
+    async def _drop_at(self, ident: str, address: str) -> None:
+        try:
+            await self.router.call(address, Op.REPLICA_DROP, ReplicaOf(self.state.id, self.state.incarnation))
+        except EventCloudError:
+            pass  # it will notice: the owner tells it "not my replica" when it probes
+
+    async def drop(self) -> None:
+        """This peer left the overlay: its replica must not take anything over."""
+        if self.state.replica is not None:
+            await self._drop_at(*self.state.replica)
+            self.state.replica = None
+
+    # --- keeping it in step ---------------------------------------------------------------------
+
+    async def replicate(self, batches: list[list[Mutation]]) -> None:
+        """Send writes to the replica; replace a replica that fails (copying everything to the new
+        one, which then holds these writes too)."""
+        if not self.enabled or not self.state.has_zone:
+            return
+        if self.state.replica is None and not await self.ensure():
+            self.counters["writes_unreplicated"] += 1
+            return
+        assert self.state.replica is not None
+        ident, address = self.state.replica
+        try:
+            await self.router.call(address, Op.REPLICATE, Replicate(self.state.id, self.state.incarnation,
+                                                                    tuple(batches)))
+            return
+        except (*FAILED, RemoteError) as exc:
+            log.info("peer %s: replica %s failed (%s); replacing it", self.state.id, ident, exc)
+            self.router.suspect(ident, address)
+        if not await self.ensure(replace=True):
+            if self.candidates():
+                raise StoreError(f"peer {self.state.id} cannot keep a second copy of its zone: no replica answers",
+                                 ErrorCode.UNAVAILABLE)
+            self.counters["writes_unreplicated"] += 1
+
+    async def state_changed(self) -> None:
+        """The zone or the neighbours changed: the replica's copy of the state follows."""
+        if not self.enabled or self.state.replica is None:
+            return
+        try:
+            await self.router.call(self.state.replica[1], Op.REPLICA_STATE,
+                                   ReplicaState(self.state.id, self.state.incarnation, _state_json(self.state)))
+        except EventCloudError as exc:
+            log.info("peer %s: replica state update failed: %s", self.state.id, exc)
+
+
+def _state_json(state: PeerState) -> dict[str, Any]:
+    return state.to_json()
+
+
+class ReplicatedStore(AsyncStore):
+    """The store services write to: each group of writes is durable locally and on the replica
+    before any of them is acknowledged."""
+
+    def __init__(self, store: PeerStore, offload: bool, replication: Replication, **options: Any) -> None:
+        super().__init__(store, offload, **options)
+        self.replication = replication
+        replication.store = self
+
+    async def _commit(self, batches: list[list[Mutation]]) -> list[list[Any]]:
+        local, _ = await gather([partial(AsyncStore._commit, self, batches),  # both copies at once
+                                 partial(self.replication.replicate, batches)])
+        return local

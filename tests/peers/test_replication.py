@@ -1,0 +1,121 @@
+"""Replicated zones and takeover, in one process: every zone on two peers, a crashed peer's zone
+served again by its replica, nothing acknowledged lost, a restarted peer rejoining cleanly."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from eventcloud.client import ClientError
+from eventcloud.errors import ErrorCode
+from eventcloud.testing import open_overlay
+from eventcloud.wire.messages import Replicate
+from eventcloud.wire.ops import Op
+from tests.helpers import ALGORITHMS, assert_exact_neighbour_tables, sample_events
+from tests.peers.test_atomic_publish import spread_events
+
+
+def copies(overlay):
+    """owner id -> the peer holding its copy."""
+    return {owner: p for p in overlay.peers if not p.stopped.is_set() for owner in p.replicas.held()}
+
+
+async def test_every_zone_has_a_complete_copy_on_another_peer(autojump_clock):
+    async with open_overlay(5, seed=1) as overlay:
+        async with overlay.client() as client:
+            for event in spread_events(30, "r"):
+                await client.publish(event)
+            await trio.sleep(2)
+        held = copies(overlay)
+        for peer in overlay.peers:
+            assert peer.state.replica is not None, f"peer {peer.id} has no replica"
+            holder = held[peer.id]
+            assert holder.id == peer.state.replica[0] != peer.id
+            copy = holder.replicas._copies[peer.id].store
+            assert copy.count() == peer.storage.store.count()
+            assert copy.events().keys() == peer.storage.store.events().keys()
+
+
+async def test_a_replica_refuses_writes_for_a_zone_it_does_not_hold(autojump_clock):
+    async with open_overlay(2) as overlay:
+        async with overlay.client() as client:
+            with pytest.raises(ClientError) as info:
+                await client.call(Op.REPLICATE, Replicate("nobody", 0, ([["commit", "http://g"]],)))
+            assert info.value.code is ErrorCode.FORBIDDEN and "holds no replica" in info.value.message
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_a_crashed_peer_is_taken_over_and_nothing_acknowledged_is_lost(autojump_clock, algorithm):
+    async with open_overlay(6, algorithm, seed=2) as overlay:
+        async with overlay.client(0, "sub") as subscriber, overlay.client(1, "pub") as publisher:
+            sub = await subscriber.subscribe("SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }", kind="signal")
+            before = spread_events(20, "before")
+            for event in before:
+                await publisher.publish(event)
+            victim = max(overlay.peers[2:], key=lambda p: p.storage.store.count())
+            held = victim.storage.store.count()
+            assert held > 0
+            victim.stop()
+            await overlay.network.kill(victim.address)
+            # publishing goes on: writes to the victim's zone wait for the takeover, then succeed
+            after = spread_events(20, "after")
+            with trio.fail_after(60):
+                for event in after:
+                    await publisher.publish(event)
+            status = await publisher.status()
+            ids = {p.id for p in status.peers}
+            assert victim.id in ids and not any(p.down for p in status.peers)
+            standin = next(p for p in status.peers if p.id == victim.id)
+            assert standin.quads >= held
+            hosts = [p for p in overlay.peers if p is not victim and p.host.holds(victim.id) is not None]
+            assert len(hosts) == 1 and hosts[0].host.holds(victim.id).state.incarnation == 1
+            assert_exact_neighbour_tables(status)
+            assert await publisher.count() == sum(len(e) for e in before + after)
+            for event in before + after:
+                assert len(await publisher.find(event.graph)) == len(event)
+            got: set[str] = set()
+            with trio.move_on_after(30):
+                async for note in sub:
+                    assert note.event not in got, "a pair notified twice"
+                    got.add(note.event)
+                    if len(got) == len(before) + len(after):
+                        break
+            assert got == {e.graph.value for e in before + after}
+
+
+async def test_a_restarted_peer_whose_zone_was_taken_over_rejoins_as_a_new_peer(autojump_clock, tmp_path):
+    async with open_overlay(3, seed=3) as overlay:
+        victim = await overlay.add_peer(data_dir=tmp_path / "v")
+        async with overlay.client(0) as client:
+            events = spread_events(30, "x")
+            for event in events:
+                await client.publish(event)
+            victim.stop()
+            await overlay.network.kill(victim.address)
+            await victim.stopped.wait()
+            await trio.sleep(10)  # taken over meanwhile
+            again = await overlay.add_peer(data_dir=tmp_path / "v")
+            assert again.id != victim.id  # a new peer: its stale copy dropped
+            assert (tmp_path / "v" / "peer.json.superseded").exists()
+            await trio.sleep(10)
+            status = await client.status()
+            assert len(status.peers) == 5 and not any(p.down for p in status.peers)
+            assert_exact_neighbour_tables(status)
+            assert await client.count() == sum(len(e) for e in events)  # nothing lost, nothing twice
+
+
+async def test_a_restart_before_any_takeover_resumes_the_zone(autojump_clock, tmp_path):
+    async with open_overlay(3, seed=4, failure_timeout=30.0) as overlay:
+        victim = await overlay.add_peer(data_dir=tmp_path / "v")
+        async with overlay.client(0) as client:
+            events = sample_events(20)
+            for event in events:
+                await client.publish(event)
+            victim.stop()
+            await overlay.network.kill(victim.address)
+            await victim.stopped.wait()
+            again = await overlay.add_peer(data_dir=tmp_path / "v")
+            assert again.id == victim.id and again.state.incarnation == victim.state.incarnation
+            await trio.sleep(5)
+            assert await client.count() == 100
+            assert again.state.replica is not None

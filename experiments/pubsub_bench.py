@@ -25,8 +25,9 @@ from peers.cluster import LocalCluster
 
 
 async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeout: float,
-                   batch: int = 1, extra: list[str] = (), seed: int | None = 1) -> dict[str, Any]:
-    cluster = LocalCluster(peers, algorithm=algorithm, seed=seed)
+                   batch: int = 1, extra: list[str] = (), seed: int | None = 1, replicas: int = 2,
+                   fsync: bool = True) -> dict[str, Any]:
+    cluster = LocalCluster(peers, algorithm=algorithm, seed=seed, replicas=replicas, fsync=fsync)
     await trio.to_thread.run_sync(cluster.start)
     try:
         async with connect(cluster.entry, source="bench-sub") as subscriber:
@@ -116,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--repeat", type=int, default=3, help="runs per algorithm; the median is reported [3]")
     parser.add_argument("--seed", type=int, default=1, help="seed of the peers' join points (same topology) [1]")
+    parser.add_argument("--replicas", type=int, default=2, choices=(1, 2), help="copies of every zone [2]")
+    parser.add_argument("--no-fsync", action="store_true", help="peers acknowledge writes without fsync")
     parser.add_argument("--registered", type=int, default=0,
                         help="also register this many non-matching chain subscriptions (issue 4's end-to-end effect)")
     args = parser.parse_args(argv)
@@ -124,10 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for algorithm in args.algorithms.split(","):  # the median run of --repeat, same topology each time
         runs = sorted((trio.run(run_once, algorithm, args.peers, workload, args.concurrency, args.timeout,
-                                args.batch, extra, args.seed) for _ in range(args.repeat)),
+                                args.batch, extra, args.seed, args.replicas, not args.no_fsync)
+                       for _ in range(args.repeat)),
                       key=lambda r: r["throughput"])
         rows.append(runs[len(runs) // 2])
-    print(f"\n{args.peers} local peer processes, {args.events} CEs of 5 quads, {args.subscriptions} "
+    print(f"\nR = {args.replicas}, fsync {'off' if args.no_fsync else 'on'}; "
+          f"{args.peers} local peer processes, {args.events} CEs of 5 quads, {args.subscriptions} "
           f"chain subscription(s) k={args.k} (+{len(extra)} non-matching), median of {args.repeat} runs, {args.concurrency} publishers, {args.batch} event(s) per request\n")
     print("| algorithm | notified/expected | subscriber throughput (CE/s) | publish rate (CE/s) | end-to-end (s) "
           "| messages/event | bytes/event | duplicates filtered | CSMA rewrites |")

@@ -28,7 +28,8 @@ class ClusterError(RuntimeError):
 class LocalCluster:
     def __init__(self, peers: int, *, data_dir: str | Path | None = None, port: int = 0,
                  algorithm: str = "osma", mapping: str = "local-name", host: str = "127.0.0.1",
-                 start_timeout: float = 60.0, log_level: str = "warning", seed: int | None = None) -> None:
+                 start_timeout: float = 60.0, log_level: str = "warning", seed: int | None = None,
+                 replicas: int = 2, fsync: bool = True, extra: list[str] | None = None) -> None:
         if peers < 1:
             raise ClusterError("a cluster needs at least one peer")
         self.size = peers
@@ -41,6 +42,9 @@ class LocalCluster:
         self.start_timeout = start_timeout
         self.log_level = log_level
         self.seed = seed
+        self.replicas = replicas
+        self.fsync = fsync
+        self.extra = list(extra or [])  # more `eventcloud peer` options for every peer
         self.processes: list[subprocess.Popen] = []
         self.addresses: list[str] = []
         self.commands: list[list[str]] = []
@@ -53,7 +57,8 @@ class LocalCluster:
         port = 0 if self.port == 0 else self.port + index
         cmd = [sys.executable, "-m", "eventcloud", "peer", "--listen", f"{self.host}:{port}",
                "--data-dir", str(self.data_dir / f"peer-{index}"), "--algorithm", self.algorithm,
-               "--mapping", self.mapping, "--log-level", self.log_level]
+               "--mapping", self.mapping, "--log-level", self.log_level, "--replicas", str(self.replicas),
+               *([] if self.fsync else ["--no-fsync"]), *self.extra]
         if index > 0:
             cmd += ["--join", self.addresses[0]]
         if self.seed is not None:

@@ -289,6 +289,13 @@ class Membership:
                     await self.router.call(neighbour.address, Op.TAKE_OVER,
                                            TakeOver(state.id, state.zone, dict(state.neighbours), data))
                     return ident
+                except FAILED as exc:
+                    # The answer may be what was lost: if the heir's zone now holds ours, it took over.
+                    table = await self._table_of(neighbour.address)
+                    if table is not None and table.me[1].zone.intersects(state.zone.bounds) \
+                            and table.me[1].zone.merge(state.zone) is None:
+                        return ident
+                    last_error = exc
                 except EventCloudError as exc:
                     last_error = exc
             raise RequestError(f"cannot leave: no neighbour could take over ({last_error})", ErrorCode.CANNOT_LEAVE)
@@ -328,10 +335,12 @@ class Membership:
         state = self.state
         authoritative: dict[str, Neighbour] = {}
         candidates: dict[str, Neighbour] = {}
+        silent: list[str] = []
         for ident, neighbour in list(state.neighbours.items()):
             table = await self._table_of(neighbour.address)
             if table is None:
-                continue  # maybe restarting: keep it, it announces itself when back
+                silent.append(ident)  # maybe restarting or being taken over: decided below
+                continue
             me_id, me = table.me
             authoritative[me_id] = me
             for other, info in table.neighbours.items():
@@ -345,6 +354,15 @@ class Membership:
             return
         async with self.lock:
             table = verified(state.zone, state.neighbours, authoritative)
+            for ident in silent:
+                # A silent neighbour whose zone a live peer now reports as its own, or that left,
+                # is a ghost: drop it (a crashed one is kept: its replica takes it over).
+                held = table.get(ident)
+                if held is not None and (self.departed(ident) or any(
+                        other != ident and info.zone.intersects(held.zone.bounds)
+                        for other, info in authoritative.items())):
+                    del table[ident]
+                    self.counters["ghost_neighbours_dropped"] += 1
             if table != state.neighbours:
                 state.neighbours = table
                 await self.persist()

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,7 @@ class Replicas:
         self.departed = departed
         self._copies: dict[str, _Copy] = {}
         self._taken: dict[str, int] = {}   # owners taken over here -> the stand-in's incarnation
+        self._locks: dict[str, trio.Lock] = {}  # one change of an owner's copy at a time
         self._load()
 
     def handlers(self) -> dict[Op, Any]:
@@ -86,16 +88,21 @@ class Replicas:
     def _load(self) -> None:
         if self.directory is None or not self.directory.is_dir():
             return
-        for directory in sorted(self.directory.iterdir()):
+        for directory in sorted(self.directory.iterdir(), key=lambda d: d.stat().st_mtime):
             meta = directory / "owner.json"
             try:
                 data = json.loads(meta.read_text())
-                copy = _Copy(directory.name, int(data["incarnation"]), PeerStore(directory / "store",
-                             durable=self.durable), data["state"], directory, bool(data["complete"]))
+                if not data["complete"]:
+                    raise ValueError("an unfinished copy")
+                copy = _Copy(str(data["owner"]), int(data["incarnation"]), PeerStore(directory / "store",
+                             durable=self.durable), data["state"], directory, True)
             except (OSError, ValueError, KeyError, TypeError, EventCloudError) as exc:
-                log.warning("peer %s: dropping an unreadable replica in %s: %s", self.state.id, directory, exc)
+                log.info("peer %s: dropping the replica in %s: %s", self.state.id, directory, exc)
                 shutil.rmtree(directory, ignore_errors=True)
                 continue
+            older = self._copies.pop(copy.owner, None)
+            if older is not None:  # a newer copy of the same owner replaces it
+                self._discard(older)
             self._copies[copy.owner] = copy
 
     def _save(self, copy: _Copy) -> None:
@@ -104,18 +111,19 @@ class Replicas:
         copy.directory.mkdir(parents=True, exist_ok=True)
         tmp = copy.directory / "owner.tmp"
         with open(tmp, "w") as handle:
-            json.dump({"incarnation": copy.incarnation, "state": copy.state, "complete": copy.complete}, handle)
+            json.dump({"owner": copy.owner, "incarnation": copy.incarnation, "state": copy.state,
+                       "complete": copy.complete}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, copy.directory / "owner.json")
 
     def _new_copy(self, owner: str, incarnation: int, state: dict[str, Any]) -> _Copy:
-        directory = self.directory / owner if self.directory is not None else None
+        # a directory of its own for every copy, so an old one still closing never locks the new one
+        directory = self.directory / f"{owner}-{uuid.uuid4().hex[:8]}" if self.directory is not None else None
         if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
             directory.mkdir(parents=True)
         store = PeerStore(directory / "store" if directory is not None else None, durable=self.durable)
-        return _Copy(owner, incarnation, store, state, directory, last_ok=trio.current_time())
+        return _Copy(owner, incarnation, store, state, directory)
 
     def _discard(self, copy: _Copy) -> None:
         try:
@@ -134,14 +142,22 @@ class Replicas:
                                f"copy the zone first (replica_sync)", ErrorCode.FORBIDDEN)
         return copy
 
+    def _lock(self, owner: str) -> trio.Lock:
+        return self._locks.setdefault(owner, trio.Lock())
+
     async def _on_replicate(self, conn: RpcConnection, body: Replicate) -> Empty:
-        copy = self._copy_of(body.owner, body.incarnation)
-        await self.offload.run(copy.store.write_many, [list(b) for b in body.batches])
+        async with self._lock(body.owner):
+            copy = self._copy_of(body.owner, body.incarnation)
+            await self.offload.run(copy.store.write_many, [list(b) for b in body.batches])
         copy.last_ok = trio.current_time()
         self.counters["replicated_writes"] += len(body.batches)
         return Empty()
 
     async def _on_sync(self, conn: RpcConnection, body: ReplicaSync) -> Empty:
+        async with self._lock(body.owner):
+            return await self._sync(body)
+
+    async def _sync(self, body: ReplicaSync) -> Empty:
         if body.owner in self._taken:
             raise RequestError(f"peer {body.owner} was taken over here; it must rejoin", ErrorCode.FORBIDDEN)
         if body.reset:
@@ -149,6 +165,7 @@ class Replicas:
             if old is not None:
                 await self.offload.run(self._discard, old)
             copy = await self.offload.run(self._new_copy, body.owner, body.incarnation, body.state or {})
+            copy.last_ok = trio.current_time()
             self._copies[body.owner] = copy
         copy = self._copy_of(body.owner, body.incarnation)
         if body.batches:
@@ -168,10 +185,12 @@ class Replicas:
         return Empty()
 
     async def _on_drop(self, conn: RpcConnection, body: ReplicaOf) -> Empty:
-        copy = self._copies.pop(body.owner, None)
-        if copy is not None:
-            await self.offload.run(self._discard, copy)
-            self.counters["replicas_held"] = len(self._copies)
+        async with self._lock(body.owner):
+            copy = self._copies.get(body.owner)
+            if copy is not None and copy.incarnation == body.incarnation:
+                del self._copies[body.owner]
+                await self.offload.run(self._discard, copy)
+                self.counters["replicas_held"] = len(self._copies)
         return Empty()
 
     async def _on_status(self, conn: RpcConnection, body: ReplicaOf) -> ReplicaStatus:
@@ -235,8 +254,10 @@ class Replicas:
             if self._copies.get(copy.owner) is copy:
                 del self._copies[copy.owner]
                 await self.offload.run(self._discard, copy)
-        elif self._copies.get(copy.owner) is copy and trio.current_time() - copy.last_ok >= self.failure_timeout:
-            await self._take_over(copy)
+        else:
+            async with self._lock(copy.owner):
+                if self._copies.get(copy.owner) is copy and trio.current_time() - copy.last_ok >= self.failure_timeout:
+                    await self._take_over(copy)
 
     async def _indirect(self, copy: _Copy) -> str:
         """Ask up to two of the owner's neighbours whether they reach it: alive, departed or dead."""

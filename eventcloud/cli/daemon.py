@@ -24,7 +24,8 @@ def peer(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = PeerConfig(listen=args.listen, join=args.join, data_dir=args.data_dir, algorithm=args.algorithm,
-                        space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed)
+                        space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed,
+                        replicas=args.replicas, fsync=not args.no_fsync, failure_timeout=args.failure_timeout)
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:
@@ -56,7 +57,7 @@ def cluster(args: argparse.Namespace) -> int:
     from peers.cluster import ClusterError, LocalCluster
 
     cluster = LocalCluster(args.peers, data_dir=args.data_dir, port=args.port, algorithm=args.algorithm,
-                           mapping=args.mapping, host=args.host)
+                           mapping=args.mapping, host=args.host, replicas=args.replicas, fsync=not args.no_fsync)
     stop = {"now": False}
 
     def on_signal(signum: int, frame: Any) -> None:

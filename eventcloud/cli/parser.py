@@ -43,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="term-to-coordinate mapping of a new overlay [local-name]")
     p.add_argument("--log-level", default="warning", help="debug, info, warning, error [warning]")
     p.add_argument("--seed", type=int, help="seed of the random join point (reproducible experiments)")
+    p.add_argument("--replicas", type=int, choices=(1, 2), default=2,
+                   help="copies of every zone in a new overlay: 2 survives the loss of any one peer [2]")
+    p.add_argument("--no-fsync", action="store_true",
+                   help="acknowledge writes once the OS has them (faster; a machine crash may lose the last ones)")
+    p.add_argument("--failure-timeout", type=float, default=3.0,
+                   help="seconds without an answer before a replica takes a peer's zone over [3]")
 
     p = sub.add_parser("cluster", help="start N local peer processes and keep them running",
                        description="Start N peer processes on this machine (the first on --port, the others on "
@@ -54,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on [127.0.0.1]")
     p.add_argument("--algorithm", choices=("osma", "csma"), default="osma", help="matching algorithm [osma]")
     p.add_argument("--mapping", choices=("local-name", "identity"), default="local-name", help="coordinate mapping [local-name]")
+    p.add_argument("--replicas", type=int, choices=(1, 2), default=2, help="copies of every zone [2]")
+    p.add_argument("--no-fsync", action="store_true", help="do not fsync before acknowledging writes")
 
     p = sub.add_parser("publish", help="publish the events of RDF files",
                        description="Publish compound events read from RDF files: N-Quads/TriG (each named graph is "

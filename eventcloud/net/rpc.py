@@ -159,7 +159,7 @@ class RpcConnection:
                                     body.to_wire() if isinstance(body, Body) else body)
                 except EventCloudError as exc:
                     reply = _error(message.id, exc.code, exc.message)
-                except BaseExceptionGroup as group:  # concurrent steps failed: answer with the first typed error
+                except ExceptionGroup as group:  # concurrent steps failed: answer with the first typed error
                     typed = _first_typed(group)
                     if typed is None:
                         log.exception("handler for %s failed", message.op)

@@ -214,3 +214,19 @@ async def test_batches_store_every_event_once_and_stay_idempotent(autojump_clock
             assert await client.count() == 150
             with pytest.raises(ClientError, match="empty batch"):
                 await client.call(Op.PUBLISH, Publish(()))
+
+
+async def test_stabilisation_drops_a_ghost_neighbour_whose_zone_others_now_own(autojump_clock):
+    from eventcloud.overlay import Neighbour
+
+    async with open_overlay(5, seed=6) as overlay:
+        peer = overlay.peers[0]
+        real_id, real = next(iter(peer.state.neighbours.items()))
+        # a stale entry: a peer that left while we were not told, its zone now another's
+        peer.state.neighbours["ghost00000000"] = Neighbour("peer:999", real.zone)
+        await peer.membership.stabilise_once()
+        assert "ghost00000000" not in peer.state.neighbours and real_id in peer.state.neighbours
+        assert peer.counters["ghost_neighbours_dropped"] == 1
+        async with overlay.client() as client:
+            status = await client.status()
+        assert_exact_neighbour_tables(status)

@@ -1,0 +1,29 @@
+"""A bounded chaos run with real processes: kill -9 of peers while publishing, then the history check.
+
+The full runs (8 peers, thousands of events, more kills) are `python -m experiments.chaos`,
+with their figures in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from experiments.chaos import run_once
+
+pytestmark = pytest.mark.processes
+
+
+@pytest.mark.parametrize("algorithm", ["osma", "csma"])
+async def test_killed_peers_lose_nothing_acknowledged_and_notify_each_pair_once(algorithm):
+    args = argparse.Namespace(peers=6, events=250, kills=2, every=3.0, down=4.0, never_restart=True,
+                              lose_disk=False, replicas=2, failure_timeout=2.0, concurrency=4, rate=20,
+                              publish_retry=60.0, seed=7, log_level="error")
+    report = await run_once(algorithm, args)
+    print(report)
+    assert len(report.kills) == 2, "the chaos task killed peers while publications went on"
+    assert report.acknowledged == 250 and report.failed == 0  # the SDK's retries completed every one
+    assert report.stored_whole == 250 and report.lost == 0 and report.partial == 0, report.problems
+    assert report.expected > 100 and report.notified == report.expected and report.missing == 0, report.problems
+    assert report.duplicated == 0

@@ -17,6 +17,7 @@ notifications to settle, reads back every stored event and prints, per algorithm
     lost           acknowledged events missing, partly or wholly
     partial        events visible with some but not all of their quads (never allowed)
     notified       (subscription, event) pairs delivered; expected: the matching acknowledged ones
+    status/count   the slowest whole-space `status` and COUNT meanwhile (probed every 0.5 s)
     missing        expected pairs never delivered
     duplicated     pairs delivered more than once
     unacknowledged notified pairs of events that were not acknowledged (a lost reply, or a failure)
@@ -97,6 +98,9 @@ class Report:
     problems: list[str] = field(default_factory=list)   # the lost, partial and missing, named
     seconds: float = 0.0
     sdk_retries: int = 0
+    status_max: float = 0.0     # slowest `status` while peers were being killed (seconds)
+    count_max: float = 0.0      # slowest whole-space COUNT meanwhile
+    probe_failures: int = 0
 
     @property
     def ok(self) -> bool:
@@ -159,9 +163,25 @@ async def run_once(algorithm: str, args: argparse.Namespace) -> Report:
                     await trio.to_thread.run_sync(cluster.start_peer, index, command)
                     print(f"  restarted peer {index} at {cluster.addresses[index]}", file=sys.stderr)
 
+            async def probe() -> None:
+                """Whole-space reads during the chaos: how long do they take, do they answer at all?"""
+                async with connect(cluster.addresses[0], source="chaos-probe") as prober:
+                    while not publishing.is_set():
+                        for kind in ("status", "count"):
+                            begun = trio.current_time()
+                            try:
+                                with trio.fail_after(30):
+                                    await (prober.status() if kind == "status" else prober.count())
+                            except (ClientError, trio.TooSlowError):
+                                report.probe_failures += 1
+                            took = trio.current_time() - begun
+                            setattr(report, f"{kind}_max", max(getattr(report, f"{kind}_max"), took))
+                        await trio.sleep(0.5)
+
             async with trio.open_nursery() as nursery:
                 for name in subs:
                     nursery.start_soon(listen, name)
+                nursery.start_soon(probe)
                 send, receive = trio.open_memory_channel[CompoundEvent](0)
                 async with trio.open_nursery() as work:
                     work.start_soon(chaos)
@@ -225,11 +245,12 @@ async def _stored_counts(client: Any) -> dict[str, int]:
 
 def table(reports: list[Report]) -> str:
     keys = ["acknowledged", "failed", "stored_whole", "lost", "partial", "failed_visible", "expected", "notified",
-            "missing", "duplicated", "unacknowledged", "sdk_retries"]
+            "missing", "duplicated", "unacknowledged", "sdk_retries", "status_max", "count_max", "probe_failures"]
     lines = ["| algorithm | " + " | ".join(k.replace("_", " ") for k in keys) + " | seconds |",
              "|---" * (len(keys) + 2) + "|"]
     for r in reports:
-        lines.append(f"| {r.algorithm} | " + " | ".join(str(getattr(r, k)) for k in keys) + f" | {r.seconds:.0f} |")
+        cells = [f"{v:.2f}" if isinstance(v, float) else str(v) for v in (getattr(r, k) for k in keys)]
+        lines.append(f"| {r.algorithm} | " + " | ".join(cells) + f" | {r.seconds:.0f} |")
     return "\n".join(lines)
 
 

@@ -261,6 +261,8 @@ class _PeerRuntime:
         state, config = self.state, self.config
         if self.restored is not None and self.restored.has_zone:
             try:
+                if config.join:
+                    await self._check_same_overlay(config.join)
                 await self._check_not_superseded()  # before anything serves the restored zone
             except BaseException:
                 self.store.sync.close()

@@ -172,3 +172,18 @@ def test_cli_leave_hands_the_zone_over_and_stops_the_peer(tmp_path):
         assert len(status["peers"]) == 2 and status["partition"] is True
         done = cli("query", "--peer", cluster.entry, "--format", "json", COUNT)
         assert count_of(json.loads(done.stdout)) == 250
+
+
+def test_a_peer_refuses_a_corrupt_state_or_a_data_directory_of_another_overlay(tmp_path):
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "peer.json").write_text("{ not json")
+    done = cli("peer", "--listen", "127.0.0.1:0", "--data-dir", str(corrupt), timeout=60)
+    assert done.returncode == 1 and "corrupt peer state" in done.stderr and "move it away" in done.stderr
+    assert "Traceback" not in done.stderr
+    with LocalCluster(1, data_dir=tmp_path / "a") as first, LocalCluster(1, data_dir=tmp_path / "b") as second:
+        first.stop_peer(0)  # its data directory belongs to overlay A; try to bring it into overlay B
+        done = cli("peer", "--listen", "127.0.0.1:0", "--join", second.entry, "--data-dir",
+                   str(tmp_path / "a" / "peer-0"), timeout=60)
+    assert done.returncode == 1 and "belongs to overlay" in done.stderr and "use another --data-dir" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -240,7 +240,8 @@ class Matcher:
                 for quad in here:
                     for ident in self.subscriptions.index.first_pattern_candidates(quad):
                         await self._process(_First(ident, quad, info.size, info.published))
-        await self.store.write([notified(graph)])
+        # not durable: a lost mark only means matching again, and the entry drops the repeats
+        await self.store.write([notified(graph)], durable=False)
 
     async def _osma(self, graph: str, here: list[Quad], size: int, published: int,
                     whole: CompoundEvent | None) -> None:

@@ -36,6 +36,8 @@ __all__ = ["Replication", "ReplicatedStore", "snapshot"]
 
 #: Quads per chunk of a full copy (a chunk stays far below the frame limit).
 CHUNK_QUADS = 2000
+#: Non-durable writes wait at most this long for a durable one to carry them to the replica.
+LATER_EVERY = 0.2
 
 
 def snapshot(store: PeerStore) -> list[list[Mutation]]:
@@ -78,14 +80,39 @@ class Replication:
         self.heartbeat = heartbeat
         self.store: AsyncStore | None = None  # set by ReplicatedStore
         self._lock = trio.Lock()              # one full copy at a time
+        self._later: list[list[Mutation]] = []  # non-durable writes, sent with the next batch
+        self._pending_later = trio.Event()
 
     @property
     def enabled(self) -> bool:
         return self.state.replicas >= 2
 
+    def later(self, batches: list[list[Mutation]]) -> None:
+        """Non-durable writes (marks a crash can derive again): to the replica soon, not now."""
+        if batches and self.enabled:
+            self._later.extend(batches)
+            self._pending_later.set()
+
+    async def _flush_later(self) -> None:
+        """Send what is waiting, with no other write to carry it, every LATER_EVERY seconds."""
+        while True:
+            await self._pending_later.wait()
+            await trio.sleep(LATER_EVERY)
+            self._pending_later = trio.Event()
+            if self._later and self.state.replica is not None:
+                try:
+                    await self.replicate([])
+                except EventCloudError as exc:
+                    log.info("peer %s: sending marks to the replica: %s", self.state.id, exc)
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Keep a live replica: check it every heartbeat, replace it when it is gone."""
-        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._flush_later)
+            task_status.started()
+            await self._watch_replica()
+
+    async def _watch_replica(self) -> None:
         while True:
             await trio.sleep(self.heartbeat * 2)
             if not self.enabled or not self.state.has_zone:
@@ -177,9 +204,10 @@ class Replication:
             return
         assert self.state.replica is not None
         ident, address = self.state.replica
+        carried, self._later = self._later, []
         try:
             await self.router.call(address, Op.REPLICATE, Replicate(self.state.id, self.state.incarnation,
-                                                                    tuple(batches)))
+                                                                    tuple(carried + batches)))
             return
         except (*FAILED, RemoteError) as exc:
             log.info("peer %s: replica %s failed (%s); replacing it", self.state.id, ident, exc)
@@ -214,7 +242,11 @@ class ReplicatedStore(AsyncStore):
         self.replication = replication
         replication.store = self
 
-    async def _commit(self, batches: list[list[Mutation]]) -> list[list[Any]]:
-        local, _ = await gather([partial(AsyncStore._commit, self, batches),  # both copies at once
-                                 partial(self.replication.replicate, batches)])
+    async def _commit(self, jobs: list[tuple[list[Mutation], bool]]) -> list[list[Any]]:
+        durable = [m for m, d in jobs if d]
+        self.replication.later([m for m, d in jobs if not d])
+        if not durable:
+            return await AsyncStore._commit(self, jobs)
+        local, _ = await gather([partial(AsyncStore._commit, self, jobs),  # both copies at once
+                                 partial(self.replication.replicate, durable)])
         return local

@@ -150,7 +150,8 @@ class Storage:
         known = [g for g in graphs if self.store.event_info(g) is not None]
         if not known:
             return
-        flipped = await self.store.write([commit(g) for g in known])
+        # not durable: a lost commit mark is derived again from the entry's decision
+        flipped = await self.store.write([commit(g) for g in known], durable=False)
         for graph, changed in zip(known, flipped):
             if changed:
                 self.counters["events_committed"] += 1

@@ -231,11 +231,12 @@ class PeerStore:
         """Log the mutations durably, then apply them; the result of each."""
         return self.write_many([mutations])[0]
 
-    def write_many(self, batches: list[list[Mutation]]) -> list[list[Any]]:
-        """Several writers' batches with one fsync (group commit)."""
+    def write_many(self, batches: list[list[Mutation]], durable: bool = True) -> list[list[Any]]:
+        """Several writers' batches with one fsync (group commit); `durable=False` leaves the log
+        unsynced (for marks that can be derived again, such as commit and notified)."""
         if self._wal is not None:
             try:
-                self._wal.append(batches)
+                self._wal.append(batches, sync=durable)
             except OSError as exc:
                 what = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
                 raise StoreError(f"cannot write the log of {self.path}: {what}") from None
@@ -432,10 +433,11 @@ class Offload:
 
 
 class _Write:
-    __slots__ = ("mutations", "result", "error", "done")
+    __slots__ = ("mutations", "durable", "result", "error", "done")
 
-    def __init__(self, mutations: list[Mutation]) -> None:
+    def __init__(self, mutations: list[Mutation], durable: bool) -> None:
         self.mutations = mutations
+        self.durable = durable
         self.result: list[Any] = []
         self.error: BaseException | None = None
         self.done = False
@@ -455,15 +457,16 @@ class AsyncStore:
     async def run(self, fn: Any, *args: Any) -> Any:
         return await self._offload.run(fn, *args)
 
-    async def write(self, mutations: list[Mutation]) -> list[Any]:
-        """Apply mutations durably (logged and fsynced before this returns); their results."""
-        job = _Write(mutations)
+    async def write(self, mutations: list[Mutation], *, durable: bool = True) -> list[Any]:
+        """Apply mutations, logged (and fsynced, and on the replica, when `durable`) before this
+        returns; their results. Non-durable writes are for marks a crash can derive again."""
+        job = _Write(mutations, durable)
         self._queue.append(job)
         async with self._writing:
             if not job.done:
                 jobs, self._queue = self._queue, []
                 try:
-                    results = await self._commit([j.mutations for j in jobs])
+                    results = await self._commit([(j.mutations, j.durable) for j in jobs])
                 except BaseException as exc:
                     for j in jobs:
                         j.error, j.done = exc, True
@@ -476,9 +479,9 @@ class AsyncStore:
             raise job.error
         return job.result
 
-    async def _commit(self, batches: list[list[Mutation]]) -> list[list[Any]]:
+    async def _commit(self, jobs: list[tuple[list[Mutation], bool]]) -> list[list[Any]]:
         """Where a group of writes goes (here: the local log and store)."""
-        return await self.run(self.sync.write_many, batches)
+        return await self.run(self.sync.write_many, [m for m, _ in jobs], any(d for _, d in jobs))
 
     # cheap in-memory reads stay synchronous
     def event_info(self, graph: IRI | str) -> EventInfo | None:

@@ -46,8 +46,8 @@ class WriteAheadLog:
         self.size = self.path.stat().st_size
         self.fsyncs = 0
 
-    def append(self, records: Iterable[Any]) -> int:
-        """Write the records and make them durable; the number of bytes written."""
+    def append(self, records: Iterable[Any], *, sync: bool = True) -> int:
+        """Write the records and (with `sync`) make them durable; the number of bytes written."""
         chunks = []
         for record in records:
             payload = msgpack.packb(record, use_bin_type=True)
@@ -57,7 +57,7 @@ class WriteAheadLog:
         data = b"".join(chunks)
         self._file.write(data)
         self._file.flush()
-        if self.durable:
+        if self.durable and sync:
             os.fsync(self._file.fileno())
             self.fsyncs += 1
         self.size += len(data)

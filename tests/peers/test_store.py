@@ -155,7 +155,7 @@ def test_a_full_disk_refuses_the_write_and_applies_nothing(tmp_path, monkeypatch
     (a,) = sample_events(1)
     store = PeerStore(tmp_path / "s")
 
-    def full(records):
+    def full(records, sync=True):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(store._wal, "append", full)

@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Matcher"]
 
 WAITING_LIMIT = 100_000        # whole events kept in memory between their two phases
+RECENT_LIMIT = 50_000          # recent events whose quads held here are kept in memory for matching
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,8 @@ class Matcher:
         self.outbox_every = outbox_every
         self.give_up_after = give_up_after
         self._waiting: OrderedDict[str, CompoundEvent | None] = OrderedDict()
+        # quads held here of recent events: matching and CSMA steps read them, not the store
+        self._recent: OrderedDict[str, list[Quad]] = OrderedDict()
         self._busy: set[str] = set()   # events being matched right now
         self._send, self._receive = trio.open_memory_channel[Work](work_queue)
 
@@ -120,15 +123,42 @@ class Matcher:
 
     # --- events ---------------------------------------------------------------------------------
 
-    def remember(self, graph: str, whole: CompoundEvent | None) -> None:
-        """Keep the whole event of a pending delivery until it commits (OSMA matches it then)."""
+    def remember(self, graph: str, whole: CompoundEvent | None, held: list[Quad]) -> None:
+        """Keep the whole event of a pending delivery until it commits (OSMA matches it then),
+        and the quads of it held here (for matching and CSMA steps without a store read)."""
         self._waiting[graph] = whole
         self._waiting.move_to_end(graph)
         if len(self._waiting) > WAITING_LIMIT:
             self._waiting.popitem(last=False)  # it will be gathered from the owners instead
+        self.held(graph, held)
+
+    def held(self, graph: str, quads: list[Quad]) -> None:
+        known = self._recent.get(graph)
+        if known is None:
+            self._recent[graph] = list(quads)
+        else:
+            known.extend(q for q in quads if q not in known)
+            self._recent.move_to_end(graph)
+        if len(self._recent) > RECENT_LIMIT:
+            self._recent.popitem(last=False)
 
     def forget(self, graph: str) -> None:
         self._waiting.pop(graph, None)
+        self._recent.pop(graph, None)
+
+    async def _quads_here(self, graph: str, pattern: tuple | None = None) -> list[Quad]:
+        """Quads of one event held here (matching `pattern`): from memory for recent events."""
+        info = self.store.event_info(graph)
+        known = self._recent.get(graph)
+        if known is None or info is None or len(known) != info.held:
+            known = await self.store.find(trusted_iri(graph), None, None, None)
+            self._recent[graph] = known
+            if len(self._recent) > RECENT_LIMIT:
+                self._recent.popitem(last=False)
+        if pattern is None:
+            return known
+        _, s, p, o = pattern
+        return [q for q in known if (s is None or q.s == s) and (p is None or q.p == p) and (o is None or q.o == o)]
 
     async def on_committed(self, graph: str, whole: CompoundEvent | None = None) -> None:
         """An event committed here: match it."""
@@ -183,7 +213,7 @@ class Matcher:
         sub = self.subscriptions.parse(record)
         index = next_pattern(sub, body.partial)
         done = 0
-        for quad in await self.store.find(*sub.pattern_terms(index, dict(body.partial.bindings))):
+        for quad in await self._quads_here(body.graph, sub.pattern_terms(index, dict(body.partial.bindings))):
             advanced = advance(sub, body.partial, index, quad)
             if advanced is not None:
                 await self._chain(record, advanced, body.graph, body.size, body.published)
@@ -233,7 +263,7 @@ class Matcher:
         if info is None or not info.committed or info.notified:
             return
         if len(self.subscriptions):
-            here = await self.store.find(trusted_iri(graph), None, None, None)
+            here = await self._quads_here(graph)
             if self.state.algorithm == "osma":
                 await self._osma(graph, here, info.size, info.published, work.whole)
             else:

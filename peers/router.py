@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -27,6 +27,7 @@ from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Multicast, Route, Routed
 from eventcloud.wire.ops import Op
 from eventcloud.wire.schema import Body
+from peers.coalescer import Coalescer
 from peers.dispatch import Dispatcher
 from peers.state import PeerState
 
@@ -94,6 +95,7 @@ class Router:
         self._connecting: dict[str, trio.Lock] = {}
         self._suspects: dict[tuple[str, str], float] = {}
         self._nursery: trio.Nursery | None = None
+        self._coalescer = Coalescer(self.call, counters)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -146,6 +148,12 @@ class Router:
         except ConnectionLost:
             self._connections.pop(address, None)
             raise
+
+    async def call_merged(self, address: str, op: Op, items: list[Any] | tuple[Any, ...],
+                          body: Callable[[tuple[Any, ...]], Body]) -> dict[str, Any]:
+        """A call whose body is a list of items, merged with concurrent ones to the same peer
+        (`peers.coalescer`); the shared reply."""
+        return await self._coalescer.call(address, op, items, body)
 
     async def close_connections(self) -> None:
         for conn in list(self._connections.values()):

@@ -129,7 +129,7 @@ class Storage:
                 if address == self.state.address:
                     await self.commit_here(graphs)
                 else:
-                    await self.router.call(address, Op.COMMIT, Commit(graphs))
+                    await self.router.call_merged(address, Op.COMMIT, graphs, Commit)
             except EventCloudError as exc:
                 self.counters["commits_unsent"] += 1
                 log.info("peer %s: commit to %s failed (%s); it will resolve", self.state.id, address, exc)
@@ -222,7 +222,7 @@ class Storage:
             try:
                 if neighbour is None:
                     raise FAILED[0]("neighbour vanished")
-                reply = await self.router.call(neighbour.address, Op.DELIVER, Deliver(tuple(part)))
+                reply = await self.router.call_merged(neighbour.address, Op.DELIVER, part, Deliver)
                 owners.update(Delivered.from_wire(reply).owners)
             except FAILED as exc:
                 log.info("peer %s: delivery via %s failed (%s); routing quads one by one", state.id, hop, exc)
@@ -255,8 +255,9 @@ class Storage:
         self.counters["quads_stored"] += len(fresh)
         whole = _whole_event(graph, quads) if delivery.whole else None
         if pending:
-            self.matcher.remember(graph.value, whole)
+            self.matcher.remember(graph.value, whole, own)
         elif fresh:  # data arriving already committed (no attempt): match it now
+            self.matcher.held(graph.value, own)
             await self.matcher.on_committed(graph.value, whole)
 
 

@@ -52,6 +52,8 @@ _OLD_PUBLISHED = ox.NamedNode("urn:eventcloud:published")
 
 #: One change, as a msgpack-able list: [kind, …arguments]. Build them with the functions below.
 Mutation = list
+#: Mutations that change only in-memory metadata (the store gets it at the next checkpoint).
+MEMORY_ONLY = frozenset({"commit", "notified"})
 
 
 class StoreError(EventCloudError):
@@ -135,6 +137,7 @@ class PeerStore:
         else:
             self._store = ox.Store()
         self._events: dict[str, EventInfo] = {}
+        self._dirty: set[str] = set()   # events whose metadata the store does not have yet
         self._decisions: dict[str, tuple[str, list[str]]] = {}
         self.committed_quads = 0
         self.pending_quads = 0
@@ -244,6 +247,7 @@ class PeerStore:
 
     def checkpoint(self) -> None:
         """Make everything in the store durable and empty the log."""
+        self._persist_meta()
         if self._wal is not None:
             self._store.flush()
             self._wal.truncate()
@@ -363,17 +367,24 @@ class PeerStore:
         return len(quads)
 
     def _put_info(self, graph: str, info: EventInfo) -> None:
-        node = ox.NamedNode(graph)
-        for quad in list(self._store.quads_for_pattern(node, None, None, _META)):
-            self._store.remove(quad)
-        self._store.add(ox.Quad(node, _INFO, ox.Literal(json.dumps(info.to_json())), _META))
+        # In memory; the log makes it durable, a checkpoint writes it to the store.
         self._events[graph] = info
+        self._dirty.add(graph)
 
     def _forget(self, graph: str) -> None:
         if self._events.pop(graph, None) is not None:
+            self._dirty.add(graph)
+
+    def _persist_meta(self) -> None:
+        """Write the metadata of the events changed since the last checkpoint into the store."""
+        for graph in self._dirty:
             node = ox.NamedNode(graph)
             for quad in list(self._store.quads_for_pattern(node, None, None, _META)):
                 self._store.remove(quad)
+            info = self._events.get(graph)
+            if info is not None:
+                self._store.add(ox.Quad(node, _INFO, ox.Literal(json.dumps(info.to_json())), _META))
+        self._dirty.clear()
 
     def _drop_subscription(self, ident: str) -> bool:
         node = ox.NamedNode(f"urn:eventcloud:subscription:{ident}")
@@ -480,8 +491,13 @@ class AsyncStore:
         return job.result
 
     async def _commit(self, jobs: list[tuple[list[Mutation], bool]]) -> list[list[Any]]:
-        """Where a group of writes goes (here: the local log and store)."""
-        return await self.run(self.sync.write_many, [m for m, _ in jobs], any(d for _, d in jobs))
+        """Where a group of writes goes (here: the local log and store). A group of marks only
+        (commit, notified: in-memory metadata and an unsynced append) is applied right here; a
+        thread hop costs far more than the work (the GIL changes hands twice)."""
+        batches = [m for m, _ in jobs]
+        if not any(d for _, d in jobs) and all(m[0] in MEMORY_ONLY for b in batches for m in b):
+            return self.sync.write_many(batches, False)
+        return await self.run(self.sync.write_many, batches, any(d for _, d in jobs))
 
     # cheap in-memory reads stay synchronous
     def event_info(self, graph: IRI | str) -> EventInfo | None:

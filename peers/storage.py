@@ -91,10 +91,10 @@ class Storage:
         events = [canonical_event(e) for e in body.events]
         stamped = [(event, self.clock.now()) for event in events]
         self.counters["events_published"] += len(events)
-        # Shielded: a publisher that disconnects mid-request must not leave the attempt half done.
+        # Shielded: a publisher that disconnects mid-request must not leave the attempt half done
+        # (every step inside is bounded in time).
         with trio.CancelScope(shield=True):
-            with trio.fail_after(self.retry_window * 4):
-                await self.publish(stamped)
+            await self.publish(stamped)
         return Published(tuple(Receipt(e.graph.value, t, len(e)) for e, t in stamped))
 
     async def publish(self, stamped: list[tuple[CompoundEvent, int]]) -> None:
@@ -104,13 +104,20 @@ class Storage:
         deliveries = [Delivery(event.graph.value, len(event), published, tuple(triple_to_wire(q) for q in event.quads),
                                whole=whole, tx=(key, point))
                       for (event, published), (key, point) in zip(stamped, attempts)]
-        try:
-            owners = await self._deliver(deliveries)
-        except EventCloudError as exc:
+        failure: EventCloudError | None = None
+        with trio.move_on_after(self.retry_window * 3) as phase:
+            try:
+                owners = await self._deliver(deliveries)
+            except EventCloudError as exc:
+                failure = exc
+        if phase.cancelled_caught:
+            failure = RequestError(f"its quads were not all stored within {self.retry_window * 3:g} s",
+                                   ErrorCode.TIMEOUT)
+        if failure is not None:
             await self.commits.decide(attempts, ABORT)  # nothing of it will ever be visible
             self.counters["publish_failures"] += len(stamped)
             raise RequestError(f"publication not stored, nothing of it is visible; retry it (same graph IRIs): "
-                               f"{exc.message}", exc.code if exc.transient else ErrorCode.UNAVAILABLE) from None
+                               f"{failure.message}", failure.code if failure.transient else ErrorCode.UNAVAILABLE)
         decisions = await self.commits.decide(attempts, COMMIT)
         refused = [e.graph.value for (e, _), d in zip(stamped, decisions) if d != COMMIT]
         graphs = tuple(e.graph.value for (e, _), d in zip(stamped, decisions) if d == COMMIT)

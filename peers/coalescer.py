@@ -1,11 +1,16 @@
-"""Merging concurrent calls of one kind to one peer into one request, without waiting for anything.
+"""Merging concurrent calls of one kind to one peer into one request, within one scheduling round.
 
 A Python peer pays per message (a frame, a task, system calls), not per item. Calls whose
 body is a list of independent items (deliveries, commits) are therefore merged per
-(address, operation) *lane*: when nothing is in flight on the lane, a call goes out at once
-(no added latency at low load); while one is in flight, later calls gather in the next batch,
-which leaves as soon as the first returns. Under load, one message carries what many callers
-sent; each caller gets the shared reply (or the shared error).
+(address, operation): the first call opens a batch and yields once to the scheduler; every
+call for the same peer and operation made by the tasks that run meanwhile joins that batch;
+then the first call sends it and all of them share the reply (or the error). At low load a
+call goes out after one yield (no timer, no added latency); under load one message carries
+what many tasks sent in the same round.
+
+A batch never waits for an earlier request to return: peers deliver to each other at the
+same time, and "wait until my previous request to you returns" would let two such requests
+wait for each other forever.
 """
 
 from __future__ import annotations
@@ -34,44 +39,34 @@ class _Batch:
     error: BaseException | None = None
 
 
-@dataclass
-class _Lane:
-    open: _Batch = field(default_factory=_Batch)
-    busy: bool = False
-    turn: trio.Event = field(default_factory=trio.Event)   # set when a request of the lane returns
-
-
 class Coalescer:
     def __init__(self, call: Callable[[str, Op, Body], Awaitable[dict[str, Any]]], counters: Counter[str]) -> None:
         self._call = call
         self.counters = counters
-        self._lanes: dict[tuple[str, Op], _Lane] = {}
+        self._open: dict[tuple[str, Op], _Batch] = {}
 
     async def call(self, address: str, op: Op, items: list[Any] | tuple[Any, ...],
                    body: Callable[[tuple[Any, ...]], Body]) -> dict[str, Any]:
         """Send `items` to `address` as (part of) one `op` request built by `body`; its reply."""
         key = (address, op)
-        lane = self._lanes.setdefault(key, _Lane())
-        batch = lane.open
-        batch.items.extend(items)
-        if len(batch.items) >= MAX_ITEMS:
-            lane.open = _Batch()  # full: later callers start the next one
-        while not batch.done.is_set():
-            if not lane.busy and not batch.done.is_set():
-                await self._send(lane, key, batch, body)  # nothing in flight: this caller sends it
-                break
-            await lane.turn.wait()
-        if not lane.busy and not lane.open.items:
-            self._lanes.pop(key, None)
+        batch = self._open.get(key)
+        if batch is not None and len(batch.items) < MAX_ITEMS:
+            batch.items.extend(items)  # joins a batch a call of this round opened
+            await batch.done.wait()
+        else:
+            batch = _Batch(list(items))
+            self._open[key] = batch
+            try:
+                await trio.lowlevel.checkpoint()  # the other tasks of this round may join
+            finally:
+                if self._open.get(key) is batch:
+                    del self._open[key]
+            await self._send(key, batch, body)
         if batch.error is not None:
             raise batch.error
         return batch.reply
 
-    async def _send(self, lane: _Lane, key: tuple[str, Op], batch: _Batch,
-                    body: Callable[[tuple[Any, ...]], Body]) -> None:
-        lane.busy = True
-        if lane.open is batch:
-            lane.open = _Batch()
+    async def _send(self, key: tuple[str, Op], batch: _Batch, body: Callable[[tuple[Any, ...]], Body]) -> None:
         self.counters[f"merged:{key[1].value}"] += len(batch.items) - 1
         try:
             batch.reply = await self._call(key[0], key[1], body(tuple(batch.items)))
@@ -82,6 +77,3 @@ class Coalescer:
             raise
         finally:
             batch.done.set()
-            lane.busy = False
-            lane.turn.set()       # the next batch's first caller sends it
-            lane.turn = trio.Event()

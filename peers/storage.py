@@ -241,8 +241,8 @@ class Storage:
                         owners.update(result or ())
 
         async def store_mine() -> None:
-            for graph, own, delivery, quads in mine:
-                await self._store(graph, own, delivery, quads)
+            if mine:
+                await self._store(mine)  # every event of the batch in one durable write
                 owners.add(state.address)
 
         await gather([store_mine, *(partial(forward, hop, part) for hop, part in groups.items())])
@@ -251,21 +251,21 @@ class Storage:
     async def _local_deliver(self, body: Delivery) -> list[str]:
         graph = trusted_iri(body.graph)
         quads = [triple_from_wire(graph, q, trusted=True) for q in body.quads]
-        await self._store(graph, [quads[i] for i in _taken(body)], body, quads)
+        await self._store([(graph, [quads[i] for i in _taken(body)], body, quads)])
         return [self.state.address]
 
-    async def _store(self, graph: IRI, own: list[Quad], delivery: Delivery, quads: list[Quad]) -> None:
-        pending = delivery.tx is not None
-        (result,) = await self.store.write([add(graph.value, own, delivery.size, delivery.published,
-                                                committed=not pending, tx=delivery.tx)])
-        fresh, _ = result
-        self.counters["quads_stored"] += len(fresh)
-        whole = _whole_event(graph, quads) if delivery.whole else None
-        if pending:
-            self.matcher.remember(graph.value, whole, own)
-        elif fresh:  # data arriving already committed (no attempt): match it now
-            self.matcher.held(graph.value, own)
-            await self.matcher.on_committed(graph.value, whole)
+    async def _store(self, mine: list[tuple[IRI, list[Quad], Delivery, list[Quad]]]) -> None:
+        """Store the quads this peer owns of several events, in one durable write."""
+        results = await self.store.write([add(graph.value, own, d.size, d.published, committed=d.tx is None, tx=d.tx)
+                                          for graph, own, d, _ in mine])
+        for (graph, own, delivery, quads), (fresh, _) in zip(mine, results):
+            self.counters["quads_stored"] += len(fresh)
+            whole = _whole_event(graph, quads) if delivery.whole else None
+            if delivery.tx is not None:
+                self.matcher.remember(graph.value, whole, own)
+            elif fresh:  # data arriving already committed (no attempt): match it now
+                self.matcher.held(graph.value, own)
+                await self.matcher.on_committed(graph.value, whole)
 
 
 def _taken(delivery: Delivery) -> range | tuple[int, ...]:

@@ -278,7 +278,28 @@ async def connect(address: str, *, transport: Transport | None = None, source: s
 
     async with open_connection(stream, clock, on_push=on_push, on_close=on_close, name=f"client->{address}") as conn:
         client = Client(conn, source or f"client-{id(conn):x}", publish_retry=publish_retry)
+        failure: BaseException | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_keepalive, conn)
+            try:
+                yield client
+            except BaseException as exc:  # re-raised below, not wrapped in the nursery's group
+                failure = exc
+            finally:
+                client._connection_ended("the client was closed")
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+
+#: Seconds between pings on an otherwise quiet connection (peers close connections idle for minutes).
+KEEPALIVE = 60.0
+
+
+async def _keepalive(conn: RpcConnection) -> None:
+    while not conn.closed:
+        await trio.sleep(KEEPALIVE)
         try:
-            yield client
-        finally:
-            client._connection_ended("the client was closed")
+            await conn.call(Op.PING, Empty())
+        except EventCloudError:
+            return

@@ -36,6 +36,10 @@ class PeerConfig:
     max_frame: int = DEFAULT_MAX_FRAME
     max_inflight: int = 64                # requests served at once per connection
     max_outbox: int = 8 * 1024 * 1024     # bytes queued for sending per connection
+    max_connections: int = 1024           # connections served at once (more are refused)
+    max_buffered: int = 64 * 1024 * 1024  # bytes of unfinished frames buffered by all connections together
+    idle_timeout: float = 300.0           # a connection without any message for this long is closed
+    frame_timeout: float = 30.0           # a frame begun must be complete within this
     # matching and delivery
     workers: int = 4                      # matching tasks
     work_queue: int = 65536               # matching steps queued
@@ -61,12 +65,14 @@ class PeerConfig:
         if self.replicas not in (1, 2):
             raise ValueError(f"replicas must be 1 or 2, got {self.replicas!r}")
         positive = ("retry_window", "heartbeat", "failure_timeout", "join_timeout", "reconstruct_deadline",
+                    "idle_timeout", "frame_timeout",
                     "tombstone_ttl",
                     "resolve_after", "abort_after", "outbox_every", "give_up_after")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
-        at_least_one = ("max_hops", "max_frame", "max_inflight", "max_outbox", "workers", "work_queue",
+        at_least_one = ("max_hops", "max_frame", "max_inflight", "max_outbox", "max_connections", "max_buffered",
+                        "workers", "work_queue",
                         "reconstructors", "subscriber_buffer", "seen_limit")
         for name in at_least_one:
             value = getattr(self, name)

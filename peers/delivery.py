@@ -26,7 +26,7 @@ from typing import Any, Callable
 import trio
 
 from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, RequestError
-from eventcloud.matching.reference import results
+from eventcloud.matching.reference import MAX_SOLUTIONS, project, solutions
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.rdf.model import IRI, CompoundEvent
 from eventcloud.sparql.subscription import SubscriptionError
@@ -225,7 +225,7 @@ class Delivery:
             await self._rebuild_send.send(_Reconstruction(session, stored, graph, body.size, body.published))
             return
         self._offer(session, Notification(ident, graph, kind, body.published, solutions=body.solutions or (),
-                                          quads=body.quads or ()))
+                                          quads=body.quads or (), truncated=body.truncated))
 
     def _offer(self, session: Session, note: Notification) -> None:
         if not session.offer(note):
@@ -262,12 +262,13 @@ class Delivery:
         else:
             event = CompoundEvent(IRI(job.graph), tuple(quads))
             if kind == "bindings":
-                solutions = results(stored.sub, event)
-                if not solutions:
+                found = solutions(stored.sub, event, MAX_SOLUTIONS)
+                if not found:
                     self.counters["reconstruction_mismatch"] += 1
                     return
                 note = Notification(stored.id, job.graph, kind, job.published,
-                                    solutions=tuple(solutions))
+                                    solutions=tuple(project(stored.sub, found)),
+                                    truncated=len(found) >= MAX_SOLUTIONS)
             else:
                 note = Notification(stored.id, job.graph, kind, job.published, quads=event.quads)
         if stored.id in job.session.subscriptions:

@@ -38,7 +38,7 @@ import trio
 from eventcloud.errors import ErrorCode, EventCloudError, RequestError
 from eventcloud.matching.csma import PartialMatch, advance, is_complete, next_pattern, start
 from eventcloud.matching.osma import decide
-from eventcloud.matching.reference import event_index
+from eventcloud.matching.reference import MAX_SOLUTIONS, event_index
 from eventcloud.rdf.model import CompoundEvent, Quad
 from eventcloud.wire.codec import quad_from_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
@@ -295,7 +295,8 @@ class Matcher:
                 continue
             await self._notify(stored.record, graph, size, published,
                                solutions=tuple(solutions) if kind == "bindings" else None,
-                               quads=event.quads if kind == "event" else None)
+                               quads=event.quads if kind == "event" else None,
+                               truncated=kind == "bindings" and len(solutions) >= MAX_SOLUTIONS)
 
     async def _gather(self, graph: str, size: int) -> CompoundEvent:
         """The whole event from its owners (after a restart or a takeover lost the copy in memory)."""
@@ -322,10 +323,11 @@ class Matcher:
         await self.router.multicast(box, Op.CSMA_SUB, CsmaStep(record, partial, graph, size, published))
 
     async def _notify(self, record: SubscriptionRecord, graph: str, size: int, published: int, *,
-                      csma: bool = False, solutions: Any = None, quads: Any = None) -> None:
+                      csma: bool = False, solutions: Any = None, quads: Any = None, truncated: bool = False) -> None:
         """Hand one notification to the subscription's entry peer; raises if it cannot be done
         (the event stays in the outbox and is matched again)."""
-        body = Notify(record.id, graph, size, published, csma=csma, solutions=solutions, quads=quads)
+        body = Notify(record.id, graph, size, published, csma=csma, solutions=solutions, quads=quads,
+                      truncated=truncated)
         self.counters["notifications_sent"] += 1
         if record.entry == self.state.address:
             await self.notify_here(body)

@@ -146,7 +146,10 @@ class Router:
         try:
             return await conn.call(op, body)
         except ConnectionLost:
-            self._connections.pop(address, None)
+            if self._connections.get(address) is conn:
+                del self._connections[address]
+            if conn.reused:  # a pooled connection the other side may have closed while idle: once more
+                return await (await self.connection(address)).call(op, body)
             raise
 
     async def call_merged(self, address: str, op: Op, items: list[Any] | tuple[Any, ...],

@@ -37,7 +37,7 @@ from typing import Any
 import trio
 
 from eventcloud.errors import EventCloudError
-from eventcloud.net.rpc import RpcConnection, open_connection
+from eventcloud.net.rpc import ConnectionLimits, RpcConnection, open_connection
 from eventcloud.net.transport import TcpTransport, Transport
 from eventcloud.overlay import Zone
 from eventcloud.wire.hlc import HybridClock
@@ -84,6 +84,7 @@ class RunningPeer:
     replication: Replication
     replicas: Replicas
     host: Host
+    runtime_limits: ConnectionLimits
     cancel_scope: trio.CancelScope
     stopped: trio.Event
 
@@ -215,6 +216,7 @@ class _PeerRuntime:
         self.persistence = _Persistence(state, clock, data_dir, offload, replication)
         self.scope = trio.CancelScope()
         self.stopped = trio.Event()
+        self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
         self._nursery: trio.Nursery | None = None
         self.membership = membership = Membership(
             state, router, store_, subscriptions, transport, clock, counters, replication=replication,
@@ -245,14 +247,21 @@ class _PeerRuntime:
                        process=self.process, state=state, store=store)
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
-        config = self.config
+        config, limits = self.config, self.limits
+        if not limits.admit():
+            self.counters["connections_refused"] += 1
+            await _refuse(stream, self.clock, f"peer {self.state.id} serves {limits.max_connections} connections "
+                                              f"already; try another peer or later")
+            return
         conn = RpcConnection(stream, self.clock, on_request=self.dispatcher.handle, max_frame=config.max_frame,
                              accepted_ops=self.dispatcher.request_ops, max_inflight=config.max_inflight,
                              max_outbox=config.max_outbox, name=f"{self.state.address}<-client",
-                             counters=self.counters)
+                             counters=self.counters, limits=limits, idle_timeout=config.idle_timeout,
+                             frame_timeout=config.frame_timeout)
         try:
             await conn.run()
         finally:
+            limits.release()
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(config.retry_window):
                     await self.delivery.connection_closed(conn)
@@ -295,7 +304,7 @@ class _PeerRuntime:
                     task_status.started(RunningPeer(
                         state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,
                         self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
-                        self.scope, self.stopped))
+                        self.limits, self.scope, self.stopped))
                     await trio.sleep_forever()
         finally:
             self.process.ids.discard(state.id)
@@ -370,6 +379,20 @@ class _PeerRuntime:
                     return await conn.call(op, body)
         except (EventCloudError, trio.TooSlowError):
             return None
+
+
+async def _refuse(stream: trio.abc.Stream, clock: HybridClock, why: str) -> None:
+    """One error frame (busy) and the connection closes."""
+    from eventcloud.errors import ErrorCode
+    from eventcloud.wire.frames import Kind, Message, encode
+
+    with trio.move_on_after(1):
+        try:
+            await stream.send_all(encode(Message(Kind.ERROR, None, None, clock.now(),
+                                                 {"code": ErrorCode.BUSY.value, "message": why})))
+            await stream.aclose()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
 
 
 async def _run_membership(membership: Membership, stabilise_every: float, *, task_status: Any) -> None:

@@ -27,6 +27,8 @@ def notification_json(note: Notification) -> dict[str, Any]:
         out["quads"] = [q.n_quads() for q in note.quads]
     if note.error:
         out["error"] = note.error
+    if note.truncated:
+        out["truncated"] = True
     return out
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventcloud.matching.reference import (
-    Bindings, EventIndex, _candidates, _initial, _join, event_index, project, solutions,
+    MAX_SOLUTIONS, Bindings, EventIndex, _candidates, _initial, _join, event_index, project, solutions,
 )
 from eventcloud.rdf.model import CompoundEvent, Quad
 from eventcloud.sparql.subscription import Subscription, Var
@@ -51,9 +51,10 @@ def notifier_index(sub: Subscription, event: CompoundEvent | EventIndex) -> int 
     return None
 
 
-def decide(sub: Subscription, event: CompoundEvent | EventIndex, want_solutions: bool
-           ) -> tuple[int | None, list[Bindings]]:
+def decide(sub: Subscription, event: CompoundEvent | EventIndex, want_solutions: bool,
+           limit: int = MAX_SOLUTIONS) -> tuple[int | None, list[Bindings]]:
     """(notifier position, projected solutions) of `sub` on the event; (None, []) if no match.
+    Solutions are computed up to `limit` (the caller can tell a truncated answer by its size).
 
     With `want_solutions` the full join runs once and the notifier is read off its solutions
     (the first event position whose quad is pattern 0 under some solution); without, only the
@@ -63,7 +64,10 @@ def decide(sub: Subscription, event: CompoundEvent | EventIndex, want_solutions:
     view = event_index(event)
     if not want_solutions:
         return notifier_index(sub, view), []
-    found = solutions(sub, view)
+    found = solutions(sub, view, limit)
+    if len(found) >= limit:  # truncated: the notifier rule must not depend on which solutions were kept
+        position = notifier_index(sub, view)
+        return position, project(sub, found) if position is not None else []
     if not found:
         return None, []
     positions = _positions(view)

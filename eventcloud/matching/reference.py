@@ -19,7 +19,12 @@ from eventcloud.sparql.subscription import JoinPlan, Subscription, Var
 
 Bindings = dict[str, Term]
 
-__all__ = ["Bindings", "EventIndex", "event_index", "solutions", "results", "project", "matches", "match_pattern"]
+__all__ = ["Bindings", "EventIndex", "event_index", "solutions", "results", "project", "matches", "match_pattern",
+           "MAX_SOLUTIONS"]
+
+#: Solutions one notification carries at most (a subscription whose patterns share no variable
+#: has the product of their matches; its notification says it was truncated).
+MAX_SOLUTIONS = 10_000
 
 
 class EventIndex:
@@ -77,8 +82,9 @@ def _initial(sub: Subscription, graph: IRI) -> Bindings | None:
 
 
 def _join(steps: list[list[Any]], checks: tuple[tuple[Any, ...], ...], bindings: Bindings,
-          found: list[Bindings] | None) -> bool:
-    """Backtracking join; appends every solution to `found`, or stops at the first when it is None."""
+          found: list[Bindings] | None, limit: int | None = None) -> bool:
+    """Backtracking join; appends every solution to `found` (up to `limit`), or stops at the first
+    when it is None."""
     last = len(steps) - 1
 
     def extend(depth: int) -> bool:
@@ -103,6 +109,8 @@ def _join(steps: list[list[Any]], checks: tuple[tuple[Any, ...], ...], bindings:
                         if found is None:
                             return True
                         found.append(dict(bindings))
+                        if limit is not None and len(found) >= limit:
+                            return True
                     elif extend(depth + 1):
                         return True
             for name in added:
@@ -112,7 +120,8 @@ def _join(steps: list[list[Any]], checks: tuple[tuple[Any, ...], ...], bindings:
     return extend(0)
 
 
-def _search(sub: Subscription, event: CompoundEvent | EventIndex, plan: JoinPlan, first_only: bool) -> list[Bindings]:
+def _search(sub: Subscription, event: CompoundEvent | EventIndex, plan: JoinPlan, first_only: bool,
+            limit: int | None = None) -> list[Bindings]:
     index = event_index(event)
     bindings = _initial(sub, index.graph)
     if bindings is None:
@@ -126,18 +135,20 @@ def _search(sub: Subscription, event: CompoundEvent | EventIndex, plan: JoinPlan
     if first_only:
         return [bindings] if _join(steps, plan.checks, bindings, None) else []
     found: list[Bindings] = []
-    _join(steps, plan.checks, bindings, found)
+    _join(steps, plan.checks, bindings, found, limit)
     return found
 
 
-def solutions(sub: Subscription, event: CompoundEvent | EventIndex) -> list[Bindings]:
-    """All solutions over every variable (graph variable and blank-node variables included)."""
-    return _search(sub, event, sub.plan, first_only=False)
+def solutions(sub: Subscription, event: CompoundEvent | EventIndex, limit: int | None = None) -> list[Bindings]:
+    """All solutions over every variable (graph variable and blank-node variables included);
+    at most `limit` (a cross product of unconnected patterns can have millions)."""
+    return _search(sub, event, sub.plan, first_only=False, limit=limit)
 
 
-def results(sub: Subscription, event: CompoundEvent | EventIndex) -> list[Bindings]:
-    """The notification's bindings: solutions projected on the projection, distinct, in a fixed order."""
-    return project(sub, solutions(sub, event))
+def results(sub: Subscription, event: CompoundEvent | EventIndex, limit: int | None = None) -> list[Bindings]:
+    """The notification's bindings: solutions projected on the projection, distinct, in a fixed order
+    (from at most `limit` solutions)."""
+    return project(sub, solutions(sub, event, limit))
 
 
 def project(sub: Subscription, found: Iterable[Bindings]) -> list[Bindings]:

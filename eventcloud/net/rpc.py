@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -56,6 +57,9 @@ class RpcConnection:
         max_outbox: int = 8 * 1024 * 1024,
         name: str = "",
         counters: "Counter[str] | None" = None,
+        limits: "ConnectionLimits | None" = None,
+        idle_timeout: float | None = None,
+        frame_timeout: float | None = None,
     ) -> None:
         self.stream = stream
         self.clock = clock
@@ -63,6 +67,12 @@ class RpcConnection:
         self._on_request = on_request
         self._on_push = on_push
         self._on_close = on_close
+        self._limits = limits
+        self._accounted = 0
+        self._frame_began = 0.0
+        self._replies = 0
+        self._idle_timeout = idle_timeout      # no message for this long: close (None: never)
+        self._frame_timeout = frame_timeout    # a frame begun must be complete within this (None: never)
         self._max_frame = max_frame
         self._decoder = FrameDecoder(max_frame, accepted_ops)
         self._ids = itertools.count(1)
@@ -80,6 +90,11 @@ class RpcConnection:
     @property
     def closed(self) -> bool:
         return self._closed.is_set()
+
+    @property
+    def reused(self) -> bool:
+        """Has a request on it already been answered (so it may be an idle pooled connection)?"""
+        return self._replies > 0
 
     async def wait_closed(self) -> None:
         await self._closed.wait()
@@ -99,17 +114,46 @@ class RpcConnection:
                     await self.stream.aclose()
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:
+        limits = self._limits
         while True:
+            partial = self._decoder.pending > 0
+            timeout = self._frame_timeout if partial else self._idle_timeout
+            # a frame's deadline counts from its first byte (a trickle of bytes does not extend it)
+            since = self._frame_began if partial else trio.current_time()
+            deadline = since + timeout if timeout else math.inf
+            size = 65536
+            if limits is not None:
+                if limits.over_budget:
+                    # Too many bytes of unfinished frames in this process: this connection waits
+                    # (a frame it began must still complete in time) rather than memory growing.
+                    with trio.move_on_at(deadline):
+                        await limits.below_budget()
+                size = limits.reserve(size)  # counted before reading, so concurrent reads cannot all pass
             try:
-                data = await self.stream.receive_some(65536)
-            except _BROKEN as exc:
-                self.close_reason = f"connection broken: {exc}"
+                with trio.move_on_at(deadline) as waited:
+                    try:
+                        data = await self.stream.receive_some(size)
+                    except _BROKEN as exc:
+                        self.close_reason = f"connection broken: {exc}"
+                        return
+            finally:
+                if limits is not None:
+                    limits.unreserve(size)
+            if waited.cancelled_caught:
+                what = (f"a frame was not completed within {timeout:g} s" if partial else
+                        f"no message for {timeout:g} s")
+                self.close_reason = what
+                await self._send_quietly(Message(Kind.ERROR, None, None, self.clock.now(),
+                                                 {"code": ErrorCode.TIMEOUT.value, "message": f"closing: {what}"}))
                 return
             if not data:
                 self.close_reason = "closed by the other side"
                 return
             self.counters["bytes_in"] += len(data)
+            if not self._decoder.pending:
+                self._frame_began = trio.current_time()
             self._decoder.feed(data)
+            self._account()
             while True:
                 try:
                     message = self._decoder.next_message()
@@ -121,8 +165,17 @@ class RpcConnection:
                     return
                 if message is None:
                     break
+                self._frame_began = trio.current_time()  # the next frame begins with the bytes left
+                self._account()
                 if not await self._dispatch(message, nursery):
                     return
+
+    def _account(self) -> None:
+        """Tell the process-wide limits how many bytes of unfinished frames this connection holds."""
+        if self._limits is not None:
+            pending = self._decoder.pending
+            self._limits.buffered(pending - self._accounted)
+            self._accounted = pending
 
     async def _dispatch(self, message: Message, nursery: trio.Nursery) -> bool:
         """Route one message; False when the connection must end."""
@@ -199,6 +252,7 @@ class RpcConnection:
                 raise ConnectionLost(f"connection {self.name} closed before the reply ({self.close_reason})") from None
         finally:
             self._waiting.pop(ident, None)
+        self._replies += 1
         if reply.kind is Kind.ERROR:
             raise RemoteError(reply.error_code, str(reply.body.get("message", "")))
         return reply.body
@@ -239,6 +293,9 @@ class RpcConnection:
                 pass
 
     def _finish(self) -> None:
+        if self._limits is not None:
+            self._limits.buffered(-self._accounted)
+            self._accounted = 0
         if self._on_close is not None and not self._closed.is_set():
             self._on_close(self.close_reason or "the connection closed")
         self._closed.set()
@@ -251,6 +308,52 @@ class RpcConnection:
         with trio.CancelScope(shield=True):
             with trio.move_on_after(1):
                 await self.stream.aclose()
+
+
+class ConnectionLimits:
+    """What the connections of one server may hold together: how many there are, and how many
+    bytes of frames not yet complete they buffer."""
+
+    def __init__(self, max_connections: int, max_buffered: int) -> None:
+        self.max_connections = max_connections
+        self.max_buffered = max_buffered
+        self.open = 0
+        self._buffered = 0
+        self._reserved = 0
+        self._changed = trio.Event()
+
+    def admit(self) -> bool:
+        """Count a new connection in; False (refuse it) when there are already too many."""
+        if self.open >= self.max_connections:
+            return False
+        self.open += 1
+        return True
+
+    def release(self) -> None:
+        self.open -= 1
+
+    def buffered(self, delta: int) -> None:
+        self._buffered += delta
+        if delta < 0:
+            self._changed.set()
+            self._changed = trio.Event()
+
+    @property
+    def over_budget(self) -> bool:
+        return self._buffered + self._reserved > self.max_buffered
+
+    def reserve(self, wanted: int) -> int:
+        """Room for one read: at most `wanted`, at least 4 KiB (a small message always gets through)."""
+        size = max(4096, min(wanted, self.max_buffered - self._buffered - self._reserved))
+        self._reserved += size
+        return size
+
+    def unreserve(self, size: int) -> None:
+        self._reserved -= size
+
+    async def below_budget(self) -> None:
+        while self.over_budget:
+            await self._changed.wait()
 
 
 def _first_typed(group: BaseExceptionGroup) -> EventCloudError | None:

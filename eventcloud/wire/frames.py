@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from eventcloud.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
+from eventcloud.errors import BadRequest, ErrorCode, LocalProtocolError, RemoteProtocolError
 from eventcloud.wire.ops import Op, parse_op
 
 __all__ = ["Kind", "Message", "FrameDecoder", "encode", "DEFAULT_MAX_FRAME", "MAX_HLC"]
@@ -67,7 +67,13 @@ def encode(message: Message, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
         envelope["op"] = message.op.value
     if message.id is not None:
         envelope["id"] = message.id
-    payload = msgpack.packb(envelope, use_bin_type=True)
+    try:
+        payload = msgpack.packb(envelope, use_bin_type=True)
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"message {message.op or message.kind.value} holds text that is not valid Unicode "
+                         f"({exc.reason}: {exc.object[exc.start:exc.end]!r})") from None
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise BadRequest(f"message {message.op or message.kind.value} cannot be encoded: {exc}") from None
     if len(payload) > max_frame:
         raise LocalProtocolError(
             f"message {message.op or message.kind} is {len(payload)} bytes, over the {max_frame}-byte frame limit",

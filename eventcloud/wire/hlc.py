@@ -24,14 +24,27 @@ def unpack(timestamp: int) -> tuple[int, int]:
     return timestamp >> LOGICAL_BITS, timestamp & _LOGICAL_MASK
 
 
+#: How far ahead of our own wall clock a remote time is believed (one hour); a remote time
+#: beyond it is clamped, so a hostile or broken peer cannot push our clock to the end of time.
+MAX_AHEAD_MS = 3_600_000
+
+
 class HybridClock:
-    """One process's HLC. Not thread-safe; each peer owns exactly one."""
+    """One process's HLC. Not thread-safe; each peer owns exactly one.
 
-    __slots__ = ("_physical", "_last")
+    A saved time (`last`) or a remote time further than `max_ahead_ms` ahead of the wall
+    clock is clamped to it: clocks stay bounded whatever a message or a state file says."""
 
-    def __init__(self, physical_ms: Callable[[], int], last: int = 0) -> None:
+    __slots__ = ("_physical", "_last", "max_ahead_ms", "clamped")
+
+    def __init__(self, physical_ms: Callable[[], int], last: int = 0, max_ahead_ms: int = MAX_AHEAD_MS) -> None:
         self._physical = physical_ms
-        self._last = last
+        self.max_ahead_ms = max_ahead_ms
+        self.clamped = 0
+        self._last = min(last, self._limit()) if last >= 0 else 0
+
+    def _limit(self) -> int:
+        return pack(self._physical() + self.max_ahead_ms, 0)
 
     @property
     def last(self) -> int:
@@ -48,6 +61,10 @@ class HybridClock:
         """Merge a timestamp received in a message; returns the new local time."""
         if not isinstance(remote, int) or remote < 0:
             raise ValueError(f"invalid hybrid-clock timestamp {remote!r}")
+        limit = self._limit()
+        if remote > limit:
+            self.clamped += 1
+            remote = limit
         wall = pack(self._physical(), 0)
         self._last = max(wall, self._last + 1, remote + 1)
         return self._last

@@ -206,6 +206,7 @@ class Notification(Body):
     solutions: tuple[dict[str, Term], ...] = field(SOLUTIONS, default=())   # bindings kind: every solution
     quads: tuple[Quad, ...] = field(LIST(QUAD), default=())                  # event kind: every quad
     error: str | None = field(OPT(STR), default=None)                        # when it could not be completed
+    truncated: bool = field(BOOL, default=False)   # more solutions than a notification carries (MAX_SOLUTIONS)
 
 
 # --- peer operations --------------------------------------------------------------------------
@@ -293,6 +294,7 @@ class Notify(Body):
     csma: bool = field(BOOL, default=False)      # bindings/quads to be reconstructed at the entry
     solutions: tuple[dict[str, Term], ...] | None = field(OPT(SOLUTIONS), default=None)
     quads: tuple[Quad, ...] | None = field(OPT(LIST(QUAD)), default=None)
+    truncated: bool = field(BOOL, default=False)
 
 
 @message

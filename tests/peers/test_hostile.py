@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import statistics
 
+import pytest
+
 import trio
 
 from eventcloud.client import connect
@@ -52,3 +54,92 @@ async def test_a_catastrophic_regex_does_not_stall_other_clients():
                 async for note in sub:  # no event matched: (x+x+)+y needs a y
                     raise AssertionError(f"unexpected notification {note}")
         nursery.cancel_scope.cancel()
+
+
+async def test_a_cross_product_subscription_gets_a_truncated_notification_not_a_frozen_peer(autojump_clock):
+    from eventcloud.matching.reference import MAX_SOLUTIONS
+    from eventcloud.rdf.model import CompoundEvent, event_graph, make_quad
+    from eventcloud.testing import open_overlay
+
+    patterns = " . ".join(f"?s{i} <{EXO}p> ?o{i}" for i in range(6))  # no shared variable: 10^6 solutions
+    async with open_overlay(3) as overlay:
+        async with overlay.client() as client:
+            sub = await client.subscribe(f"SELECT * WHERE {{ GRAPH ?g {{ {patterns} }} }}", kind="bindings")
+            g = event_graph("x", 1, 1)
+            event = CompoundEvent(g, tuple(make_quad(g, IRI(f"{EXO}s{i}"), IRI(f"{EXO}p"), Literal(str(i)))
+                                           for i in range(10)))
+            await client.publish(event)
+            with trio.fail_after(30):
+                note = await sub.receive()
+            assert note.truncated and 0 < len(note.solutions) <= MAX_SOLUTIONS
+
+
+async def test_text_that_is_not_unicode_is_a_clear_error_everywhere(autojump_clock):
+    from eventcloud.client import ClientError
+    from eventcloud.testing import open_overlay
+
+    async with open_overlay(1) as overlay:
+        async with overlay.client() as client:
+            with pytest.raises(ClientError, match="not valid Unicode"):
+                await client.subscribe('SELECT * WHERE { GRAPH ?g { ?s ?p "\ud800" } }')
+            with pytest.raises(ClientError, match="not valid Unicode"):
+                await client.query('SELECT * WHERE { ?s ?p "\ud800" }')
+            assert await client.count() == 0  # the connection goes on
+
+
+async def _errors_then_close(stream) -> list:
+    from eventcloud.wire.frames import FrameDecoder
+
+    decoder, messages = FrameDecoder(), []
+    with trio.fail_after(120):
+        while True:
+            try:
+                data = await stream.receive_some()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                break
+            if not data:
+                break
+            decoder.feed(data)
+            while (m := decoder.next_message()) is not None:
+                messages.append(m)
+    return messages
+
+
+async def test_connections_beyond_the_limit_are_refused_and_stalled_frames_closed(autojump_clock):
+    import struct
+
+    from eventcloud.testing import open_overlay
+
+    async with open_overlay(1, max_connections=3, frame_timeout=5.0, idle_timeout=30.0) as overlay:
+        address = overlay.peers[0].address
+        held = [await overlay.network.connect(address) for _ in range(3)]
+        fourth = await overlay.network.connect(address)
+        (refusal,) = await _errors_then_close(fourth)
+        assert refusal.body["code"] == "busy" and "connections" in refusal.body["message"]
+        # a frame that never completes: closed after the frame timeout, with a clear reason
+        await held[0].send_all(struct.pack(">I", 1000) + b"\x81\xa1k")
+        (closing,) = await _errors_then_close(held[0])
+        assert closing.body["code"] == "timeout" and "frame was not completed" in closing.body["message"]
+        # an idle connection: closed after the idle timeout
+        (closing,) = await _errors_then_close(held[1])
+        assert closing.body["code"] == "timeout" and "no message" in closing.body["message"]
+        async with overlay.client() as client:  # the peer serves on
+            assert await client.count() == 0
+
+
+async def test_unfinished_frames_cannot_take_more_than_the_buffer_budget(autojump_clock):
+    import struct
+
+    from eventcloud.testing import open_overlay
+
+    async with open_overlay(1, max_buffered=100_000, frame_timeout=10.0) as overlay:
+        peer = overlay.peers[0]
+        streams = [await overlay.network.connect(peer.address) for _ in range(8)]
+        async with trio.open_nursery() as nursery:
+            for stream in streams:  # each starts a 1 MB frame and sends 60 KB of it, then stalls
+                nursery.start_soon(stream.send_all, struct.pack(">I", 1_000_000) + b"\x00" * 60_000)
+            await trio.sleep(1)
+            assert peer.runtime_limits._buffered <= 100_000 + 8 * 4096  # the rest waits in the streams
+            nursery.cancel_scope.cancel()
+        await trio.sleep(35)  # the frame timeout closes them all (those that waited for room, from their first byte)
+        assert peer.runtime_limits._buffered == 0 and peer.runtime_limits.open == 0

@@ -35,11 +35,11 @@ from typing import Any, Awaitable, Callable, Union
 
 import trio
 
-from eventcloud.errors import ErrorCode, EventCloudError, RequestError
+from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
 from eventcloud.matching.csma import PartialMatch, advance, is_complete, next_pattern, start
 from eventcloud.matching.osma import decide
 from eventcloud.matching.reference import MAX_SOLUTIONS, event_index
-from eventcloud.rdf.model import CompoundEvent, Quad
+from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.wire.codec import quad_from_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
 from eventcloud.wire.messages import CsmaStep, Find, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord
@@ -210,7 +210,10 @@ class Matcher:
         record = body.record
         if self.subscriptions.removed(record.id):
             return 0
+        IRI(body.graph)  # a ModelError (bad-request) for anything but an event's graph IRI
         sub = self.subscriptions.parse(record)
+        if not body.partial.remaining or max(body.partial.remaining) >= len(sub.patterns):
+            raise BadRequest(f"rewritten subscription {record.id}: its remaining patterns do not fit it")
         index = next_pattern(sub, body.partial)
         done = 0
         for quad in await self._quads_here(body.graph, sub.pattern_terms(index, dict(body.partial.bindings))):

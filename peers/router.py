@@ -303,8 +303,15 @@ class Router:
                     results.append({"error": f"peer {key}: {exc.message}"})
                     return
 
+        mine: Any = None
+        failure: Exception | None = None
         async with trio.open_nursery() as nursery:
             for key in multicast_children(state.zone, state.neighbour_zones(), body.box):
                 nursery.start_soon(child, key)
-            mine = await self.dispatcher.run_routed(body.op, body.body)
+            try:
+                mine = await self.dispatcher.run_routed(body.op, body.body)
+            except Exception as exc:  # raised below, bare (children are told nothing: they run their own)
+                failure = exc
+        if failure is not None:
+            raise failure
         return [{"ok": mine}, *results]

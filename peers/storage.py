@@ -251,7 +251,10 @@ class Storage:
     async def _local_deliver(self, body: Delivery) -> list[str]:
         graph = trusted_iri(body.graph)
         quads = [triple_from_wire(graph, q, trusted=True) for q in body.quads]
-        await self._store([(graph, [quads[i] for i in _taken(body)], body, quads)])
+        taken = _taken(body)
+        if any(not 0 <= i < len(quads) for i in taken):
+            raise BadRequest(f"delivery of {body.graph}: a quad index is out of range")
+        await self._store([(graph, [quads[i] for i in taken], body, quads)])
         return [self.state.address]
 
     async def _store(self, mine: list[tuple[IRI, list[Quad], Delivery, list[Quad]]]) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator
 import pyoxigraph as ox
 import trio
 
-from eventcloud.errors import ErrorCode, EventCloudError
+from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, ModelError
 from eventcloud.rdf.model import IRI, Quad, Term
 from eventcloud.rdf.oxigraph import quad_from_ox, quad_to_ox, to_ox
 from eventcloud.wire.codec import triple_from_wire, triple_to_wire, trusted_iri
@@ -123,6 +123,46 @@ def drop_subscription(ident: str) -> Mutation:
 def decide(key: str, decision: str, point: list[str]) -> Mutation:
     """An entry peer's decision on one publication attempt (commit or abort), kept at `point`."""
     return ["decide", key, decision, point]
+
+
+_TRIPLES = "a list of [s, p, o] triples"
+#: kind -> the type of each argument ("triples": a list of 3-item lists; "tx": a list or None)
+_SHAPES: dict[str, tuple[Any, ...]] = {
+    "add": (str, "triples", int, int, bool, "tx"), "commit": (str,), "notified": (str,), "abort": (str,),
+    "delete": (str,), "remove": (str, "triples"), "sub": (str, dict), "unsub": (str,),
+    "decide": (str, str, list),
+}
+
+
+def check_mutation(mutation: Any) -> None:
+    """BadRequest unless `mutation` has the shape of one the store knows (it is never logged)."""
+    if not isinstance(mutation, list) or not mutation or mutation[0] not in _SHAPES:
+        raise BadRequest(f"not a store mutation: {str(mutation)[:80]}")
+    shape = _SHAPES[mutation[0]]
+    if len(mutation) != len(shape) + 1:
+        raise BadRequest(f"store mutation {mutation[0]!r} takes {len(shape)} arguments, got {len(mutation) - 1}")
+    for value, kind in zip(mutation[1:], shape):
+        if kind == "triples":
+            ok = isinstance(value, list) and all(isinstance(q, list) and len(q) == 3 for q in value)
+        elif kind == "tx":
+            ok = value is None or (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str))
+        else:
+            ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        if not ok:
+            raise BadRequest(f"store mutation {mutation[0]!r}: argument {value!r:.60} is not {kind}")
+    if mutation[0] in ("add", "remove", "commit", "notified", "abort", "delete"):
+        try:
+            graph = IRI(mutation[1])
+        except ModelError as exc:
+            raise BadRequest(f"store mutation {mutation[0]!r}: {exc.message}") from None
+    if mutation[0] in ("add", "remove"):
+        try:
+            for triple in mutation[2]:
+                quad = triple_from_wire(graph, triple)
+                if quad.g.value in RESERVED_GRAPHS:
+                    raise BadRequest(f"graph {quad.g.value} is reserved")
+        except BadRequest as exc:
+            raise BadRequest(f"store mutation {mutation[0]!r}: {exc.message}") from None
 
 
 class PeerStore:
@@ -236,7 +276,11 @@ class PeerStore:
 
     def write_many(self, batches: list[list[Mutation]], durable: bool = True) -> list[list[Any]]:
         """Several writers' batches with one fsync (group commit); `durable=False` leaves the log
-        unsynced (for marks that can be derived again, such as commit and notified)."""
+        unsynced (for marks that can be derived again, such as commit and notified). A malformed
+        mutation (from a replica request) is refused before anything is logged or applied."""
+        for batch in batches:
+            for mutation in batch:
+                check_mutation(mutation)
         if self._wal is not None:
             try:
                 self._wal.append(batches, sync=durable)

@@ -36,6 +36,9 @@ class IRI:
             raise ModelError(f"an IRI must be a non-empty string, got {self.value!r}")
         if _IRI_FORBIDDEN.search(self.value):
             raise ModelError(f"IRI {self.value!r} contains a character not allowed in IRIs")
+        if not _SCHEME.match(self.value):
+            raise ModelError(f"IRI {self.value[:80]!r} has no scheme: RDF needs absolute IRIs such as "
+                             f"http://example.org/x or urn:x")
 
     def n3(self) -> str:
         return f"<{self.value}>"
@@ -167,6 +170,7 @@ def skolem_iri(graph: IRI, label: str) -> IRI:
 # --- N-Triples term syntax -------------------------------------------------------------
 
 _IRI_FORBIDDEN = re.compile(r'[\x00-\x20<>"{}|^`\\]')
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _LANG = re.compile(r"^[A-Za-z]+(-[A-Za-z0-9]+)*$")
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 _UNESCAPES = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}

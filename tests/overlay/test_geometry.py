@@ -55,7 +55,8 @@ def test_space_defaults_and_derived_values() -> None:
 )
 def test_local_name(iri: str, expected: str) -> None:
     assert local_name(iri) == expected
-    assert DEFAULT.coordinate_string(IRI(iri)) == expected
+    if ":" in iri:  # (IRIs need a scheme; local_name itself takes any string)
+        assert DEFAULT.coordinate_string(IRI(iri)) == expected
 
 
 def test_coordinate_string_by_mapping() -> None:
@@ -457,4 +458,5 @@ def test_coordinate_is_strictly_order_preserving_at_small_precision(a: str, b: s
 @settings(max_examples=100, deadline=None)
 @given(text=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x2FF, exclude_characters='<>"{}|^`\\'), min_size=1))
 def test_identity_iri_and_literal_share_the_axis(text: str) -> None:
+    text = "u:" + text  # an IRI needs a scheme
     assert IDENTITY.coordinate(IRI(text)) == IDENTITY.coordinate(Literal(text))

@@ -31,7 +31,7 @@ from eventcloud.net.transport import AddressError, TcpTransport, Transport
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad, Term, event_graph
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    NOTIFICATION_KINDS, Counted, Delete, Deleted, Empty, Find, Left, Notification, Publish, Published, Quads,
+    NOTIFICATION_KINDS, Admin, Counted, Delete, Deleted, Empty, Find, Left, Notification, Publish, Published, Quads,
     Receipt, Sparql, SparqlResult, Status, Subscribe, Subscribed, Unsubscribe,
 )
 from eventcloud.wire.ops import Op
@@ -254,11 +254,13 @@ def _encodable(body: Publish) -> Publish:
 
 @asynccontextmanager
 async def connect(address: str, *, transport: Transport | None = None, source: str | None = None,
-                  physical_ms=lambda: int(time.time() * 1000), publish_retry: float = 30.0) -> AsyncIterator[Client]:
+                  physical_ms=lambda: int(time.time() * 1000), publish_retry: float = 30.0,
+                  admin_token: str | None = None) -> AsyncIterator[Client]:
     """Open a client connection to an entry peer (any peer of the overlay).
 
     A publication that fails for a transient reason (a peer down, its zone being taken over) is
-    retried with backoff for up to `publish_retry` seconds (0: never) before the error is raised."""
+    retried with backoff for up to `publish_retry` seconds (0: never) before the error is raised.
+    `admin_token` is presented at once, for `leave` and `delete` on overlays that require it."""
     transport = transport or TcpTransport()
     try:
         stream = await transport.connect(address)
@@ -278,6 +280,8 @@ async def connect(address: str, *, transport: Transport | None = None, source: s
 
     async with open_connection(stream, clock, on_push=on_push, on_close=on_close, name=f"client->{address}") as conn:
         client = Client(conn, source or f"client-{id(conn):x}", publish_retry=publish_retry)
+        if admin_token is not None:
+            await client.call(Op.ADMIN, Admin(admin_token))
         failure: BaseException | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_keepalive, conn)

@@ -25,6 +25,12 @@ class PeerConfig:
     seed: int | None = None               # for the join point; None: random
     advertise: str | None = None          # HOST[:PORT] other peers use to reach this one
     replicas: int = 2                     # copies of every zone, fixed by an overlay's first peer (1 or 2)
+    # security
+    secret: bytes | None = None           # the cluster secret peers prove to each other (None: open overlay)
+    admin_token: str | None = None        # needed for leave and delete when set
+    tls_cert: Path | None = None          # serve TLS with this certificate chain and key …
+    tls_key: Path | None = None
+    tls_ca: Path | None = None            # … and verify the peers one connects to against this CA
     # routing and membership
     retry_window: float = 5.0             # how long a request retries around a dead peer
     heartbeat: float = 0.5                # a replica pings the owner of each copy it holds this often

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable, Mapping
 import trio
 
 from eventcloud.errors import BadRequest, ErrorCode, RequestError
+from peers.auth import PeerAuth
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import REQUESTS
 from eventcloud.wire.ops import PEER_OPS, ROUTED_OPS, Op, parse_op
@@ -28,8 +29,9 @@ RoutedHandler = Callable[[Any], Awaitable[Any]]
 
 
 class Dispatcher:
-    def __init__(self, counters: Counter[str]) -> None:
+    def __init__(self, counters: Counter[str], auth: "PeerAuth") -> None:
         self.counters = counters
+        self.auth = auth
         self._requests: dict[Op, RequestHandler] = {}
         self._routed: dict[Op, RoutedHandler] = {}
         #: set once the peer owns a zone (after join or restore); requests but ping wait for it
@@ -55,6 +57,7 @@ class Dispatcher:
         handler = self._requests.get(op)
         if handler is None:
             raise RequestError(f"unknown message type {op.value!r}", ErrorCode.UNKNOWN_OP)
+        self.auth.check(conn, op)
         body = REQUESTS[op].from_wire(raw, trusted=op in PEER_OPS)
         if op is not Op.PING:
             await self.ready.wait()

@@ -31,6 +31,7 @@ class ProcessPeers:
 
     def __init__(self) -> None:
         self.ids: set[str] = set()
+        self.warned_open = False  # the "no cluster secret" warning is said once per process
 
     def __call__(self) -> set[str]:
         return self.ids

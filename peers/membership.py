@@ -22,8 +22,8 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from eventcloud.errors import ErrorCode, EventCloudError, GeometryError, RequestError, Unreachable
-from eventcloud.net.rpc import RpcConnection, open_connection
+from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, GeometryError, RequestError, Unreachable
+from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
     CoordinateSpace, Neighbour, Zone, announced, heirs, merge_for_leave, split_for_join, verified,
@@ -114,17 +114,15 @@ class Membership:
         """Enter the overlay through `bootstrap` (any live peer)."""
         state = self.state
         try:
-            stream = await self.transport.connect(bootstrap)
-        except Unreachable as exc:
-            raise RequestError(f"cannot join through {bootstrap}: {exc.message}", ErrorCode.UNREACHABLE) from None
-        async with open_connection(stream, self.clock, name=f"join->{bootstrap}") as conn:
-            info = OverlayInfo.from_wire(await conn.call(Op.OVERLAY_INFO))
+            info = OverlayInfo.from_wire(await self.router.call(bootstrap, Op.OVERLAY_INFO, Empty()))
             space: CoordinateSpace = info.space
             point = tuple(self.rng.randrange(space.top) for _ in range(4))
-            reply = Routed.from_wire(await conn.call(Op.ROUTE, {
+            reply = Routed.from_wire(await self.router.call(bootstrap, Op.ROUTE, {
                 "point": point_to_wire(point), "op": Op.JOIN_SPLIT.value,
                 "body": JoinRequest(state.id, state.address).to_wire()}))
-            grant = JoinGrant.from_wire(reply.result)
+        except (Unreachable, ConnectionLost) as exc:
+            raise RequestError(f"cannot join through {bootstrap}: {exc.message}", ErrorCode.UNREACHABLE) from None
+        grant = JoinGrant.from_wire(reply.result)
         state.space = space
         state.algorithm = grant.algorithm
         state.overlay = grant.overlay

@@ -18,7 +18,9 @@ from typing import Any, Callable
 
 import trio
 
-from eventcloud.errors import ConnectionLost, ErrorCode, GeometryError, RemoteError, RequestError, Unreachable
+from eventcloud.errors import (
+    ConnectionLost, ErrorCode, EventCloudError, GeometryError, RemoteError, RequestError, Unreachable,
+)
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import Box, Neighbour, Point, lowest_corner, multicast_children, multicast_root, next_hop
@@ -27,6 +29,7 @@ from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Multicast, Route, Routed
 from eventcloud.wire.ops import Op
 from eventcloud.wire.schema import Body
+from peers.auth import PeerAuth
 from peers.coalescer import Coalescer
 from peers.dispatch import Dispatcher
 from peers.state import PeerState
@@ -81,7 +84,7 @@ class Router:
 
     def __init__(self, state: PeerState, transport: Transport, clock: HybridClock, dispatcher: Dispatcher,
                  counters: Counter[str], *, retry: RetryPolicy, max_hops: int, max_frame: int,
-                 partial_wait: float = 1.0) -> None:
+                 partial_wait: float = 1.0, auth: PeerAuth | None = None) -> None:
         self.state = state
         self.transport = transport
         self.clock = clock
@@ -91,6 +94,7 @@ class Router:
         self.max_hops = max_hops
         self.max_frame = max_frame
         self.partial_wait = partial_wait
+        self.auth = auth
         self._connections: dict[str, RpcConnection] = {}
         self._connecting: dict[str, trio.Lock] = {}
         self._suspects: dict[tuple[str, str], float] = {}
@@ -136,6 +140,14 @@ class Router:
             except RuntimeError:  # this peer is stopping: no new connection may start
                 await stream.aclose()
                 raise Unreachable(f"cannot reach {address}: peer {self.state.id} is stopping") from None
+            if self.auth is not None:
+                try:
+                    await self.auth.prove(conn)  # a peer connection: both sides prove the cluster secret
+                except ConnectionLost:
+                    raise
+                except EventCloudError:
+                    await conn.aclose()
+                    raise
             self._connections[address] = conn
             return conn
 

@@ -43,6 +43,7 @@ from eventcloud.overlay import Zone
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, OverlayInfo, Pong, ReplicaOf, ReplicaStatus, Table
 from eventcloud.wire.ops import Op
+from peers.auth import PeerAuth
 from peers.commits import Commits
 from peers.config import PeerConfig, advertised_address
 from peers.delivery import Delivery
@@ -119,7 +120,10 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
     transport = transport or TcpTransport()
     process = process if process is not None else ProcessPeers()
     try:
-        await _PeerRuntime(config, transport, physical_ms, process, state, store).run(task_status)
+        try:
+            await _PeerRuntime(config, transport, physical_ms, process, state, store).run(task_status)
+        except BaseExceptionGroup as group:  # a start-up step failed inside the peer's nursery
+            raise _one_typed(group) from None
     except _Superseded as superseded:
         if config.data_dir is not None:
             _drop_stale(config.data_dir)
@@ -132,6 +136,17 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                 log.warning("rejoining through %s failed: %s", address, exc)
         raise StateError("this peer's zone was taken over while it was down, and no peer it knew lets it "
                          "rejoin; start it with --join ADDRESS of a live peer") from None
+
+
+def _one_typed(group: BaseExceptionGroup) -> BaseException:
+    """The peer's own error out of its nursery's group (e.g. a refused join), or the group itself
+    when something else failed too."""
+    typed, rest = group.split((EventCloudError, _Superseded))
+    if typed is not None and (rest is None or rest.subgroup(lambda e: not isinstance(e, trio.Cancelled)) is None):
+        while isinstance(typed, BaseExceptionGroup):
+            typed = typed.exceptions[0]
+        return typed
+    return group
 
 
 def _drop_stale(data_dir: Path) -> None:
@@ -187,12 +202,13 @@ class _PeerRuntime:
         self.clock = clock = HybridClock(physical_ms, state.clock)
         self.counters = counters = Counter[str]()
         offload = Offload(config.offloaded, 1)
-        self.dispatcher = dispatcher = Dispatcher(counters)
+        self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters)
+        self.dispatcher = dispatcher = Dispatcher(counters, self.auth)
         self.host = Host(self._launch_standin, data_dir)
         self.physical_ms = physical_ms
         self.router = router = Router(state, transport, clock, dispatcher, counters,
                                       retry=RetryPolicy(config.retry_window), max_hops=config.max_hops,
-                                      max_frame=config.max_frame)
+                                      max_frame=config.max_frame, auth=self.auth)
         self.replication = replication = Replication(state, router, counters, local_peers=process,
                                                      retry_window=config.retry_window, heartbeat=config.heartbeat)
         peer_store = store if store is not None else PeerStore(data_dir / "store" if data_dir is not None else None,
@@ -226,7 +242,7 @@ class _PeerRuntime:
             state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
             departed=membership.departed)
-        dispatcher.register({Op.PING: self._ping})
+        dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
         for service in (router, queries, delivery, storage, membership, replicas):
             dispatcher.register(service.handlers(), getattr(service, "routed", dict)())
         dispatcher.register(routed={**matcher.routed(), **commits.routed()})
@@ -262,6 +278,7 @@ class _PeerRuntime:
             await conn.run()
         finally:
             limits.release()
+            self.auth.forget(conn)
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(config.retry_window):
                     await self.delivery.connection_closed(conn)
@@ -298,6 +315,10 @@ class _PeerRuntime:
                         await self.persistence.save()
                         self.dispatcher.ready.set()
                     self.process.ids.add(state.id)
+                    if self.auth.open and not self.process.warned_open:
+                        self.process.warned_open = True
+                        log.warning("peer %s: no cluster secret is set, so any client can use peer operations "
+                                    "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
                     await nursery.start(_run_membership, self.membership, config.stabilise_every)
                     for service in (self.storage, self.replication, self.replicas):
                         await nursery.start(service.run)
@@ -376,6 +397,7 @@ class _PeerRuntime:
             with trio.fail_after(self.config.retry_window / 2):
                 stream = await self.transport.connect(address)
                 async with open_connection(stream, self.clock, name=f"ask->{address}") as conn:
+                    await self.auth.prove(conn)
                     return await conn.call(op, body)
         except (EventCloudError, trio.TooSlowError):
             return None

@@ -86,6 +86,8 @@ class RpcConnection:
         self._closed = trio.Event()
         self.close_reason: str | None = None
         self.counters: Counter[str] = counters if counters is not None else Counter()
+        self.role = "client"   # what the other side proved it is (set by the server's authentication)
+        self.end_after_reply = False  # set by a handler that refuses the other side for good
 
     @property
     def closed(self) -> bool:
@@ -228,6 +230,8 @@ class RpcConnection:
                 await self._send_quietly(_error(message.id, exc.code, exc.message, self.clock.now()))
             except _BROKEN:
                 pass
+            if self.end_after_reply:
+                await self.aclose()
         finally:
             self._inflight.release()
 

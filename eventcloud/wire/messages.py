@@ -72,6 +72,36 @@ class Pong(Body):
 
 
 @message
+class Hello(Body):
+    """The first step of a peer's proof of the cluster secret: its challenge to the other side."""
+
+    challenge: str = field(STR)
+
+
+@message
+class Challenge(Body):
+    """The other side's challenge, and its proof of the secret over both challenges."""
+
+    challenge: str = field(STR)
+    proof: str = field(STR)
+
+
+@message
+class Auth(Body):
+    """The connecting peer's proof of the secret over both challenges."""
+
+    id: str = field(STR)
+    proof: str = field(STR)
+
+
+@message
+class Admin(Body):
+    """The overlay's admin token, for `leave` and `delete` on this connection."""
+
+    token: str = field(STR)
+
+
+@message
 class OverlayInfo(Body):
     id: str = field(STR)
     address: str = field(STR)
@@ -468,7 +498,7 @@ class ProbeResult(Body):
 
 #: Request body type of each operation a connection may carry or a route may run.
 REQUESTS: dict[Op, type[Body]] = {
-    Op.PING: Empty, Op.OVERLAY_INFO: Empty, Op.PUBLISH: Publish, Op.FIND: Find, Op.COUNT: Find,
+    Op.PING: Empty, Op.HELLO: Hello, Op.AUTH: Auth, Op.ADMIN: Admin, Op.OVERLAY_INFO: Empty, Op.PUBLISH: Publish, Op.FIND: Find, Op.COUNT: Find,
     Op.SPARQL: Sparql, Op.DELETE: Delete, Op.STATUS: Empty, Op.SUBSCRIBE: Subscribe,
     Op.UNSUBSCRIBE: Unsubscribe, Op.LEAVE: Empty,
     Op.ROUTE: Route, Op.DELIVER: Deliver, Op.COMMIT: Commit, Op.NOTIFY: Notify, Op.JOIN_COMMIT: JoinCommit,
@@ -483,7 +513,7 @@ REQUESTS: dict[Op, type[Body]] = {
 
 #: Reply body type of each client and peer operation (routed operations reply with plain values).
 REPLIES: dict[Op, type[Body]] = {
-    Op.PING: Pong, Op.OVERLAY_INFO: OverlayInfo, Op.PUBLISH: Published, Op.FIND: Quads, Op.COUNT: Counted,
+    Op.PING: Pong, Op.HELLO: Challenge, Op.AUTH: PeerId, Op.ADMIN: Empty, Op.OVERLAY_INFO: OverlayInfo, Op.PUBLISH: Published, Op.FIND: Quads, Op.COUNT: Counted,
     Op.SPARQL: SparqlResult, Op.DELETE: Deleted, Op.STATUS: Status, Op.SUBSCRIBE: Subscribed,
     Op.UNSUBSCRIBE: SubscriptionId, Op.LEAVE: Left,
     Op.ROUTE: Routed, Op.DELIVER: Delivered, Op.COMMIT: Empty, Op.NOTIFY: Empty, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,

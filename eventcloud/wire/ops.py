@@ -20,6 +20,9 @@ from enum import StrEnum
 class Op(StrEnum):
     # client operations
     PING = "ping"
+    HELLO = "hello"
+    AUTH = "auth"
+    ADMIN = "admin"
     OVERLAY_INFO = "overlay_info"
     PUBLISH = "publish"
     FIND = "find"
@@ -63,7 +66,7 @@ class Op(StrEnum):
 
 
 CLIENT_OPS = frozenset({
-    Op.PING, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
+    Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
     Op.SUBSCRIBE, Op.UNSUBSCRIBE, Op.LEAVE,
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import ssl
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import trio
 
 from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, ModelError, RemoteError
 from eventcloud.net.rpc import RpcConnection, open_connection
+from eventcloud.net.tls import client_context
 from eventcloud.net.transport import AddressError, TcpTransport, Transport
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad, Term, event_graph
 from eventcloud.wire.hlc import HybridClock
@@ -255,13 +257,17 @@ def _encodable(body: Publish) -> Publish:
 @asynccontextmanager
 async def connect(address: str, *, transport: Transport | None = None, source: str | None = None,
                   physical_ms=lambda: int(time.time() * 1000), publish_retry: float = 30.0,
-                  admin_token: str | None = None) -> AsyncIterator[Client]:
+                  admin_token: str | None = None, tls: ssl.SSLContext | str | Path | bool | None = None,
+                  ) -> AsyncIterator[Client]:
     """Open a client connection to an entry peer (any peer of the overlay).
 
     A publication that fails for a transient reason (a peer down, its zone being taken over) is
     retried with backoff for up to `publish_retry` seconds (0: never) before the error is raised.
-    `admin_token` is presented at once, for `leave` and `delete` on overlays that require it."""
-    transport = transport or TcpTransport()
+    `admin_token` is presented at once, for `leave` and `delete` on overlays that require it.
+    `tls`: connect with TLS, verifying the peer against a CA file (a path), the system's CAs
+    (True), or an `ssl.SSLContext` of your own."""
+    if transport is None:
+        transport = TcpTransport(client_tls=_tls_context(tls)) if tls else TcpTransport()
     try:
         stream = await transport.connect(address)
     except (ConnectionLost, AddressError) as exc:
@@ -294,6 +300,15 @@ async def connect(address: str, *, transport: Transport | None = None, source: s
                 nursery.cancel_scope.cancel()
         if failure is not None:
             raise failure
+
+
+def _tls_context(tls: ssl.SSLContext | str | Path | bool) -> ssl.SSLContext:
+    if isinstance(tls, ssl.SSLContext):
+        return tls
+    try:
+        return client_context(None if tls is True else tls)
+    except EventCloudError as exc:
+        raise ClientError(exc.message, exc.code) from None
 
 
 #: Seconds between pings on an otherwise quiet connection (peers close connections idle for minutes).

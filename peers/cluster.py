@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import selectors
 import shutil
 import signal
@@ -29,7 +30,8 @@ class LocalCluster:
     def __init__(self, peers: int, *, data_dir: str | Path | None = None, port: int = 0,
                  algorithm: str = "osma", mapping: str = "local-name", host: str = "127.0.0.1",
                  start_timeout: float = 60.0, log_level: str = "warning", seed: int | None = None,
-                 replicas: int = 2, fsync: bool = True, extra: list[str] | None = None) -> None:
+                 replicas: int = 2, fsync: bool = True, extra: list[str] | None = None, secure: bool = True,
+                 tls: tuple[Path, Path, Path | None] | None = None) -> None:
         if peers < 1:
             raise ClusterError("a cluster needs at least one peer")
         self.size = peers
@@ -45,6 +47,10 @@ class LocalCluster:
         self.replicas = replicas
         self.fsync = fsync
         self.extra = list(extra or [])  # more `eventcloud peer` options for every peer
+        self.secure = secure            # a generated cluster secret and admin token (kept in data_dir)
+        self.secret_file = self.data_dir / "cluster.secret"
+        self.admin_token_file = self.data_dir / "admin.token"
+        self.tls = tls                  # (certificate, key, CA) every peer serves and verifies with
         self.processes: list[subprocess.Popen] = []
         self.addresses: list[str] = []
         self.commands: list[list[str]] = []
@@ -53,12 +59,32 @@ class LocalCluster:
     def entry(self) -> str:
         return self.addresses[0]
 
+    @property
+    def admin_token(self) -> str | None:
+        return self.admin_token_file.read_text().strip() if self.secure else None
+
+    def _credentials(self) -> list[str]:
+        """Options giving every peer the cluster's secret and admin token, made once (0600)."""
+        options: list[str] = []
+        if self.secure:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            for path in (self.secret_file, self.admin_token_file):
+                if not path.exists():
+                    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(descriptor, "w") as handle:
+                        handle.write(secrets.token_hex(32) + "\n")
+            options += ["--secret-file", str(self.secret_file), "--admin-token-file", str(self.admin_token_file)]
+        if self.tls is not None:
+            cert, key, ca = self.tls
+            options += ["--tls-cert", str(cert), "--tls-key", str(key), *(["--tls-ca", str(ca)] if ca else [])]
+        return options
+
     def command(self, index: int) -> list[str]:
         port = 0 if self.port == 0 else self.port + index
         cmd = [sys.executable, "-m", "eventcloud", "peer", "--listen", f"{self.host}:{port}",
                "--data-dir", str(self.data_dir / f"peer-{index}"), "--algorithm", self.algorithm,
                "--mapping", self.mapping, "--log-level", self.log_level, "--replicas", str(self.replicas),
-               *([] if self.fsync else ["--no-fsync"]), *self.extra]
+               *([] if self.fsync else ["--no-fsync"]), *self._credentials(), *self.extra]
         if index > 0:
             cmd += ["--join", self.addresses[0]]
         if self.seed is not None:

@@ -86,8 +86,20 @@ class PeerConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.stabilise_every < 0:
             raise ValueError("stabilise_every must be 0 (never) or positive")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both a certificate (tls_cert) and its key (tls_key)")
+        if self.tls_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_ca verifies other peers' certificates: give this peer's own (tls_cert, tls_key) too")
+        if self.secret is not None and len(self.secret) < 16:
+            raise ValueError("the cluster secret must be at least 16 bytes long")
+        if self.admin_token is not None and len(self.admin_token) < 8:
+            raise ValueError("the admin token must be at least 8 characters long")
         if self.abort_after <= self.resolve_after:
             raise ValueError("abort_after must be longer than resolve_after")
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
 
     @property
     def offloaded(self) -> bool:

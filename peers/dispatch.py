@@ -49,13 +49,18 @@ class Dispatcher:
 
     @property
     def request_ops(self) -> frozenset[Op]:
-        return frozenset(self._requests)
+        """What a request frame may name: routed operations too, to be refused with a reply."""
+        return frozenset(self._requests) | frozenset(self._routed)
 
     async def handle(self, conn: RpcConnection, op: Op, raw: dict[str, Any]) -> Body | dict[str, Any]:
         """Serve one request frame (the RPC layer's request handler)."""
         self.counters[f"in:{op.value}"] += 1
         handler = self._requests.get(op)
         if handler is None:
+            if op in self._routed:  # e.g. remove_sub sent by itself: only `route` carries it, between peers
+                self.auth.check(conn, Op.ROUTE)
+                raise RequestError(f"operation {op.value!r} is not a request: peers send it inside 'route'",
+                                   ErrorCode.BAD_REQUEST)
             raise RequestError(f"unknown message type {op.value!r}", ErrorCode.UNKNOWN_OP)
         self.auth.check(conn, op)
         body = REQUESTS[op].from_wire(raw, trusted=op in PEER_OPS)

@@ -38,6 +38,7 @@ import trio
 
 from eventcloud.errors import EventCloudError
 from eventcloud.net.rpc import ConnectionLimits, RpcConnection, open_connection
+from eventcloud.net.tls import client_context, server_context
 from eventcloud.net.transport import TcpTransport, Transport
 from eventcloud.overlay import Zone
 from eventcloud.wire.hlc import HybridClock
@@ -117,7 +118,7 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
 
     `state` and `store` start an in-memory stand-in from a replica's copy (tests); with a data
     directory they come from its files."""
-    transport = transport or TcpTransport()
+    transport = transport or _tcp(config)
     process = process if process is not None else ProcessPeers()
     try:
         try:
@@ -136,6 +137,14 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                 log.warning("rejoining through %s failed: %s", address, exc)
         raise StateError("this peer's zone was taken over while it was down, and no peer it knew lets it "
                          "rejoin; start it with --join ADDRESS of a live peer") from None
+
+
+def _tcp(config: PeerConfig) -> TcpTransport:
+    """TCP, with TLS on every connection when the peer has a certificate."""
+    if not config.tls:
+        return TcpTransport()
+    return TcpTransport(server_tls=server_context(config.tls_cert, config.tls_key),
+                        client_tls=client_context(config.tls_ca), handshake_timeout=config.frame_timeout)
 
 
 def _one_typed(group: BaseExceptionGroup) -> BaseException:

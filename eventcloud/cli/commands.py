@@ -12,6 +12,7 @@ from typing import Any
 
 import trio
 
+from eventcloud.cli.credentials import client_options
 from eventcloud.cli.render import cell, notification_json, partition_report, quads_text, table
 from eventcloud.client import connect
 
@@ -42,7 +43,7 @@ async def publish(args: argparse.Namespace) -> int:
     show = sys.stderr.isatty() or len(events) >= 100
     done = 0
     batches = [events[i:i + args.batch] for i in range(0, len(events), max(1, args.batch))]
-    async with connect(args.peer, source=args.source) as client:
+    async with connect(args.peer, source=args.source, **client_options(args)) as client:
         send, receive = trio.open_memory_channel[Any](0)
 
         async def worker(receive: trio.MemoryReceiveChannel) -> None:
@@ -68,7 +69,7 @@ async def publish(args: argparse.Namespace) -> int:
 
 
 async def leave(args: argparse.Namespace) -> int:
-    async with connect(args.peer) as client:
+    async with connect(args.peer, **client_options(args)) as client:
         heir = await client.leave()
     print(f"peer at {args.peer} left; its zone went to peer {heir}")
     return 0
@@ -82,7 +83,7 @@ async def find(args: argparse.Namespace) -> int:
     except ModelError as exc:
         print(f"eventcloud find: {exc}", file=sys.stderr)
         return 2
-    async with connect(args.peer) as client:
+    async with connect(args.peer, **client_options(args)) as client:
         if args.count:
             print(await client.count(*pattern))
         else:
@@ -91,14 +92,14 @@ async def find(args: argparse.Namespace) -> int:
 
 
 async def delete(args: argparse.Namespace) -> int:
-    async with connect(args.peer) as client:
+    async with connect(args.peer, **client_options(args)) as client:
         removed = await client.delete(args.graph.strip("<>"))
     print(f"deleted {removed} quads of {args.graph.strip('<>')}")
     return 0
 
 
 async def query(args: argparse.Namespace) -> int:
-    async with connect(args.peer) as client:
+    async with connect(args.peer, **client_options(args)) as client:
         result = await client.query(args.sparql)
     if isinstance(result, str):
         sys.stdout.write(result)
@@ -114,7 +115,7 @@ async def query(args: argparse.Namespace) -> int:
 
 
 async def status(args: argparse.Namespace) -> int:
-    async with connect(args.peer) as client:
+    async with connect(args.peer, **client_options(args)) as client:
         result = await client.status()
     ok, report = partition_report(result)
     if args.format == "json":
@@ -131,7 +132,7 @@ async def status(args: argparse.Namespace) -> int:
 
 
 async def subscribe(args: argparse.Namespace) -> int:
-    async with connect(args.peer) as client:
+    async with connect(args.peer, **client_options(args)) as client:
         sub = await client.subscribe(args.sparql, kind=args.kind)
         if args.format == "jsonl":
             print(json.dumps({"subscription": sub.id, "status": "active"}), flush=True)

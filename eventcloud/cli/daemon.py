@@ -12,6 +12,7 @@ from typing import Any
 
 import trio
 
+from eventcloud.cli.credentials import CredentialError, read_admin_token, read_secret
 from eventcloud.cli.render import root_cause
 
 __all__ = ["peer", "cluster"]
@@ -23,9 +24,18 @@ def peer(args: argparse.Namespace) -> int:
     from peers.runtime import run_peer
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = PeerConfig(listen=args.listen, join=args.join, data_dir=args.data_dir, algorithm=args.algorithm,
-                        space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed,
-                        replicas=args.replicas, fsync=not args.no_fsync, failure_timeout=args.failure_timeout)
+    try:
+        config = PeerConfig(listen=args.listen, join=args.join, data_dir=args.data_dir, algorithm=args.algorithm,
+                            space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed,
+                            replicas=args.replicas, fsync=not args.no_fsync, failure_timeout=args.failure_timeout,
+                            secret=read_secret(args.secret_file), admin_token=read_admin_token(args.admin_token_file),
+                            tls_cert=args.tls_cert, tls_key=args.tls_key, tls_ca=args.tls_ca)
+    except CredentialError as exc:
+        print(f"eventcloud peer: {exc.message}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"eventcloud peer: {exc}", file=sys.stderr)
+        return 2
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:
@@ -57,7 +67,9 @@ def cluster(args: argparse.Namespace) -> int:
     from peers.cluster import ClusterError, LocalCluster
 
     cluster = LocalCluster(args.peers, data_dir=args.data_dir, port=args.port, algorithm=args.algorithm,
-                           mapping=args.mapping, host=args.host, replicas=args.replicas, fsync=not args.no_fsync)
+                           mapping=args.mapping, host=args.host, replicas=args.replicas, fsync=not args.no_fsync,
+                           secure=not args.open, tls=(args.tls_cert, args.tls_key, args.tls_ca)
+                           if args.tls_cert else None)
     stop = {"now": False}
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -74,6 +86,10 @@ def cluster(args: argparse.Namespace) -> int:
     print(cluster.entry, flush=True)
     print(f"eventcloud cluster: {args.peers} peers ({args.algorithm}) at {', '.join(cluster.addresses)}; "
           f"Ctrl-C stops them", file=sys.stderr, flush=True)
+    if cluster.secure:
+        print(f"eventcloud cluster: cluster secret in {cluster.secret_file} (more peers: eventcloud peer "
+              f"--secret-file {cluster.secret_file} --join {cluster.entry} …); admin token for leave and delete "
+              f"in {cluster.admin_token_file} (--admin-token-file)", file=sys.stderr, flush=True)
     try:
         while not stop["now"]:
             time.sleep(0.2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from eventcloud.cli.credentials import SECRET_ENV, TOKEN_ENV, add_client_options
 from eventcloud.net.transport import AddressError, parse_address
 
 __all__ = ["build_parser"]
@@ -16,6 +17,20 @@ def _address(text: str) -> str:
     except AddressError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _security_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--secret-file", type=Path, metavar="FILE",
+                   help=f"file holding the cluster secret every peer of the overlay shares (or set {SECRET_ENV}); "
+                        f"without one, any client may use peer operations")
+    p.add_argument("--admin-token-file", type=Path, metavar="FILE",
+                   help=f"file holding the admin token that leave and delete require (or set {TOKEN_ENV})")
+    p.add_argument("--tls-cert", type=Path, metavar="FILE",
+                   help="serve and connect with TLS, with this certificate chain (PEM); it must name the "
+                        "advertised host")
+    p.add_argument("--tls-key", type=Path, metavar="FILE", help="the private key of --tls-cert (PEM)")
+    p.add_argument("--tls-ca", type=Path, metavar="FILE",
+                   help="verify other peers' certificates against this CA (PEM) [the system's CAs]")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="acknowledge writes once the OS has them (faster; a machine crash may lose the last ones)")
     p.add_argument("--failure-timeout", type=float, default=3.0,
                    help="seconds without an answer before a replica takes a peer's zone over [3]")
+    _security_options(p)
 
     p = sub.add_parser("cluster", help="start N local peer processes and keep them running",
                        description="Start N peer processes on this machine (the first on --port, the others on "
@@ -62,12 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", choices=("local-name", "identity"), default="local-name", help="coordinate mapping [local-name]")
     p.add_argument("--replicas", type=int, choices=(1, 2), default=2, help="copies of every zone [2]")
     p.add_argument("--no-fsync", action="store_true", help="do not fsync before acknowledging writes")
+    p.add_argument("--open", action="store_true",
+                   help="no cluster secret and no admin token (any client may use peer operations)")
+    p.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve TLS with this certificate chain (PEM)")
+    p.add_argument("--tls-key", type=Path, metavar="FILE", help="... and this private key (PEM)")
+    p.add_argument("--tls-ca", type=Path, metavar="FILE", help="... verifying peers against this CA (PEM)")
 
     p = sub.add_parser("publish", help="publish the events of RDF files",
                        description="Publish compound events read from RDF files: N-Quads/TriG (each named graph is "
                                    "one event) or Turtle/N-Triples/RDF-XML (each file is one event). A malformed file "
                                    "is reported with its line and nothing of it is published.")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    add_client_options(p, address=_address)
     p.add_argument("--format", help="input format (default: from the extension): nquads, trig, turtle, ntriples, n3, rdfxml")
     p.add_argument("--source", default="cli", help="source id used to name events without a graph [cli]")
     p.add_argument("--concurrency", type=int, default=4, help="requests in flight at once [4]")
@@ -78,37 +99,37 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run a one-time SPARQL 1.1 query (SELECT, ASK, CONSTRUCT, aggregates) over all "
                                    "stored quads. Use GRAPH ?g { … } to see events' graphs; the default graph is "
                                    "the union of all events.")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    add_client_options(p, address=_address)
     p.add_argument("--format", choices=("table", "json"), default="table", help="table, or SPARQL 1.1 JSON results [table]")
     p.add_argument("sparql", help="the query text")
 
     p = sub.add_parser("find", help="find stored quads by pattern (or count them)",
                        description="Print the stored quads matching a pattern as N-Quads; each of -g -s -p -o "
                                    "is a term in N-Triples syntax (<iri>, \"lit\", \"5\"^^<dt>), omitted = any.")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    add_client_options(p, address=_address)
     for flag, name in (("-g", "graph"), ("-s", "subject"), ("-p", "predicate"), ("-o", "object")):
         p.add_argument(flag, f"--{name}", help=f"the {name} term (N-Triples syntax)")
     p.add_argument("--count", action="store_true", help="print only how many quads match")
 
     p = sub.add_parser("delete", help="delete a compound event (all its quads) by graph IRI")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    add_client_options(p, address=_address)
     p.add_argument("graph", help="the event's graph IRI (with or without <>)")
 
     p = sub.add_parser("status", help="show every peer: address, zone, quads, subscriptions, neighbours")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    add_client_options(p, address=_address)
     p.add_argument("--format", choices=("table", "json"), default="table", help="[table]")
 
     p = sub.add_parser("leave", help="make a peer leave the overlay gracefully and stop",
                        description="Ask the peer at --peer to hand its zone, quads and subscriptions to a neighbour "
                                    "whose zone merges with it, then stop. (SIGTERM only stops a peer: it keeps its "
                                    "zone and comes back with it when restarted.)")
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of the peer that leaves")
+    add_client_options(p, "HOST:PORT of the peer that leaves", _address)
 
     p = sub.add_parser("subscribe", help="subscribe with SPARQL and print notifications as they arrive",
                        description="Register a SPARQL continuous query and print a notification for every matching "
                                    "compound event published afterwards, until interrupted. In jsonl format the first "
                                    'line is {"subscription": ID, "status": "active"}.')
-    p.add_argument("--peer", type=_address, required=True, help="HOST:PORT of an entry peer")
+    add_client_options(p, address=_address)
     p.add_argument("--kind", choices=("signal", "bindings", "event"), default="bindings",
                    help="signal (id and event), bindings (all solutions) or event (all quads) [bindings]")
     p.add_argument("--format", choices=("jsonl", "nquads", "table"), default="jsonl", help="[jsonl]")

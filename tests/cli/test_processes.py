@@ -47,7 +47,9 @@ async def test_cli_publish_query_status_and_restart(cluster, tmp_path):
     graph = events[7].graph.value
     done = cli("find", "--peer", cluster.entry, "-g", f"<{graph}>")
     assert sorted(done.stdout.splitlines()) == sorted(q.n_quads() for q in events[7].quads)
-    done = cli("delete", "--peer", cluster.entry, graph)
+    done = cli("delete", "--peer", cluster.entry, graph)  # the cluster has an admin token
+    assert done.returncode == 1 and "needs the admin token" in done.stderr and "Traceback" not in done.stderr
+    done = cli("delete", "--peer", cluster.entry, graph, "--admin-token-file", str(cluster.admin_token_file))
     assert done.returncode == 0 and "deleted 5 quads" in done.stdout
     assert cli("find", "--peer", cluster.entry, "--count").stdout.strip() == "995"
     assert cli("publish", "--peer", cluster.entry, str(path)).returncode == 0  # republish: back to 1000
@@ -164,7 +166,7 @@ def test_cli_leave_hands_the_zone_over_and_stops_the_peer(tmp_path):
         with open(path, "w") as handle:
             write_nquads(sample_events(50), handle)
         assert cli("publish", "--peer", cluster.entry, str(path)).returncode == 0
-        done = cli("leave", "--peer", cluster.addresses[2])
+        done = cli("leave", "--peer", cluster.addresses[2], "--admin-token-file", str(cluster.admin_token_file))
         assert done.returncode == 0, done.stderr
         assert "left; its zone went to peer" in done.stdout
         assert cluster.processes[2].wait(30) == 0

@@ -32,7 +32,7 @@ async def test_an_overlay_with_a_secret_works_for_its_peers_and_clients(autojump
 
 
 async def test_an_unauthenticated_client_cannot_use_peer_operations(autojump_clock):
-    async with open_overlay(3, secret=SECRET, admin_token="tok", seed=2) as overlay:
+    async with open_overlay(3, secret=SECRET, admin_token="tok-12345", seed=2) as overlay:
         async with overlay.client(0) as victim, overlay.client(1) as attacker:
             sub = await victim.subscribe(ACCEPT_ALL, kind="signal")
             attempts = {
@@ -60,7 +60,7 @@ async def test_an_unauthenticated_client_cannot_use_peer_operations(autojump_clo
             with trio.fail_after(30):
                 assert (await sub.receive()).event == sample_events(1)[0].graph.value
             assert len((await attacker.status()).peers) == 3
-        async with connect(overlay.peers[0].address, transport=overlay.network, admin_token="tok") as admin:
+        async with connect(overlay.peers[0].address, transport=overlay.network, admin_token="tok-12345") as admin:
             assert await admin.delete(sample_events(1)[0].graph) == 5
 
 
@@ -71,7 +71,7 @@ async def test_a_peer_with_a_wrong_secret_is_refused_and_so_is_a_forged_proof(au
 
     async with open_overlay(2, secret=SECRET, seed=3) as overlay:
         with pytest.raises(RequestError, match="same cluster secret|not a peer of this overlay") as info:
-            await overlay.add_peer(secret=b"a guess")
+            await overlay.add_peer(secret=b"a guess of the secret")
         assert info.value.code is ErrorCode.FORBIDDEN
         assert len(overlay.peers) == 2
         # the attacker's side of the handshake: it cannot compute the proof, and a forged one

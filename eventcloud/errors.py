@@ -31,6 +31,8 @@ class ErrorCode(StrEnum):
     BAD_QUERY = "bad-query"                # one-time SPARQL query refused or failed
     BAD_RDF = "bad-rdf"                    # RDF input that does not parse or breaks the model
     NOT_FOUND = "not-found"                # no such subscription, event or peer
+    GONE = "gone"                          # a subscription that ended (lease expired, cancelled), or
+                                           # notifications no longer kept (acknowledged)
     FORBIDDEN = "forbidden"                # not allowed for this connection or ticket
     UNREACHABLE = "unreachable"            # a peer on the way did not answer
     UNAVAILABLE = "unavailable"            # a zone has no live owner right now; retry

@@ -70,6 +70,10 @@ class PeerAuth:
             raise RequestError(f"operation {op.value!r} needs the admin token (eventcloud --admin-token, "
                                f"or EVENTCLOUD_ADMIN_TOKEN)", ErrorCode.FORBIDDEN)
 
+    def is_admin(self, conn: RpcConnection) -> bool:
+        """May `conn` use administrative operations (no admin token set, or it presented it)?"""
+        return self.admin_token is None or conn.role in (ADMIN, PEER)
+
     async def _on_hello(self, conn: RpcConnection, body: Hello) -> Challenge:
         if self.secret is None:
             return Challenge("", "")

@@ -15,6 +15,18 @@ from eventcloud.wire.frames import DEFAULT_MAX_FRAME
 ALGORITHMS = ("osma", "csma")
 
 
+@dataclass(frozen=True)
+class LeaseSettings:
+    """Subscription lifetimes and what a durable subscription keeps (seconds, counts, bytes)."""
+
+    default: float = 86_400.0           # a durable subscription's lease when it asks for none
+    maximum: float = 30 * 86_400.0      # the longest lease granted
+    session: float = 600.0              # a non-durable one's lease, renewed while its connection lives
+    retain_count: int = 10_000          # notifications kept unacknowledged per durable subscription …
+    retain_bytes: int = 16 * 1024 * 1024  # … and their bytes; past either, the oldest go (a gap notice)
+    seen_ms: int = 1_200_000            # how long a delivered event is remembered against duplicates
+
+
 @dataclass
 class PeerConfig:
     listen: str = "127.0.0.1:0"
@@ -59,6 +71,16 @@ class PeerConfig:
     abort_after: float = 30.0             # ... and aborted if nobody decided it by then
     outbox_every: float = 5.0             # committed events whose notifications are not done: retried
     give_up_after: float = 600.0          # ... until this old (an entry peer gone for good)
+    # subscription lifetimes (see LeaseSettings) and durable delivery
+    lease_default: float = 86_400.0
+    lease_max: float = 30 * 86_400.0
+    session_lease: float = 600.0
+    retain_count: int = 10_000
+    retain_bytes: int = 16 * 1024 * 1024
+    attach_refresh: float = 5.0           # an entry peer re-attaches its durable subscribers this often
+    lease_check_every: float = 1.0        # a home checks its mailboxes' leases this often
+    ended_ttl: float = 86_400.0           # an ended durable subscription is remembered (to say why)
+    lease_grace: float = 60.0             # peers drop a subscription this long after its lease ended
     # store
     offload_store: bool | None = None     # run store calls in a thread (None: iff on disk)
     fsync: bool = True                    # the log is fsynced before a write is acknowledged
@@ -71,7 +93,8 @@ class PeerConfig:
         if self.replicas not in (1, 2):
             raise ValueError(f"replicas must be 1 or 2, got {self.replicas!r}")
         positive = ("retry_window", "heartbeat", "failure_timeout", "join_timeout", "reconstruct_deadline",
-                    "idle_timeout", "frame_timeout",
+                    "idle_timeout", "frame_timeout", "lease_default", "lease_max", "session_lease",
+                    "attach_refresh", "lease_check_every", "ended_ttl", "lease_grace",
                     "tombstone_ttl",
                     "resolve_after", "abort_after", "outbox_every", "give_up_after")
         for name in positive:
@@ -79,7 +102,7 @@ class PeerConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
         at_least_one = ("max_hops", "max_frame", "max_inflight", "max_outbox", "max_connections", "max_buffered",
                         "workers", "work_queue",
-                        "reconstructors", "subscriber_buffer", "seen_limit")
+                        "reconstructors", "subscriber_buffer", "seen_limit", "retain_count", "retain_bytes")
         for name in at_least_one:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -96,6 +119,11 @@ class PeerConfig:
             raise ValueError("the admin token must be at least 8 characters long")
         if self.abort_after <= self.resolve_after:
             raise ValueError("abort_after must be longer than resolve_after")
+
+    @property
+    def leases(self) -> LeaseSettings:
+        return LeaseSettings(self.lease_default, self.lease_max, self.session_lease, self.retain_count,
+                             self.retain_bytes, int(self.give_up_after * 2000))
 
     @property
     def tls(self) -> bool:

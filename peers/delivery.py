@@ -18,6 +18,7 @@ worker.
 from __future__ import annotations
 
 import logging
+import secrets
 import uuid
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
@@ -25,19 +26,19 @@ from typing import Any, Callable
 
 import trio
 
-from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, RequestError
-from eventcloud.matching.reference import MAX_SOLUTIONS, project, solutions
+from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
-from eventcloud.rdf.model import IRI, CompoundEvent
 from eventcloud.sparql.subscription import SubscriptionError
-from eventcloud.wire.codec import solutions_to_wire, quad_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    Empty, Notification, Notify, StoreSubscription, Subscribe, Subscribed, SubscriptionId, SubscriptionRecord,
-    Unsubscribe,
+    Empty, Leases, MailboxEnd, MailboxOpen, Notification, Notify, StoreSubscription, Subscribe, Subscribed,
+    SubscriptionId, SubscriptionRecord, Unsubscribe,
 )
+from eventcloud.wire.schema import Body
 from eventcloud.wire.ops import Op
+from peers.config import LeaseSettings as Leases_
 from peers.queries import Queries
+from peers.reconstruction import reconstruct
 from peers.router import Router
 from peers.state import PeerState
 from peers.subscriptions import Stored, parse_cached
@@ -59,13 +60,16 @@ class Session:
     wakeup: trio.Event = field(default_factory=trio.Event)
     closed: bool = False
 
-    def offer(self, note: Notification) -> bool:
-        """Queue a notification for the pump; False (dropped) when the queue is full."""
+    def offer(self, note: Body, op: Op = Op.NOTIFICATION) -> bool:
+        """Queue a push (a notification) for the pump; False (dropped) when the queue is full."""
         if self.closed or len(self.queue) >= self.capacity:
             return False
-        self.queue.append(note)
+        self.queue.append((op, note))
         self.wakeup.set()
         return True
+
+    def room(self) -> int:
+        return 0 if self.closed else self.capacity - len(self.queue)
 
 
 @dataclass(frozen=True)
@@ -79,13 +83,17 @@ class _Reconstruction:
 
 class Delivery:
     def __init__(self, state: PeerState, router: Router, queries: Queries, clock: HybridClock, counters: Counter[str],
-                 *, retry_window: float, subscriber_buffer: int, seen_limit: int, reconstructors: int,
-                 reconstruct_deadline: float, find_timeout: Callable[[], float] | None = None) -> None:
+                 *, physical_ms: Callable[[], int], leases: Leases_, is_admin: Callable[[RpcConnection], bool],
+                 retry_window: float, subscriber_buffer: int, seen_limit: int, reconstructors: int,
+                 reconstruct_deadline: float) -> None:
         self.state = state
         self.router = router
         self.queries = queries
         self.clock = clock
         self.counters = counters
+        self.physical_ms = physical_ms
+        self.leases = leases
+        self.is_admin = is_admin
         self.retry_window = retry_window
         self.subscriber_buffer = subscriber_buffer
         self.seen_limit = seen_limit
@@ -108,6 +116,7 @@ class Delivery:
             self._nursery = nursery
             for _ in range(self.reconstructors):
                 nursery.start_soon(self._reconstructor, self._rebuild_receive.clone())
+            nursery.start_soon(self.renew_sessions_forever)
             task_status.started()
             await trio.sleep_forever()
 
@@ -124,37 +133,115 @@ class Delivery:
         # publication that completed before this call (whichever entry peer stamped it).
         clocks = await router.multicast(space.whole_space(), Op.CLOCK, Empty())
         self.clock.observe(max(clocks))
-        record = SubscriptionRecord(ident, body.sparql, body.kind, self.state.address, self.clock.now())
-        session = self._session(conn)
+        t = self.clock.now()
+        if body.durable:
+            return await self._subscribe_durable(ident, body, sub, t)
+        record = SubscriptionRecord(ident, body.sparql, body.kind, self.state.address, t,
+                                    expires=self.physical_ms() + int(self.leases.session * 1000))
+        session = self.session(conn)
         session.subscriptions[ident] = Stored(record, sub)
         session.seen[ident] = OrderedDict()
         self._by_id[ident] = session
         try:
-            await router.multicast(space.whole_space(), Op.STORE_SUB, StoreSubscription(record))
-        except EventCloudError as exc:
+            await self._store_everywhere(record)
+        except RequestError:
             self._forget(ident)
+            raise
+        self.counters["subscribe"] += 1
+        return Subscribed(ident, record.t, len(sub.patterns))
+
+    async def _subscribe_durable(self, ident: str, body: Subscribe, sub: Any, t: int) -> Subscribed:
+        """Open its mailbox at its home, then store it on every peer of its box; the ticket is
+        returned once and kept only as a hash."""
+        from peers.homes import ticket_hash
+
+        leases = self.leases
+        lease_ms = int(min(body.lease or leases.default, leases.maximum) * 1000)
+        expires = self.physical_ms() + lease_ms
+        ticket = secrets.token_urlsafe(24)
+        home = self.state.space.key_point(ident)
+        mailbox = {"sparql": body.sparql, "kind": body.kind, "ticket": ticket_hash(ticket), "home": [], "t": t,
+                   "expires": expires, "retain_count": leases.retain_count, "retain_bytes": leases.retain_bytes,
+                   "seen_ms": leases.seen_ms}
+        try:
+            await self.router.route(home, Op.MAILBOX_OPEN, MailboxOpen(ident, mailbox))
+        except EventCloudError as exc:
+            raise RequestError(f"subscription not created: its home is unreachable ({exc.message})",
+                               ErrorCode.UNREACHABLE) from None
+        record = SubscriptionRecord(ident, body.sparql, body.kind, "", t, home=home, expires=expires)
+        try:
+            await self._store_everywhere(record)
+        except RequestError:
             with trio.move_on_after(self.retry_window):
                 try:
-                    await router.multicast(space.whole_space(), Op.REMOVE_SUB, SubscriptionId(ident))
+                    await self.router.route(home, Op.MAILBOX_END, MailboxEnd(ident, admin=True))
+                except EventCloudError:
+                    pass  # its lease ends it
+            raise
+        self.counters["subscribe_durable"] += 1
+        return Subscribed(ident, t, len(sub.patterns), durable=True, ticket=ticket, expires=expires)
+
+    async def _store_everywhere(self, record: SubscriptionRecord) -> None:
+        """Store a subscription on every peer of its box (the others merge the clock); rolled back
+        (and an error) if that cannot be done."""
+        whole = self.state.space.whole_space()
+        try:
+            await self.router.multicast(whole, Op.STORE_SUB, StoreSubscription(record))
+        except EventCloudError as exc:
+            with trio.move_on_after(self.retry_window):
+                try:
+                    await self.router.multicast(whole, Op.REMOVE_SUB, SubscriptionId(record.id))
                 except EventCloudError:
                     pass
             raise RequestError(f"subscription not stored on every peer, rolled back: {exc.message}",
                                ErrorCode.UNREACHABLE) from None
-        self.counters["subscribe"] += 1
-        return Subscribed(ident, record.t, len(sub.patterns))
 
     async def _on_unsubscribe(self, conn: RpcConnection, body: Unsubscribe) -> SubscriptionId:
+        """A subscription of this connection; a durable one from anywhere with its ticket; any one
+        (e.g. of a subscriber that vanished) with the admin token."""
         session = self._by_id.get(body.id)
-        if session is None or session.conn is not conn:
-            raise RequestError(f"no subscription {body.id} on this connection", ErrorCode.NOT_FOUND)
-        self._forget(body.id)
-        await self.router.multicast(self.state.space.whole_space(), Op.REMOVE_SUB, SubscriptionId(body.id))
+        whole = self.state.space.whole_space()
+        if session is not None and session.conn is conn:
+            self._forget(body.id)
+            await self.router.multicast(whole, Op.REMOVE_SUB, SubscriptionId(body.id))
+            return SubscriptionId(body.id)
+        admin = self.is_admin(conn)
+        if not body.ticket and not admin:
+            raise RequestError(f"no subscription {body.id} on this connection (a durable subscription is cancelled "
+                               f"with its ticket)", ErrorCode.NOT_FOUND)
+        try:
+            await self.router.route(self.state.space.key_point(body.id), Op.MAILBOX_END,
+                                    MailboxEnd(body.id, body.ticket, admin=admin and not body.ticket))
+        except RemoteError as exc:
+            if exc.code is not ErrorCode.NOT_FOUND or not admin:
+                raise RequestError(exc.message, exc.code) from None
+            # not durable: an admin removes it wherever it is stored
+            if session is not None:
+                self._forget(body.id)
+            removed = await self.router.multicast(whole, Op.REMOVE_SUB, SubscriptionId(body.id))
+            if not any(removed):
+                raise RequestError(f"no subscription {body.id}", ErrorCode.NOT_FOUND) from None
         return SubscriptionId(body.id)
+
+    async def renew_sessions_forever(self) -> None:
+        """Extend the leases of this entry's non-durable subscriptions while their connections
+        live (a crashed entry's subscriptions then lapse on every peer by themselves)."""
+        while True:
+            await trio.sleep(self.leases.session / 3)
+            idents = list(self._by_id)
+            if not idents:
+                continue
+            expires = self.physical_ms() + int(self.leases.session * 1000)
+            try:
+                await self.router.multicast(self.state.space.whole_space(), Op.LEASE_SUB,
+                                            Leases(tuple((ident, expires) for ident in idents)))
+            except EventCloudError as exc:
+                log.warning("peer %s: could not renew its subscribers' leases: %s", self.state.id, exc)
 
     async def _local_clock(self, body: Empty) -> int:
         return self.clock.now()
 
-    def _session(self, conn: RpcConnection) -> Session:
+    def session(self, conn: RpcConnection) -> Session:
         session = self._sessions.get(conn)
         if session is None:
             session = Session(conn, self.subscriber_buffer)
@@ -177,9 +264,9 @@ class Delivery:
                 await session.wakeup.wait()
                 session.wakeup = trio.Event()
                 continue
-            note = session.queue.popleft()
+            op, note = session.queue.popleft()
             try:
-                await session.conn.push(Op.NOTIFICATION, note)
+                await session.conn.push(op, note)
                 self.counters["notifications_pushed"] += 1
             except ConnectionLost:
                 break
@@ -241,35 +328,7 @@ class Delivery:
                     log.warning("reconstruction of %s failed: %s", job.graph, exc)
 
     async def _reconstruct(self, job: _Reconstruction) -> None:
-        """CSMA: gather the event's quads (g, ?, ?, ?) until all `size` are there, then
-        evaluate the subscription on the whole event for exact solutions."""
-        deadline = trio.current_time() + self.reconstruct_deadline
-        delay = 0.02
-        quads: list = []
-        while True:
-            quads = await self.queries.find((IRI(job.graph), None, None, None))
-            if len(quads) >= job.size or trio.current_time() > deadline:
-                break
-            await trio.sleep(delay)
-            delay = min(delay * 2, 0.5)
-        stored, kind = job.stored, job.stored.record.kind
-        note = Notification(stored.id, job.graph, kind, job.published)
-        if len(quads) < job.size:
-            note = Notification(stored.id, job.graph, kind, job.published,
-                                error=f"could not reconstruct event {job.graph}: {len(quads)} of {job.size} quads "
-                                      f"found after {self.reconstruct_deadline:g} s")
-            self.counters["reconstruction_failures"] += 1
-        else:
-            event = CompoundEvent(IRI(job.graph), tuple(quads))
-            if kind == "bindings":
-                found = solutions(stored.sub, event, MAX_SOLUTIONS)
-                if not found:
-                    self.counters["reconstruction_mismatch"] += 1
-                    return
-                note = Notification(stored.id, job.graph, kind, job.published,
-                                    solutions=tuple(project(stored.sub, found)),
-                                    truncated=len(found) >= MAX_SOLUTIONS)
-            else:
-                note = Notification(stored.id, job.graph, kind, job.published, quads=event.quads)
-        if stored.id in job.session.subscriptions:
+        note = await reconstruct(self.queries, job.stored, job.graph, job.size, job.published,
+                                 deadline=self.reconstruct_deadline, counters=self.counters)
+        if note is not None and job.stored.id in job.session.subscriptions:
             self._offer(job.session, note)

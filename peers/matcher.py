@@ -332,6 +332,9 @@ class Matcher:
         body = Notify(record.id, graph, size, published, csma=csma, solutions=solutions, quads=quads,
                       truncated=truncated)
         self.counters["notifications_sent"] += 1
+        if record.home is not None:
+            await self._notify_home(record, body)
+            return
         if record.entry == self.state.address:
             await self.notify_here(body)
             return
@@ -343,3 +346,16 @@ class Matcher:
                 return  # the subscription is gone meanwhile: nothing is owed any more
             raise RequestError(f"cannot reach entry {record.entry} of subscription {record.id}: {exc.message}",
                                ErrorCode.UNREACHABLE) from None
+
+    async def _notify_home(self, record: SubscriptionRecord, body: Notify) -> None:
+        """A durable subscription's notification goes to its home, which keeps it (numbered,
+        durably) before answering; a home that no longer knows it means it ended: forget it."""
+        assert record.home is not None
+        try:
+            kept = await self.router.route(record.home, Op.MAILBOX_NOTIFY, body)
+        except EventCloudError as exc:
+            self.counters["notifications_undeliverable"] += 1
+            raise RequestError(f"cannot reach the home of subscription {record.id}: {exc.message}",
+                               ErrorCode.UNREACHABLE) from None
+        if kept == 0:
+            await self.subscriptions.remove(record.id)

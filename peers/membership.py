@@ -37,6 +37,7 @@ from eventcloud.wire.messages import (
 )
 from eventcloud.wire.ops import Op
 from peers.replication import Replication
+from peers import mailboxes as mb
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.store import AsyncStore, add, decide, notified, remove
@@ -106,7 +107,8 @@ class Membership:
 
     async def _on_info(self, conn: RpcConnection, body: Empty) -> OverlayInfo:
         state = self.state
-        return OverlayInfo(state.id, state.address, state.space, state.algorithm, state.overlay, state.replicas)
+        return OverlayInfo(state.id, state.address, state.space, state.algorithm, state.overlay, state.replicas,
+                           tuple(sorted({n.address for n in state.neighbours.values()})))
 
     # --- joining ------------------------------------------------------------------------------
 
@@ -148,6 +150,7 @@ class Membership:
             if meta.notified:
                 mutations.append(notified(graph))
         mutations += [decide(d.key, d.decision, point_to_wire(d.point)) for d in data.decisions]
+        mutations += [mb.install(packed) for packed in data.mailboxes]
         if mutations:
             await self.store.write(mutations)
         await self.subscriptions.install(data.subscriptions)
@@ -164,7 +167,10 @@ class Membership:
         decisions = tuple(Decision(key, decision, point_from_wire(point))
                           for key, (decision, point) in self.store.sync.decisions().items()
                           if zone.contains(point_from_wire(point)))
-        return quads, Handover(tuple(quads), tuple(events.values()), tuple(self.subscriptions.export(zone)), decisions)
+        mailboxes = tuple(box.pack() for box in self.store.sync.mailboxes.all()
+                          if zone.contains(point_from_wire(box.record["home"])))
+        return quads, Handover(tuple(quads), tuple(events.values()), tuple(self.subscriptions.export(zone)), decisions,
+                               mailboxes)
 
     async def _local_join_split(self, body: JoinRequest) -> dict[str, Any]:
         await self._join_gate.acquire()
@@ -221,8 +227,10 @@ class Membership:
         by_graph: dict[str, list[Quad]] = {}
         for quad in pending.quads:
             by_graph.setdefault(quad.g.value, []).append(quad)
-        if by_graph:
-            await self.store.write([remove(g, qs) for g, qs in by_graph.items()])
+        moved = [mb.forget(box.id) for box in self.store.sync.mailboxes.all()
+                 if not state.zone.contains(point_from_wire(box.record["home"]))]
+        if by_graph or moved:
+            await self.store.write([remove(g, qs) for g, qs in by_graph.items()] + moved)
         await self.subscriptions.prune(state.zone)
         newcomer = state.neighbours[body.id]
         records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}

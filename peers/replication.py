@@ -25,6 +25,7 @@ import trio
 from eventcloud.errors import ErrorCode, EventCloudError, RemoteError
 from eventcloud.wire.messages import Empty, ReplicaOf, ReplicaState, ReplicaSync, Replicate
 from eventcloud.wire.ops import Op
+from peers.mailboxes import install
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.store import AsyncStore, Mutation, PeerStore, StoreError, add, decide, notified, put_subscription
@@ -58,6 +59,8 @@ def snapshot(store: PeerStore) -> list[list[Mutation]]:
         batch.append(put_subscription(ident, record))
     for key, (decision, point) in store.decisions().items():
         batch.append(decide(key, decision, point))
+    for box in store.mailboxes.all():
+        batch.append(install(box.pack()))
     if batch:
         batches.append(batch)
     return batches

@@ -11,6 +11,8 @@ Construction is the wiring diagram (each service receives what it calls):
     commits(state, router, store)                publication decisions
     queries(state, router, store, subscriptions, commits)
     delivery(state, router, queries, clock)      entry side: sessions, dedup, reconstruction
+    attachments(state, router, delivery, clock)  entry side of durable subscriptions
+    homes(state, router, store, subscriptions, queries)   their mailboxes, leases, forwarding
     matcher(state, router, store, subscriptions, delivery.accept, clock)
     storage(state, router, store, commits, matcher, clock)
     membership(state, router, store, subscriptions, transport, clock, replication)
@@ -44,11 +46,13 @@ from eventcloud.overlay import Zone
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, OverlayInfo, Pong, ReplicaOf, ReplicaStatus, Table
 from eventcloud.wire.ops import Op
+from peers.attachments import Attachments
 from peers.auth import PeerAuth
 from peers.commits import Commits
 from peers.config import PeerConfig, advertised_address
 from peers.delivery import Delivery
 from peers.dispatch import Dispatcher
+from peers.homes import Homes
 from peers.host import Host, ProcessPeers
 from peers.matcher import Matcher
 from peers.membership import Membership
@@ -89,6 +93,8 @@ class RunningPeer:
     runtime_limits: ConnectionLimits
     cancel_scope: trio.CancelScope
     stopped: trio.Event
+    homes: Homes
+    attachments: Attachments
 
     @property
     def id(self) -> str:
@@ -228,9 +234,18 @@ class _PeerRuntime:
         self.queries = queries = Queries(state, router, store_, subscriptions, commits, counters,
                                          offload=Offload(config.offloaded, 2))
         self.delivery = delivery = Delivery(
-            state, router, queries, clock, counters, retry_window=config.retry_window,
+            state, router, queries, clock, counters, physical_ms=physical_ms, leases=config.leases,
+            is_admin=self.auth.is_admin, retry_window=config.retry_window,
             subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
             reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline)
+        self.attachments = attachments = Attachments(state, router, delivery, clock, counters,
+                                                     attach_refresh=config.attach_refresh,
+                                                     retry_window=config.retry_window)
+        self.homes = homes = Homes(
+            state, router, store_, subscriptions, queries, counters, physical_ms=physical_ms,
+            retry_window=config.retry_window, attach_refresh=config.attach_refresh,
+            lease_check_every=config.lease_check_every, ended_ttl=config.ended_ttl, lease_grace=config.lease_grace,
+            reconstruct_deadline=config.reconstruct_deadline)
         self.matcher = matcher = Matcher(
             state, router, store_, subscriptions, delivery.accept, clock, counters, workers=config.workers,
             work_queue=config.work_queue, enqueue_timeout=config.retry_window, outbox_every=config.outbox_every,
@@ -252,9 +267,9 @@ class _PeerRuntime:
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
             departed=membership.departed)
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
-        for service in (router, queries, delivery, storage, membership, replicas):
+        for service in (router, queries, delivery, attachments, storage, membership, replicas):
             dispatcher.register(service.handlers(), getattr(service, "routed", dict)())
-        dispatcher.register(routed={**matcher.routed(), **commits.routed()})
+        dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()})
 
     async def _ping(self, conn: RpcConnection, body: Empty) -> Pong:
         return Pong(self.state.id, self.state.address)
@@ -290,6 +305,7 @@ class _PeerRuntime:
             self.auth.forget(conn)
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(config.retry_window):
+                    await self.attachments.connection_closed(conn)
                     await self.delivery.connection_closed(conn)
 
     async def run(self, task_status: trio.TaskStatus[RunningPeer]) -> None:
@@ -307,7 +323,7 @@ class _PeerRuntime:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     await self._listen(nursery)
-                    for service in (self.router, self.matcher, self.delivery, self.host):
+                    for service in (self.router, self.matcher, self.delivery, self.attachments, self.homes, self.host):
                         await nursery.start(service.run)
                     if self.restored is not None and self.restored.has_zone:
                         await self.persistence.save()
@@ -334,7 +350,7 @@ class _PeerRuntime:
                     task_status.started(RunningPeer(
                         state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,
                         self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
-                        self.limits, self.scope, self.stopped))
+                        self.limits, self.scope, self.stopped, self.homes, self.attachments))
                     await trio.sleep_forever()
         finally:
             self.process.ids.discard(state.id)

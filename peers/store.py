@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -28,19 +29,20 @@ from typing import Any, Iterable, Iterator
 import pyoxigraph as ox
 import trio
 
-from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, ModelError
+from eventcloud.errors import ErrorCode, EventCloudError
 from eventcloud.rdf.model import IRI, Quad, Term
 from eventcloud.rdf.oxigraph import quad_from_ox, quad_to_ox, to_ox
-from eventcloud.wire.codec import triple_from_wire, triple_to_wire, trusted_iri
+from eventcloud.wire.codec import triple_from_wire, trusted_iri
+from peers import mailboxes as mb
+from peers.mutations import (
+    DECISIONS_GRAPH, META_GRAPH, RESERVED_GRAPHS, SUBSCRIPTIONS_GRAPH, Mutation, abort, add, check_mutation, commit,
+    decide, delete, drop_subscription, notified, put_subscription, remove,
+)
 from peers.wal import WriteAheadLog
 
 __all__ = ["EventInfo", "PeerStore", "AsyncStore", "Offload", "StoreError", "Mutation", "add", "commit",
            "notified", "abort", "delete", "remove", "put_subscription", "drop_subscription", "decide"]
 
-META_GRAPH = "urn:eventcloud:meta"
-SUBSCRIPTIONS_GRAPH = "urn:eventcloud:subscriptions"
-DECISIONS_GRAPH = "urn:eventcloud:decisions"
-RESERVED_GRAPHS = frozenset({META_GRAPH, SUBSCRIPTIONS_GRAPH, DECISIONS_GRAPH})
 _INFO = ox.NamedNode("urn:eventcloud:info")
 _RECORD = ox.NamedNode("urn:eventcloud:record")
 _META = ox.NamedNode(META_GRAPH)
@@ -50,8 +52,6 @@ _DECISIONS = ox.NamedNode(DECISIONS_GRAPH)
 _OLD_SIZE = ox.NamedNode("urn:eventcloud:size")
 _OLD_PUBLISHED = ox.NamedNode("urn:eventcloud:published")
 
-#: One change, as a msgpack-able list: [kind, …arguments]. Build them with the functions below.
-Mutation = list
 #: Mutations that change only in-memory metadata (the store gets it at the next checkpoint).
 MEMORY_ONLY = frozenset({"commit", "notified"})
 
@@ -83,88 +83,6 @@ class EventInfo:
         return cls(size, published, committed, notified, tuple(tx) if tx else None, held)
 
 
-# --- mutations --------------------------------------------------------------------------------
-
-def add(graph: str, quads: Iterable[Quad], size: int, published: int, *, committed: bool,
-        tx: tuple[Any, ...] | None = None) -> Mutation:
-    return ["add", graph, [triple_to_wire(q) for q in quads], size, published, committed, list(tx) if tx else None]
-
-
-def commit(graph: str) -> Mutation:
-    return ["commit", graph]
-
-
-def notified(graph: str) -> Mutation:
-    return ["notified", graph]
-
-
-def abort(graph: str) -> Mutation:
-    """Drop an event that never committed (its quads and metadata)."""
-    return ["abort", graph]
-
-
-def delete(graph: str) -> Mutation:
-    return ["delete", graph]
-
-
-def remove(graph: str, quads: Iterable[Quad]) -> Mutation:
-    """Remove some quads of an event (handed to another peer with part of the zone)."""
-    return ["remove", graph, [triple_to_wire(q) for q in quads]]
-
-
-def put_subscription(ident: str, record: dict[str, Any]) -> Mutation:
-    return ["sub", ident, record]
-
-
-def drop_subscription(ident: str) -> Mutation:
-    return ["unsub", ident]
-
-
-def decide(key: str, decision: str, point: list[str]) -> Mutation:
-    """An entry peer's decision on one publication attempt (commit or abort), kept at `point`."""
-    return ["decide", key, decision, point]
-
-
-_TRIPLES = "a list of [s, p, o] triples"
-#: kind -> the type of each argument ("triples": a list of 3-item lists; "tx": a list or None)
-_SHAPES: dict[str, tuple[Any, ...]] = {
-    "add": (str, "triples", int, int, bool, "tx"), "commit": (str,), "notified": (str,), "abort": (str,),
-    "delete": (str,), "remove": (str, "triples"), "sub": (str, dict), "unsub": (str,),
-    "decide": (str, str, list),
-}
-
-
-def check_mutation(mutation: Any) -> None:
-    """BadRequest unless `mutation` has the shape of one the store knows (it is never logged)."""
-    if not isinstance(mutation, list) or not mutation or mutation[0] not in _SHAPES:
-        raise BadRequest(f"not a store mutation: {str(mutation)[:80]}")
-    shape = _SHAPES[mutation[0]]
-    if len(mutation) != len(shape) + 1:
-        raise BadRequest(f"store mutation {mutation[0]!r} takes {len(shape)} arguments, got {len(mutation) - 1}")
-    for value, kind in zip(mutation[1:], shape):
-        if kind == "triples":
-            ok = isinstance(value, list) and all(isinstance(q, list) and len(q) == 3 for q in value)
-        elif kind == "tx":
-            ok = value is None or (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str))
-        else:
-            ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        if not ok:
-            raise BadRequest(f"store mutation {mutation[0]!r}: argument {value!r:.60} is not {kind}")
-    if mutation[0] in ("add", "remove", "commit", "notified", "abort", "delete"):
-        try:
-            graph = IRI(mutation[1])
-        except ModelError as exc:
-            raise BadRequest(f"store mutation {mutation[0]!r}: {exc.message}") from None
-    if mutation[0] in ("add", "remove"):
-        try:
-            for triple in mutation[2]:
-                quad = triple_from_wire(graph, triple)
-                if quad.g.value in RESERVED_GRAPHS:
-                    raise BadRequest(f"graph {quad.g.value} is reserved")
-        except BadRequest as exc:
-            raise BadRequest(f"store mutation {mutation[0]!r}: {exc.message}") from None
-
-
 class PeerStore:
     """The persistent part of one peer. `path=None` keeps everything in memory (tests)."""
 
@@ -179,6 +97,7 @@ class PeerStore:
         self._events: dict[str, EventInfo] = {}
         self._dirty: set[str] = set()   # events whose metadata the store does not have yet
         self._decisions: dict[str, tuple[str, list[str]]] = {}
+        self.mailboxes = mb.Mailboxes()  # of durable subscriptions homed here; a file at checkpoints
         self.committed_quads = 0
         self.pending_quads = 0
         self._load()
@@ -205,6 +124,11 @@ class PeerStore:
         for quad in self._store.quads_for_pattern(None, None, None, _DECISIONS):
             decision, point = json.loads(quad.object.value)
             self._decisions[quad.subject.value.removeprefix("urn:eventcloud:tx:")] = (decision, point)
+        if self.path is not None and (self.path / _MAILBOXES).exists():
+            try:
+                self.mailboxes.load((self.path / _MAILBOXES).read_bytes())
+            except (ValueError, TypeError) as exc:
+                raise StoreError(f"corrupt mailbox file {self.path / _MAILBOXES}: {exc}; move it away") from None
         for info in self._events.values():
             if info.committed:
                 self.committed_quads += info.held
@@ -274,10 +198,13 @@ class PeerStore:
         """Log the mutations durably, then apply them; the result of each."""
         return self.write_many([mutations])[0]
 
-    def write_many(self, batches: list[list[Mutation]], durable: bool = True) -> list[list[Any]]:
+    def write_many(self, batches: list[list[Mutation]], durable: bool = True,
+                   defer_mailboxes: bool = False) -> list[list[Any]]:
         """Several writers' batches with one fsync (group commit); `durable=False` leaves the log
         unsynced (for marks that can be derived again, such as commit and notified). A malformed
-        mutation (from a replica request) is refused before anything is logged or applied."""
+        mutation (from a replica request) is refused before anything is logged or applied.
+        `defer_mailboxes`: log mailbox mutations but leave applying them to the caller (the event
+        loop, which reads mailboxes, while this runs in a worker thread)."""
         for batch in batches:
             for mutation in batch:
                 check_mutation(mutation)
@@ -287,13 +214,25 @@ class PeerStore:
             except OSError as exc:
                 what = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
                 raise StoreError(f"cannot write the log of {self.path}: {what}") from None
+        if defer_mailboxes:
+            return [[None if m[0] in mb.SHAPES else self._apply(m) for m in batch] for batch in batches]
         return [[self._apply(m) for m in batch] for batch in batches]
+
+    def apply_mailboxes(self, batches: list[list[Mutation]], results: list[list[Any]]) -> None:
+        """Apply the mailbox mutations `write_many(defer_mailboxes=True)` logged, filling `results`."""
+        for batch, result in zip(batches, results):
+            for index, mutation in enumerate(batch):
+                if mutation[0] in mb.SHAPES:
+                    result[index] = self.mailboxes.apply(mutation)
 
     def checkpoint(self) -> None:
         """Make everything in the store durable and empty the log."""
         self._persist_meta()
         if self._wal is not None:
             self._store.flush()
+            if self.mailboxes.dirty:
+                _write_atomically(self.path / _MAILBOXES, self.mailboxes.dump())  # type: ignore[operator]
+                self.mailboxes.dirty = False
             self._wal.truncate()
 
     @property
@@ -336,6 +275,8 @@ class PeerStore:
             return True
         if kind == "unsub":
             return self._drop_subscription(mutation[1])
+        if kind in mb.SHAPES:
+            return self.mailboxes.apply(mutation)
         if kind == "decide":
             _, key, decision, point = mutation
             if key in self._decisions:
@@ -470,6 +411,24 @@ class PeerStore:
         return self.write([drop_subscription(ident)])[0]
 
 
+_MAILBOXES = "mailboxes.msgpack"
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: a crash leaves the old file or the new one, never half of one."""
+    partial = path.with_suffix(".partial")
+    with open(partial, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
 class Offload:
     """Runs blocking calls in worker threads, at most `threads` at once, off the event loop.
 
@@ -541,7 +500,9 @@ class AsyncStore:
         batches = [m for m, _ in jobs]
         if not any(d for _, d in jobs) and all(m[0] in MEMORY_ONLY for b in batches for m in b):
             return self.sync.write_many(batches, False)
-        return await self.run(self.sync.write_many, batches, any(d for _, d in jobs))
+        results = await self.run(self.sync.write_many, batches, any(d for _, d in jobs), True)
+        self.sync.apply_mailboxes(batches, results)  # here, in the event loop that reads them
+        return results
 
     # cheap in-memory reads stay synchronous
     def event_info(self, graph: IRI | str) -> EventInfo | None:

@@ -11,7 +11,7 @@ store, so they survive a restart.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import trio
@@ -129,6 +129,25 @@ class Subscriptions:
             self._put(record)
         if fresh:
             await self.store.write([put_subscription(r.id, r.to_wire()) for r in fresh])
+
+    async def renew(self, ident: str, expires: int) -> int:
+        """A subscription's lease was extended (or set): 1 if stored here."""
+        stored = self._stored.get(ident)
+        if stored is None or stored.record.expires == expires:
+            return 0
+        record = replace(stored.record, expires=expires)
+        self._put(record)
+        await self.store.write([put_subscription(ident, record.to_wire())])
+        return 1
+
+    async def expire(self, cutoff_ms: int) -> int:
+        """Drop the subscriptions whose lease ended before `cutoff_ms` (Unix ms): nobody renewed
+        or removed them (their subscriber, entry peer or home is gone for good)."""
+        gone = [s.id for s in self._stored.values() if 0 < s.record.expires < cutoff_ms]
+        for ident in gone:
+            await self.remove(ident)
+        self.counters["subscriptions_lapsed"] += len(gone)
+        return len(gone)
 
     def regex_timeouts(self) -> int:
         """How often stored subscriptions' REGEX patterns ran past their time budget."""

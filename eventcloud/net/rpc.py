@@ -93,6 +93,9 @@ class RpcConnection:
     def closed(self) -> bool:
         return self._closed.is_set()
 
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
     @property
     def reused(self) -> bool:
         """Has a request on it already been answered (so it may be an idle pooled connection)?"""

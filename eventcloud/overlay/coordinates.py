@@ -29,6 +29,8 @@ fixed when its first peer starts and handed to every joiner (`to_dict`/`from_dic
 
 from __future__ import annotations
 
+import hashlib
+
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, Mapping, Sequence
@@ -137,6 +139,13 @@ class CoordinateSpace:
         """Where a quad lives: (g, s, p, o) coordinates."""
         g, s, p, o = quad
         return (self.coordinate(g), self.coordinate(s), self.coordinate(p), self.coordinate(o))
+
+    def key_point(self, key: str) -> Point:
+        """A point that depends only on `key`, spread uniformly (a hash): where something named
+        by `key` is kept, such as a durable subscription's mailbox."""
+        digest = hashlib.sha512(key.encode("utf-8")).digest()
+        return tuple(int.from_bytes(digest[i * 16:(i + 1) * 16], "big") * self.top >> 128  # type: ignore[return-value]
+                     for i in range(len(DIMENSIONS)))
 
     def pattern_box(self, terms: Sequence[Term | None]) -> Box:
         """The box a (g, s, p, o) pattern covers: a variable (None) spans its axis, a term is a point."""

@@ -31,6 +31,7 @@ _CODE_MEANINGS = {
     ErrorCode.BAD_QUERY: "one-time SPARQL query refused or failed",
     ErrorCode.BAD_RDF: "RDF input that does not parse or breaks the data model",
     ErrorCode.NOT_FOUND: "no such subscription, event or pending join",
+    ErrorCode.GONE: "the subscription ended (lease expired, cancelled), or the notifications asked for are no longer kept",
     ErrorCode.FORBIDDEN: "not allowed for this connection, token or ticket",
     ErrorCode.UNREACHABLE: "a peer on the way did not answer (the message names it)",
     ErrorCode.UNAVAILABLE: "the peer or zone cannot serve now (joining, leaving, no live owner); retry",

@@ -33,6 +33,10 @@ class Op(StrEnum):
     SUBSCRIBE = "subscribe"
     UNSUBSCRIBE = "unsubscribe"
     LEAVE = "leave"
+    ATTACH = "attach"
+    ACK = "ack"
+    RENEW = "renew"
+    SUBSCRIPTIONS = "subscriptions"
     # peer operations
     ROUTE = "route"
     DELIVER = "deliver"
@@ -48,6 +52,7 @@ class Op(StrEnum):
     REPLICA_STATE = "replica_state"
     REPLICA_DROP = "replica_drop"
     REPLICA_STATUS = "replica_status"
+    MAILBOX_DELIVER = "mailbox_deliver"
     # routed operations (inside ROUTE, or run by MCAST on every peer of a box)
     MCAST = "mcast"
     JOIN_SPLIT = "join_split"
@@ -61,26 +66,35 @@ class Op(StrEnum):
     REMOVE_SUB = "remove_sub"
     CSMA_SUB = "csma_sub"
     RESOLVE = "resolve"
+    MAILBOX_OPEN = "mailbox_open"
+    MAILBOX_ATTACH = "mailbox_attach"
+    MAILBOX_ACK = "mailbox_ack"
+    MAILBOX_NOTIFY = "mailbox_notify"
+    MAILBOX_END = "mailbox_end"
+    LEASE_SUB = "lease_sub"
+    SUBS_LOCAL = "subs_local"
     # push
     NOTIFICATION = "notification"
+    ENDED = "ended"
 
 
 CLIENT_OPS = frozenset({
     Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
-    Op.SUBSCRIBE, Op.UNSUBSCRIBE, Op.LEAVE,
+    Op.SUBSCRIBE, Op.UNSUBSCRIBE, Op.LEAVE, Op.ATTACH, Op.ACK, Op.RENEW, Op.SUBSCRIPTIONS,
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
                       Op.TABLE, Op.PROBE, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
-                      Op.REPLICA_STATUS})
+                      Op.REPLICA_STATUS, Op.MAILBOX_DELIVER})
 ROUTED_OPS = frozenset({
     Op.MCAST, Op.JOIN_SPLIT, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
-    Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE,
+    Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE, Op.MAILBOX_OPEN,
+    Op.MAILBOX_ATTACH, Op.MAILBOX_ACK, Op.MAILBOX_NOTIFY, Op.MAILBOX_END, Op.LEASE_SUB, Op.SUBS_LOCAL,
 })
-PUSH_OPS = frozenset({Op.NOTIFICATION})
+PUSH_OPS = frozenset({Op.NOTIFICATION, Op.ENDED})
 #: What a peer accepts as the `op` of a request frame.
 REQUEST_OPS = CLIENT_OPS | PEER_OPS
 #: Operations that change or stop the overlay, and so need the admin token when one is set.
-ADMIN_OPS = frozenset({Op.LEAVE, Op.DELETE})
+ADMIN_OPS = frozenset({Op.LEAVE, Op.DELETE, Op.SUBSCRIPTIONS})
 
 
 def parse_op(name: object) -> Op | None:

@@ -21,7 +21,7 @@ RECORD = m.SubscriptionRecord("id1", "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }",
 def test_every_operation_has_a_request_type_and_every_client_or_peer_op_a_reply_type():
     assert set(m.REQUESTS) == set(Op)
     assert set(m.REPLIES) == CLIENT_OPS | PEER_OPS
-    assert not (CLIENT_OPS & PEER_OPS) and not (ROUTED_OPS & (CLIENT_OPS | PEER_OPS)) and PUSH_OPS == {Op.NOTIFICATION}
+    assert not (CLIENT_OPS & PEER_OPS) and not (ROUTED_OPS & (CLIENT_OPS | PEER_OPS)) and PUSH_OPS == {Op.NOTIFICATION, Op.ENDED}
 
 
 SAMPLES: list[Body] = [

@@ -1,0 +1,291 @@
+"""Bodies of the client operations and pushes: what a client in any language sends and gets.
+
+Fields are encoded by the codecs of `eventcloud.wire.fields`; a body that does not fit its
+class is refused with a BadRequest naming the class and field (docs/protocol.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventcloud.errors import BadRequest
+from eventcloud.overlay.coordinates import CoordinateSpace
+from eventcloud.overlay.zones import Zone
+from eventcloud.rdf.model import CompoundEvent, Quad, Term
+from eventcloud.wire.fields import ALL, EVENT, IRI_, NOTIFICATION_KINDS, PATTERN, QUAD, SOLUTIONS, SPACE, ZONE
+from eventcloud.wire.schema import BOOL, FLOAT, INT, LIST, MAP, NESTED, OPT, RAW, STR, Body, field, message
+
+# --- generic ----------------------------------------------------------------------------------
+
+@message
+class Empty(Body):
+    """No fields (requests such as ping, status, table; most acknowledgements)."""
+
+
+@message
+class ErrorBody(Body):
+    """The body of an error reply: what went wrong, for programs (code) and people (message)."""
+
+    code: str = field(STR)
+    message: str = field(STR, default="")
+
+
+# --- client operations ------------------------------------------------------------------------
+
+@message
+class Pong(Body):
+    id: str = field(STR)
+    address: str = field(STR)
+
+
+@message
+class Hello(Body):
+    """The first step of a peer's proof of the cluster secret: its challenge to the other side."""
+
+    challenge: str = field(STR)
+
+
+@message
+class Challenge(Body):
+    """The other side's challenge, and its proof of the secret over both challenges."""
+
+    challenge: str = field(STR)
+    proof: str = field(STR)
+
+
+@message
+class Auth(Body):
+    """The connecting peer's proof of the secret over both challenges."""
+
+    id: str = field(STR)
+    proof: str = field(STR)
+
+
+@message
+class Admin(Body):
+    """The overlay's admin token, for `leave` and `delete` on this connection."""
+
+    token: str = field(STR)
+
+
+@message
+class OverlayInfo(Body):
+    id: str = field(STR)
+    address: str = field(STR)
+    space: CoordinateSpace = field(SPACE)
+    algorithm: str = field(STR)
+    overlay: str = field(STR, default="")      # the overlay's own id, fixed by its first peer
+    replicas: int = field(INT, default=1)      # copies of every zone (R)
+    peers: tuple[str, ...] = field(LIST(STR), default=())   # addresses of its neighbours (more entry points)
+
+
+@message
+class Publish(Body):
+    """Events to store; each stays atomic and idempotent on its own (a batch only shares messages)."""
+
+    events: tuple[CompoundEvent, ...] = field(LIST(EVENT))
+
+
+@message
+class Receipt(Body):
+    graph: str = field(STR)
+    published: int = field(INT)     # hybrid-clock publication time
+    quads: int = field(INT)
+
+
+@message
+class Published(Body):
+    receipts: tuple[Receipt, ...] = field(LIST(NESTED(Receipt)))
+
+
+@message
+class Find(Body):
+    """A quad pattern (null = any) to look up, or count."""
+
+    pattern: tuple[Term | None, Term | None, Term | None, Term | None] = field(PATTERN, default=ALL)
+    pending: bool = field(BOOL, default=False)   # peers only: include events not yet committed
+
+
+@message
+class Quads(Body):
+    quads: tuple[Quad, ...] = field(LIST(QUAD))
+
+
+@message
+class Counted(Body):
+    count: int = field(INT)
+
+
+@message
+class Sparql(Body):
+    query: str = field(STR)
+
+
+@message
+class SparqlResult(Body):
+    """`form`: solutions or boolean (`text` is SPARQL 1.1 JSON results), graph (`text` is N-Triples)."""
+
+    form: str = field(STR)
+    text: str = field(STR)
+    candidates: int = field(INT, default=0)
+    seconds: float = field(FLOAT, default=0.0)
+
+
+@message
+class Delete(Body):
+    graph: IRI = field(IRI_)
+
+
+@message
+class Deleted(Body):
+    removed: int = field(INT)
+
+
+@message
+class PeerStatus(Body):
+    id: str = field(STR)
+    address: str = field(STR)
+    zone: Zone = field(ZONE)
+    quads: int = field(INT)
+    events: int = field(INT)
+    subscriptions: int = field(INT)
+    neighbours: dict[str, str] = field(MAP)        # id -> address
+    counters: dict[str, int] = field(MAP)
+    down: bool = field(BOOL, default=False)        # did not answer (the other fields are its last known)
+
+
+@message
+class Status(Body):
+    peers: tuple[PeerStatus, ...] = field(LIST(NESTED(PeerStatus)))
+    space: CoordinateSpace = field(SPACE)
+    algorithm: str = field(STR)
+
+
+@message
+class Subscribe(Body):
+    sparql: str = field(STR)
+    kind: str = field(STR, default="bindings")   # signal | bindings | event
+    durable: bool = field(BOOL, default=False)   # kept, numbered and replayed across connections
+    lease: float = field(FLOAT, default=0.0)     # seconds of validity (durable; 0: the peer's default)
+
+    def __post_init__(self) -> None:
+        if self.kind not in NOTIFICATION_KINDS:
+            raise BadRequest(f"unknown notification kind {self.kind!r}: use one of {', '.join(NOTIFICATION_KINDS)}")
+        if not 0 <= self.lease <= 10 * 365 * 86400:
+            raise BadRequest(f"lease must be a number of seconds between 0 and ten years, got {self.lease!r}")
+
+
+@message
+class Subscribed(Body):
+    id: str = field(STR)
+    t: int = field(INT)            # the subscription's indexation time (hybrid clock)
+    patterns: int = field(INT)
+    durable: bool = field(BOOL, default=False)
+    ticket: str = field(STR, default="")       # durable: the secret that authorises attach, renew, cancel
+    expires: int = field(INT, default=0)       # durable: end of the lease (Unix time, ms)
+
+
+@message
+class Unsubscribe(Body):
+    id: str = field(STR)
+    ticket: str = field(STR, default="")       # a durable subscription's ticket (from any connection)
+
+
+@message
+class Attach(Body):
+    """Receive a durable subscription's notifications on this connection: those numbered after
+    `after` (null: after the last one acknowledged), then new ones."""
+
+    id: str = field(STR)
+    ticket: str = field(STR)
+    after: int | None = field(OPT(INT), default=None)
+
+
+@message
+class Attached(Body):
+    id: str = field(STR)
+    sparql: str = field(STR)
+    kind: str = field(STR)
+    expires: int = field(INT)      # end of the lease (Unix time, ms)
+    after: int = field(INT)        # notifications numbered after this one follow
+    last: int = field(INT)         # the newest number so far
+    acked: int = field(INT)        # the highest number acknowledged
+
+
+@message
+class Ack(Body):
+    """The subscriber has every notification of `id` up to number `seq`: they need not be kept."""
+
+    id: str = field(STR)
+    seq: int = field(INT)
+
+
+@message
+class Renew(Body):
+    id: str = field(STR)
+    ticket: str = field(STR)
+    lease: float = field(FLOAT, default=0.0)   # seconds from now (0: the peer's default)
+
+
+@message
+class Renewed(Body):
+    id: str = field(STR)
+    expires: int = field(INT)
+
+
+@message
+class SubscriptionInfo(Body):
+    """One subscription as `subscriptions` lists it (never its ticket)."""
+
+    id: str = field(STR)
+    sparql: str = field(STR)
+    kind: str = field(STR)
+    durable: bool = field(BOOL)
+    entry: str = field(STR, default="")        # non-durable: the peer its subscriber is connected to
+    expires: int = field(INT, default=0)
+    peers: int = field(INT, default=0)         # peers storing it
+    retained: int = field(INT, default=0)      # durable: notifications kept, not yet acknowledged
+    last: int = field(INT, default=0)
+    acked: int = field(INT, default=0)
+    dropped: int = field(INT, default=0)       # dropped unacknowledged (retention overflow)
+    attached: str = field(STR, default="")     # durable: the peer delivering it now ("" if none)
+
+
+@message
+class SubscriptionList(Body):
+    subscriptions: tuple[SubscriptionInfo, ...] = field(LIST(NESTED(SubscriptionInfo)))
+
+
+@message
+class Ended(Body):
+    """Pushed when a subscription ends for good (expired, cancelled, attached elsewhere)."""
+
+    subscription: str = field(STR)
+    code: str = field(STR)
+    reason: str = field(STR)
+
+
+@message
+class SubscriptionId(Body):
+    id: str = field(STR)
+
+
+@message
+class Left(Body):
+    heir: str = field(STR)
+
+
+@message
+class Notification(Body):
+    """Pushed to a subscriber: one matching (subscription, event) pair."""
+
+    subscription: str = field(STR)
+    event: str = field(STR)                       # the compound event's graph IRI
+    kind: str = field(STR)
+    published: int = field(INT, default=0)
+    solutions: tuple[dict[str, Term], ...] = field(SOLUTIONS, default=())   # bindings kind: every solution
+    quads: tuple[Quad, ...] = field(LIST(QUAD), default=())                  # event kind: every quad
+    error: str | None = field(OPT(STR), default=None)                        # when it could not be completed
+    truncated: bool = field(BOOL, default=False)   # more solutions than a notification carries (MAX_SOLUTIONS)
+    seq: int = field(INT, default=0)               # durable: its number in the subscription (1, 2, …)
+    gap: tuple[int, ...] | None = field(OPT(LIST(INT)), default=None)  # kind "gap": numbers dropped

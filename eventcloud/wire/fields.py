@@ -1,0 +1,36 @@
+"""Codecs of domain values (terms, quads, points, zones, …) shared by every message module."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventcloud.errors import BadRequest
+from eventcloud.overlay.plans import Neighbour
+from eventcloud.wire import codec as c
+from eventcloud.wire.schema import Codec
+
+TERM = Codec("an RDF term", c.term_to_wire, c.term_from_wire)
+IRI_ = Codec("an IRI", lambda v: v.value, lambda d, t: c.iri_from_wire(d, "value", t))
+QUAD = Codec("a quad", c.quad_to_wire, c.quad_from_wire)
+EVENT = Codec("a compound event", c.event_to_wire, c.event_from_wire)
+PATTERN = Codec("a quad pattern", c.pattern_to_wire, lambda d, t: c.pattern_from_wire(d))
+POINT = Codec("a point", c.point_to_wire, lambda d, t: c.point_from_wire(d))
+BOX = Codec("a box", c.box_to_wire, lambda d, t: c.box_from_wire(d))
+ZONE = Codec("a zone", c.zone_to_wire, lambda d, t: c.zone_from_wire(d))
+SPACE = Codec("a coordinate space", c.space_to_wire, lambda d, t: c.space_from_wire(d))
+PARTIAL = Codec("a partial match", c.partial_to_wire, lambda d, t: c.partial_from_wire(d))
+SOLUTIONS = Codec("solutions", c.solutions_to_wire, c.solutions_from_wire)
+
+
+def _neighbours_decode(data: Any, trusted: bool) -> dict[str, Neighbour]:
+    if not isinstance(data, list):
+        raise BadRequest("expected a list of neighbour records")
+    return dict(c.neighbour_from_wire(item) for item in data)
+
+
+NEIGHBOURS = Codec("neighbour records", lambda table: [c.neighbour_to_wire(k, n) for k, n in table.items()],
+                   _neighbours_decode)
+NEIGHBOUR = Codec("a neighbour record", lambda kn: c.neighbour_to_wire(*kn), lambda d, t: c.neighbour_from_wire(d))
+
+ALL: tuple[None, None, None, None] = (None, None, None, None)
+NOTIFICATION_KINDS = ("signal", "bindings", "event")

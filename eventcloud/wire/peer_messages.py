@@ -1,0 +1,323 @@
+"""Bodies of the peer operations and routed operations: what peers say to each other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventcloud.matching.csma import PartialMatch
+from eventcloud.overlay.coordinates import Box, Point
+from eventcloud.overlay.plans import Neighbour
+from eventcloud.overlay.zones import Zone
+from eventcloud.rdf.model import Quad, Term
+from eventcloud.wire.client_messages import Notification
+from eventcloud.wire.fields import BOX, NEIGHBOUR, NEIGHBOURS, PARTIAL, POINT, QUAD, SOLUTIONS, ZONE
+from eventcloud.wire.schema import BOOL, INT, LIST, MAP, NESTED, OPT, RAW, STR, Body, field, message
+
+@message
+class Route(Body):
+    """Run `op` with `body` on the owner of `point`, hop by hop (`hops` so far)."""
+
+    point: Point = field(POINT)
+    op: str = field(STR)
+    body: dict[str, Any] = field(MAP)
+    hops: int = field(INT, default=0)
+    avoid: tuple[str, ...] = field(LIST(STR), default=())     # peers found unreachable on the way
+    visited: tuple[str, ...] = field(LIST(STR), default=())   # peers the request passed (never revisited)
+
+
+@message
+class Routed(Body):
+    result: Any = field(RAW, default=None)
+
+
+@message
+class Multicast(Body):
+    """Run `op` with `body` on every peer whose zone meets `box` (results gathered up the tree)."""
+
+    box: Box = field(BOX)
+    op: str = field(STR)
+    body: dict[str, Any] = field(MAP)
+    partial: bool = field(BOOL, default=False)   # report unreachable peers as down instead of failing
+
+
+@message
+class Delivery(Body):
+    """Quads of one event on their way to their owners.
+
+    `quads` holds triples [s, p, o] of the event `graph`; `take` lists the indexes of those to
+    store in the receiving subtree (null: all of them). Under OSMA `quads` is the whole event
+    (every owner matches it) and `take` selects; under CSMA `quads` holds only what is routed.
+    """
+
+    graph: str = field(STR)
+    size: int = field(INT)                  # quads in the whole event
+    published: int = field(INT)             # publication time (hybrid clock)
+    quads: tuple[Any, ...] = field(LIST(RAW))
+    take: tuple[int, ...] | None = field(OPT(LIST(INT)), default=None)
+    whole: bool = field(BOOL, default=False)
+    tx: tuple[Any, ...] | None = field(OPT(LIST(RAW)), default=None)   # pending until its entry decides
+
+
+@message
+class Deliver(Body):
+    deliveries: tuple[Delivery, ...] = field(LIST(NESTED(Delivery)))
+
+
+@message
+class Delivered(Body):
+    """Where the quads went: the addresses of the peers that stored some (for the commit)."""
+
+    owners: tuple[str, ...] = field(LIST(STR), default=())
+
+
+@message
+class Commit(Body):
+    """From an entry peer to the owners: these events are decided; make them visible and match them."""
+
+    graphs: tuple[str, ...] = field(LIST(STR))
+
+
+@message
+class Resolve(Body):
+    """To the peer holding a publication attempt's decision: committed, aborted or still unknown?"""
+
+    key: str = field(STR)
+    abort_if_unknown: bool = field(BOOL, default=False)
+
+
+@message
+class Notify(Body):
+    """From the notifying peer to the subscription's entry peer."""
+
+    subscription: str = field(STR)
+    event: str = field(STR)
+    size: int = field(INT)
+    published: int = field(INT)
+    csma: bool = field(BOOL, default=False)      # bindings/quads to be reconstructed at the entry
+    solutions: tuple[dict[str, Term], ...] | None = field(OPT(SOLUTIONS), default=None)
+    quads: tuple[Quad, ...] | None = field(OPT(LIST(QUAD)), default=None)
+    truncated: bool = field(BOOL, default=False)
+
+
+@message
+class SubscriptionRecord(Body):
+    """What every peer of a subscription's box stores about it."""
+
+    id: str = field(STR)
+    sparql: str = field(STR)
+    kind: str = field(STR)
+    entry: str = field(STR)        # address of the entry peer that delivers its notifications
+    t: int = field(INT)            # indexation time
+    home: Point | None = field(OPT(POINT), default=None)   # durable: its mailbox is at this point's owner
+    expires: int = field(INT, default=0)                   # end of its lease (Unix time, ms; 0: none)
+
+
+@message
+class StoreSubscription(Body):
+    record: SubscriptionRecord = field(NESTED(SubscriptionRecord))
+
+
+@message
+class CsmaStep(Body):
+    """A rewritten subscription routed to the peers of its next pattern."""
+
+    record: SubscriptionRecord = field(NESTED(SubscriptionRecord))
+    partial: PartialMatch = field(PARTIAL)
+    graph: str = field(STR)
+    size: int = field(INT)
+    published: int = field(INT)
+
+
+@message
+class MailboxOpen(Body):
+    id: str = field(STR)
+    record: dict[str, Any] = field(MAP)
+
+
+@message
+class MailboxAttach(Body):
+    """An entry peer attaching a subscriber's connection to a mailbox (again every few seconds:
+    a home that took the zone over learns the attachment that way)."""
+
+    id: str = field(STR)
+    ticket: str = field(STR)
+    entry: str = field(STR)
+    epoch: int = field(INT)        # when the entry peer attached it (hybrid clock): the latest wins
+    after: int | None = field(OPT(INT), default=None)   # null: after the last one acknowledged
+
+
+@message
+class MailboxAck(Body):
+    id: str = field(STR)
+    epoch: int = field(INT)
+    seq: int = field(INT)
+
+
+@message
+class MailboxDeliver(Body):
+    """From a mailbox's home to the entry peer its subscriber is attached to."""
+
+    id: str = field(STR)
+    epoch: int = field(INT)
+    notes: tuple[Notification, ...] = field(LIST(NESTED(Notification)))
+    ended: str = field(STR, default="")     # the subscription ended (why): nothing more will come
+
+
+@message
+class MailboxEnd(Body):
+    """Renew (lease > 0) or cancel a durable subscription at its home, with its ticket (or as admin)."""
+
+    id: str = field(STR)
+    ticket: str = field(STR, default="")
+    admin: bool = field(BOOL, default=False)
+    lease_ms: int = field(INT, default=0)
+
+
+@message
+class Leases(Body):
+    """New lease ends of subscriptions, for every peer storing them: [[id, expires], …]."""
+
+    leases: tuple[Any, ...] = field(LIST(RAW))
+
+
+@message
+class EventMeta(Body):
+    graph: str = field(STR)
+    size: int = field(INT)
+    published: int = field(INT)
+    committed: bool = field(BOOL, default=True)
+    notified: bool = field(BOOL, default=False)
+    tx: tuple[Any, ...] | None = field(OPT(LIST(RAW)), default=None)
+
+
+@message
+class Decision(Body):
+    """An entry peer's decision on one publication attempt, kept at a point of its zone."""
+
+    key: str = field(STR)
+    decision: str = field(STR)
+    point: Point = field(POINT)
+
+
+@message
+class Handover(Body):
+    """A zone's content changing hands (join split, leave): quads, their events, subscriptions,
+    and the publication decisions kept in it."""
+
+    quads: tuple[Quad, ...] = field(LIST(QUAD), default=())
+    events: tuple[EventMeta, ...] = field(LIST(NESTED(EventMeta)), default=())
+    subscriptions: tuple[SubscriptionRecord, ...] = field(LIST(NESTED(SubscriptionRecord)), default=())
+    decisions: tuple[Decision, ...] = field(LIST(NESTED(Decision)), default=())
+    mailboxes: tuple[bytes, ...] = field(LIST(RAW), default=())   # packed mailboxes homed in the zone
+
+
+@message
+class JoinRequest(Body):
+    id: str = field(STR)
+    address: str = field(STR)
+
+
+@message
+class JoinGrant(Body):
+    zone: Zone = field(ZONE)
+    neighbours: dict[str, Neighbour] = field(NEIGHBOURS)
+    algorithm: str = field(STR)
+    owner_id: str = field(STR)
+    owner_address: str = field(STR)
+    data: Handover = field(NESTED(Handover))
+    overlay: str = field(STR, default="")
+    replicas: int = field(INT, default=1)
+
+
+@message
+class JoinCommit(Body):
+    id: str = field(STR)
+
+
+@message
+class Announce(Body):
+    """New or changed zones (`peers`) and departed peers (`removed`)."""
+
+    peers: dict[str, Neighbour] = field(NEIGHBOURS, default=None)
+    removed: tuple[str, ...] = field(LIST(STR), default=())
+
+
+@message
+class Table(Body):
+    me: tuple[str, Neighbour] = field(NEIGHBOUR, key="self")
+    neighbours: dict[str, Neighbour] = field(NEIGHBOURS)
+
+
+@message
+class TakeOver(Body):
+    id: str = field(STR)
+    zone: Zone = field(ZONE)
+    neighbours: dict[str, Neighbour] = field(NEIGHBOURS)
+    data: Handover = field(NESTED(Handover))
+
+
+@message
+class PeerId(Body):
+    id: str = field(STR)
+
+
+# --- replication and failure detection ----------------------------------------------------------
+
+@message
+class Replicate(Body):
+    """Store mutations an owner applied to its zone, on the replica it chose (acknowledged once durable)."""
+
+    owner: str = field(STR)
+    incarnation: int = field(INT)
+    batches: tuple[Any, ...] = field(LIST(RAW))
+
+
+@message
+class ReplicaSync(Body):
+    """A full copy of an owner's zone, in chunks: the first resets the copy, the last ends it."""
+
+    owner: str = field(STR)
+    incarnation: int = field(INT)
+    state: dict[str, Any] | None = field(OPT(MAP), default=None)   # the owner's peer state, first chunk
+    batches: tuple[Any, ...] = field(LIST(RAW), default=())
+    reset: bool = field(BOOL, default=False)
+    done: bool = field(BOOL, default=False)
+
+
+@message
+class ReplicaState(Body):
+    """The owner's peer state (zone, neighbours), so a takeover starts from it."""
+
+    owner: str = field(STR)
+    incarnation: int = field(INT)
+    state: dict[str, Any] = field(MAP)
+
+
+@message
+class ReplicaOf(Body):
+    owner: str = field(STR)
+    incarnation: int = field(INT, default=0)
+
+
+@message
+class ReplicaStatus(Body):
+    """What a replica holds of an owner: whether it took its zone over, and at which incarnation."""
+
+    held: bool = field(BOOL)
+    taken_over: bool = field(BOOL, default=False)
+    incarnation: int = field(INT, default=0)
+    address: str | None = field(OPT(STR), default=None)    # the stand-in's, after a takeover
+
+
+@message
+class Probe(Body):
+    """Can you reach this peer? (the indirect check before a takeover)"""
+
+    id: str = field(STR)
+    address: str = field(STR)
+
+
+@message
+class ProbeResult(Body):
+    reachable: bool = field(BOOL)
+    departed: bool = field(BOOL, default=False)   # it left the overlay gracefully

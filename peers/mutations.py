@@ -1,0 +1,117 @@
+"""A peer's store changes as *mutations*: msgpack-able lists [kind, …arguments].
+
+Every write goes through the log as mutations, and the same lists are what a replica receives
+and what a zone's handover carries, so each is built by one function here and checked by
+`check_mutation` before anything is logged (a replica request is input like any other).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from eventcloud.errors import BadRequest, ModelError
+from eventcloud.rdf.model import IRI, Quad
+from eventcloud.wire.codec import triple_from_wire, triple_to_wire
+from peers import mailboxes as mb
+
+META_GRAPH = "urn:eventcloud:meta"
+SUBSCRIPTIONS_GRAPH = "urn:eventcloud:subscriptions"
+DECISIONS_GRAPH = "urn:eventcloud:decisions"
+RESERVED_GRAPHS = frozenset({META_GRAPH, SUBSCRIPTIONS_GRAPH, DECISIONS_GRAPH})
+
+#: One change, as a msgpack-able list: [kind, …arguments]. Build them with the functions below.
+Mutation = list
+
+def add(graph: str, quads: Iterable[Quad], size: int, published: int, *, committed: bool,
+        tx: tuple[Any, ...] | None = None) -> Mutation:
+    return ["add", graph, [triple_to_wire(q) for q in quads], size, published, committed, list(tx) if tx else None]
+
+
+def commit(graph: str) -> Mutation:
+    return ["commit", graph]
+
+
+def notified(graph: str) -> Mutation:
+    return ["notified", graph]
+
+
+def abort(graph: str) -> Mutation:
+    """Drop an event that never committed (its quads and metadata)."""
+    return ["abort", graph]
+
+
+def delete(graph: str) -> Mutation:
+    return ["delete", graph]
+
+
+def remove(graph: str, quads: Iterable[Quad]) -> Mutation:
+    """Remove some quads of an event (handed to another peer with part of the zone)."""
+    return ["remove", graph, [triple_to_wire(q) for q in quads]]
+
+
+def put_subscription(ident: str, record: dict[str, Any]) -> Mutation:
+    return ["sub", ident, record]
+
+
+def drop_subscription(ident: str) -> Mutation:
+    return ["unsub", ident]
+
+
+def decide(key: str, decision: str, point: list[str]) -> Mutation:
+    """An entry peer's decision on one publication attempt (commit or abort), kept at `point`."""
+    return ["decide", key, decision, point]
+
+
+_TRIPLES = "a list of [s, p, o] triples"
+#: kind -> the type of each argument ("triples": a list of 3-item lists; "tx": a list or None)
+_SHAPES: dict[str, tuple[Any, ...]] = {
+    "add": (str, "triples", int, int, bool, "tx"), "commit": (str,), "notified": (str,), "abort": (str,),
+    "delete": (str,), "remove": (str, "triples"), "sub": (str, dict), "unsub": (str,),
+    "decide": (str, str, list), **mb.SHAPES,
+}
+
+
+def check_mutation(mutation: Any) -> None:
+    """BadRequest unless `mutation` has the shape of one the store knows (it is never logged)."""
+    if not isinstance(mutation, list) or not mutation or mutation[0] not in _SHAPES:
+        raise BadRequest(f"not a store mutation: {str(mutation)[:80]}")
+    shape = _SHAPES[mutation[0]]
+    if len(mutation) != len(shape) + 1:
+        raise BadRequest(f"store mutation {mutation[0]!r} takes {len(shape)} arguments, got {len(mutation) - 1}")
+    for value, kind in zip(mutation[1:], shape):
+        if kind == "triples":
+            ok = isinstance(value, list) and all(isinstance(q, list) and len(q) == 3 for q in value)
+        elif kind == "tx":
+            ok = value is None or (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str))
+        else:
+            ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        if not ok:
+            raise BadRequest(f"store mutation {mutation[0]!r}: argument {value!r:.60} is not {kind}")
+    if mutation[0] in ("box", "install"):
+        _check_mailbox(mutation)
+    if mutation[0] in ("add", "remove", "commit", "notified", "abort", "delete"):
+        try:
+            graph = IRI(mutation[1])
+        except ModelError as exc:
+            raise BadRequest(f"store mutation {mutation[0]!r}: {exc.message}") from None
+    if mutation[0] in ("add", "remove"):
+        try:
+            for triple in mutation[2]:
+                quad = triple_from_wire(graph, triple)
+                if quad.g.value in RESERVED_GRAPHS:
+                    raise BadRequest(f"graph {quad.g.value} is reserved")
+        except BadRequest as exc:
+            raise BadRequest(f"store mutation {mutation[0]!r}: {exc.message}") from None
+
+
+_BOX_FIELDS = {"sparql": str, "kind": str, "ticket": str, "home": list, "t": int, "expires": int}
+
+
+def _check_mailbox(mutation: list) -> None:
+    try:
+        record = mb.Mailbox.unpack(mutation[1]).record if mutation[0] == "install" else mutation[2]
+        for name, kind in _BOX_FIELDS.items():
+            if not isinstance(record.get(name), kind):
+                raise BadRequest(f"field {name!r} is not {kind.__name__}")
+    except (ValueError, TypeError, AttributeError, BadRequest) as exc:
+        raise BadRequest(f"store mutation {mutation[0]!r}: not a mailbox ({exc})") from None

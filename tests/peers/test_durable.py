@@ -1,0 +1,207 @@
+"""Durable subscriptions in one process (real peers over memory streams, a mock clock): numbered
+notifications kept until acknowledged and replayed to a subscriber that comes back through any
+peer, after its entry peer or its home died; leases, tickets, retention gaps; every refusal."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from eventcloud.client import ClientError, connect
+from eventcloud.errors import ErrorCode
+from eventcloud.testing import open_overlay, trio_ms
+from tests.helpers import sample_events
+from tests.peers.test_atomic_publish import spread_events
+
+ACCEPT_ALL = "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"
+ALGORITHMS = ["osma", "csma"]
+
+
+async def _take(sub, n: int, seconds: float = 60) -> list:
+    notes = []
+    with trio.fail_after(seconds):
+        while len(notes) < n:
+            notes.append(await sub.receive())
+    return notes
+
+
+def _client(overlay, indexes, **options):
+    addresses = [overlay.peers[i].address for i in indexes]
+    return connect(addresses, transport=overlay.network, physical_ms=trio_ms, **options)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_a_subscriber_that_leaves_gets_what_it_missed_through_another_peer(autojump_clock, algorithm):
+    events = spread_events(30, "d")
+    async with open_overlay(5, algorithm, seed=3) as overlay:
+        async with overlay.client(4, "pub") as publisher:
+            async with _client(overlay, [0]) as first:
+                sub = await first.subscribe(ACCEPT_ALL, kind="bindings", durable=True)
+                assert sub.durable and len(sub.ticket) >= 24 and sub.expires > trio_ms()
+                ident, ticket = sub.id, sub.ticket
+                for event in events[:10]:
+                    await publisher.publish(event)
+                notes = await _take(sub, 10)
+                assert [n.seq for n in notes] == list(range(1, 11))
+                assert {n.event for n in notes} == {e.graph.value for e in events[:10]}
+                assert all(n.solutions for n in notes)  # CSMA's were completed at the home
+            # the subscriber is gone; the overlay keeps what it misses
+            for event in events[10:25]:
+                await publisher.publish(event)
+            async with _client(overlay, [2]) as second:
+                again = await second.resume(ident, ticket)   # after the last acknowledged
+                assert again.kind == "bindings" and again.sparql == ACCEPT_ALL
+                notes = await _take(again, 15)
+                assert [n.seq for n in notes] == list(range(11, 26))
+                assert [n.event for n in notes] == [e.graph.value for e in events[10:25]]  # publication order
+                for event in events[25:]:
+                    await publisher.publish(event)
+                notes = await _take(again, 5)
+                assert [n.seq for n in notes] == list(range(26, 31))
+                with trio.move_on_after(5):
+                    extra = await again.receive()
+                    pytest.fail(f"a notification twice: {extra}")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_the_entry_peer_dies_and_the_client_fails_over_without_loss_or_duplicates(autojump_clock, algorithm):
+    events = spread_events(40, "f")
+    async with open_overlay(6, algorithm, seed=5) as overlay:
+        entry = overlay.peers[3]
+        lines: list[str] = []
+        async with overlay.client(5, "pub") as publisher, \
+                _client(overlay, [3, 1], on_event=lines.append) as subscriber:
+            sub = await subscriber.subscribe(ACCEPT_ALL, kind="signal", durable=True)
+            received = []
+
+            async def listen() -> None:
+                async for note in sub:
+                    received.append(note)
+                    if len(received) == 40:
+                        return
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(listen)
+                for i, event in enumerate(events):
+                    if i == 15:
+                        entry.stop()
+                        await overlay.network.kill(entry.address)
+                    await publisher.publish(event)
+                with trio.fail_after(120):
+                    while len(received) < 40:
+                        await trio.sleep(0.5)
+            assert [n.seq for n in received] == list(range(1, 41))
+            assert sorted(n.event for n in received) == sorted(e.graph.value for e in events)
+            assert subscriber.link.reconnects >= 1 and subscriber.address != entry.address
+            assert any("reconnected to" in line for line in lines)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_the_home_dies_and_its_replica_keeps_the_mailbox(autojump_clock, algorithm):
+    events = spread_events(30, "h")
+    async with open_overlay(6, algorithm, seed=7) as overlay:
+        async with _client(overlay, range(6)) as subscriber:
+            sub = await subscriber.subscribe(ACCEPT_ALL, kind="signal", durable=True)
+            home = next(p for p in overlay.peers if p.homes.boxes.get(sub.id) is not None)
+            entry = next(i for i, p in enumerate(overlay.peers) if p is not home)
+            async with overlay.client(entry, "pub") as publisher:
+                got = []
+                for event in events[:10]:
+                    await publisher.publish(event)
+                got += await _take(sub, 10)
+                home.stop()   # (it may be the subscriber's entry peer too: then that fails over as well)
+                await overlay.network.kill(home.address)
+                for event in events[10:]:
+                    await publisher.publish(event)
+                got += await _take(sub, 20, seconds=120)
+            assert [n.seq for n in got] == list(range(1, 31))
+            assert {n.event for n in got} == {e.graph.value for e in events}
+            standin = next(p for p in overlay.peers if p is not home and p.host.holds(home.id) is not None)
+            assert standin.host.holds(home.id).homes.boxes.get(sub.id) is not None
+
+
+async def test_leases_renew_and_expire_on_every_peer(autojump_clock):
+    async with open_overlay(4, seed=9, lease_check_every=0.5, lease_grace=5) as overlay:
+        async with overlay.client(0) as client:
+            sub = await client.subscribe(ACCEPT_ALL, kind="signal", durable=True, lease=20)
+            kept = await client.subscribe(ACCEPT_ALL, kind="signal", durable=True, lease=20)
+            before = sub.expires
+            await trio.sleep(10)
+            renewed = await kept.renew(60)
+            assert renewed > before + 40_000
+            await trio.sleep(15)   # `sub` expired 5 s ago, `kept` lives
+            with trio.fail_after(5):
+                with pytest.raises(ClientError) as info:
+                    async for _ in sub:
+                        pass
+            assert info.value.code is ErrorCode.GONE and "expired" in info.value.message
+            status = await client.status()
+            assert sum(p.subscriptions for p in status.peers) == len(status.peers)  # `kept` only
+            with pytest.raises(ClientError) as info:
+                await client.resume(sub.id, sub.ticket)
+            assert info.value.code is ErrorCode.GONE and "expired" in info.value.message
+            await client.publish(sample_events(1)[0])
+            assert (await kept.receive()).seq == 1
+
+
+async def test_cancel_from_another_connection_with_the_ticket_and_every_refusal(autojump_clock):
+    async with open_overlay(3, seed=11) as overlay:
+        async with overlay.client(0) as owner, overlay.client(2) as other:
+            sub = await owner.subscribe(ACCEPT_ALL, kind="signal", durable=True)
+            await other.publish(sample_events(1)[0])
+            assert (await sub.receive()).seq == 1
+            refusals = {
+                "wrong ticket": (other.resume(sub.id, "guess"), ErrorCode.FORBIDDEN),
+                "unknown id": (other.resume("0" * 32, sub.ticket), ErrorCode.NOT_FOUND),
+                "from the future": (other.resume(sub.id, sub.ticket, after=99), ErrorCode.BAD_REQUEST),
+                "renew, wrong ticket": (other.renew(sub.id, "guess", 10), ErrorCode.FORBIDDEN),
+                "cancel, wrong ticket": (other.unsubscribe(sub.id, "guess"), ErrorCode.FORBIDDEN),
+            }
+            for what, (attempt, code) in refusals.items():
+                with pytest.raises(ClientError) as info:
+                    await attempt
+                assert info.value.code is code, (what, info.value)
+            sub.ack()
+            await trio.sleep(1)
+            with pytest.raises(ClientError) as info:  # notification 1 was acknowledged, so it is gone
+                await other.resume(sub.id, sub.ticket, after=0)
+            assert info.value.code is ErrorCode.GONE and "resume after 1" in info.value.message
+            await other.unsubscribe(sub.id, sub.ticket)
+            with trio.fail_after(30), pytest.raises(ClientError) as info:
+                await sub.receive()
+            assert info.value.code is ErrorCode.GONE and "cancelled" in info.value.message
+            status = await other.status()
+            assert sum(p.subscriptions for p in status.peers) == 0
+
+
+async def test_an_overflowing_mailbox_says_what_was_dropped(autojump_clock):
+    events = sample_events(12)
+    async with open_overlay(3, seed=13, retain_count=5) as overlay:
+        async with overlay.client(1) as publisher:
+            async with overlay.client(0) as first:
+                sub = await first.subscribe(ACCEPT_ALL, kind="signal", durable=True)
+                ident, ticket = sub.id, sub.ticket
+            for event in events:
+                await publisher.publish(event)
+            async with overlay.client(2) as second:
+                again = await second.resume(ident, ticket, after=0)
+                gap, *rest = await _take(again, 6)
+                assert gap.kind == "gap" and tuple(gap.gap) == (1, 7) and "dropped" in gap.error
+                assert [n.seq for n in rest] == [8, 9, 10, 11, 12]
+                assert [n.event for n in rest] == [e.graph.value for e in events[7:]]
+            async with connect(overlay.peers[0].address, transport=overlay.network) as admin:
+                (info,) = [i for i in await admin.subscriptions() if i.id == ident]
+                assert info.durable and info.last == info.acked == 12 and info.dropped == 7 and info.retained == 0
+                assert "ticket" not in info.to_wire()
+
+
+async def test_a_non_durable_subscription_ends_loudly_when_its_entry_peer_dies(autojump_clock):
+    async with open_overlay(4, seed=15) as overlay:
+        async with _client(overlay, [2, 0]) as client:
+            sub = await client.subscribe(ACCEPT_ALL, kind="signal")
+            overlay.peers[2].stop()
+            await overlay.network.kill(overlay.peers[2].address)
+            with trio.fail_after(30), pytest.raises(ClientError) as info:
+                await sub.receive()
+            assert info.value.code is ErrorCode.UNREACHABLE and "durable=True" in info.value.message
+            assert len((await client.status()).peers) == 4   # the client itself went on elsewhere

@@ -97,7 +97,11 @@ class Attachments:
             raise
         attachment.last = max(attachment.last, reply.after)
         attachment.acked = attachment.ack_sent = reply.acked
-        self._nursery.start_soon(self._keep_attached, attachment)
+        try:
+            self._nursery.start_soon(self._keep_attached, attachment)
+        except RuntimeError:
+            self._detach(attachment)
+            raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE) from None
         self.counters["attach"] += 1
         return reply
 
@@ -115,7 +119,10 @@ class Attachments:
     def _detach(self, attachment: _Attachment) -> None:
         attachment.scope.cancel()
         if attachment.acked > attachment.ack_sent and self._nursery is not None:
-            self._nursery.start_soon(self._last_ack, attachment)  # what was acknowledged is not lost
+            try:
+                self._nursery.start_soon(self._last_ack, attachment)  # what was acknowledged is not lost
+            except RuntimeError:
+                pass  # this peer is stopping: the subscriber gets those again and drops what it has
         if self._by_key.get((attachment.id, attachment.epoch)) is attachment:
             del self._by_key[(attachment.id, attachment.epoch)]
         mine = self._by_conn.get(attachment.session.conn, {})

@@ -245,10 +245,13 @@ class Delivery:
         session = self._sessions.get(conn)
         if session is None:
             session = Session(conn, self.subscriber_buffer)
+            try:
+                if self._nursery is None:
+                    raise RuntimeError("not started")
+                self._nursery.start_soon(self._pump, session)
+            except RuntimeError:
+                raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE) from None
             self._sessions[conn] = session
-            if self._nursery is None:
-                raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE)
-            self._nursery.start_soon(self._pump, session)
         return session
 
     def _forget(self, ident: str) -> None:

@@ -129,7 +129,14 @@ class Homes:
         record = dict(body.record)
         record["home"] = point_to_wire(self.home(body.id))
         (opened,) = await self.store.write([mb.box(body.id, record)])
+        self._still_home(body.id)
         return int(bool(opened))
+
+    def _still_home(self, ident: str) -> None:
+        """After a write: if the zone moved away meanwhile (a join split it), the new owner may
+        not have what was just written: the caller must try again (routing finds the new home)."""
+        if not (self.state.has_zone and self.state.zone.contains(self.home(ident))):
+            raise RequestError(f"the home of subscription {ident} moved; retry", ErrorCode.UNAVAILABLE)
 
     def _box(self, ident: str, ticket: str | None) -> mb.Mailbox:
         """The open mailbox `ident`, its ticket checked (None: the caller is an admin or a peer)."""
@@ -164,9 +171,13 @@ class Homes:
                 current.wake.set()   # its forwarder sees it was replaced and stops
             current = _Attachment(body.entry, body.epoch, after, trio.current_time())
             self._attachments[body.id] = current
-            if self._nursery is None:
-                raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE)
-            self._nursery.start_soon(self._forward, body.id, current)
+            try:
+                if self._nursery is None:
+                    raise RuntimeError("not started")
+                self._nursery.start_soon(self._forward, body.id, current)
+            except RuntimeError:
+                del self._attachments[body.id]
+                raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE) from None
         self.counters["attachments"] = len(self._attachments)
         return Attached(box.id, box.record["sparql"], box.record["kind"], box.expires, after, box.last,
                         box.acked).to_wire()
@@ -209,6 +220,7 @@ class Homes:
             note = completed
         packed = msgpack.packb(note.to_wire(), use_bin_type=True)
         await self._keep(body.subscription, _Pending(body.event, unpack(body.published)[0], packed))
+        self._still_home(body.subscription)
         return 1
 
     async def _keep(self, ident: str, pending: _Pending) -> None:

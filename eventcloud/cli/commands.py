@@ -1,4 +1,4 @@
-"""The client commands of `eventcloud` (publish, query, find, delete, status, subscribe, leave),
+"""The client commands of `eventcloud` (publish, query, find, delete, status, leave),
 each an async function of the parsed arguments returning an exit code. They speak to an
 entry peer through the SDK only."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import trio
 
 from eventcloud.cli.credentials import client_options
-from eventcloud.cli.render import cell, notification_json, partition_report, quads_text, table
+from eventcloud.cli.render import cell, partition_report, quads_text, table
 from eventcloud.client import connect
 
 
@@ -69,9 +69,9 @@ async def publish(args: argparse.Namespace) -> int:
 
 
 async def leave(args: argparse.Namespace) -> int:
-    async with connect(args.peer, **client_options(args)) as client:
+    async with connect(args.peer[0], reconnect=0, **client_options(args)) as client:
         heir = await client.leave()
-    print(f"peer at {args.peer} left; its zone went to peer {heir}")
+    print(f"peer at {args.peer[0]} left; its zone went to peer {heir}")
     return 0
 
 
@@ -129,35 +129,3 @@ async def status(args: argparse.Namespace) -> int:
     table(["peer", "address", "quads", "subs", "neighbours", "zone (graph subject predicate object)"], rows)
     print(f"algorithm: {result.algorithm}; mapping: {result.space.mapping}; {report}")
     return 0
-
-
-async def subscribe(args: argparse.Namespace) -> int:
-    async with connect(args.peer, **client_options(args)) as client:
-        sub = await client.subscribe(args.sparql, kind=args.kind)
-        if args.format == "jsonl":
-            print(json.dumps({"subscription": sub.id, "status": "active"}), flush=True)
-        else:
-            print(f"# subscription {sub.id} active ({args.kind}); Ctrl-C to stop", file=sys.stderr, flush=True)
-        count = 0
-        async for note in sub:
-            if args.format == "jsonl":
-                print(json.dumps(notification_json(note), ensure_ascii=False), flush=True)
-            elif args.format == "nquads":
-                sys.stdout.write(quads_text(note.quads) if note.quads else f"# {note.event}\n")
-                sys.stdout.flush()
-            else:
-                _print_note(note)
-            count += 1
-            if args.count is not None and count >= args.count:
-                break
-    return 0
-
-
-def _print_note(note: Any) -> None:
-    print(f"{note.kind:8s} {note.event}", flush=True)
-    for solution in note.solutions:
-        print("         " + "  ".join(f"?{k}={v.n3()}" for k, v in solution.items()), flush=True)
-    for quad in note.quads:
-        print("         " + quad.n_quads(), flush=True)
-
-

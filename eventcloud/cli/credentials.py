@@ -65,10 +65,11 @@ def read_admin_token(path: Path | None) -> str | None:
     return _read(path, TOKEN_ENV, "admin token", 8)
 
 
-def add_client_options(p: argparse.ArgumentParser, peer_help: str = "HOST:PORT of an entry peer",
+def add_client_options(p: argparse.ArgumentParser, peer_help: str = "an entry peer",
                        address: Any = str) -> None:
     """The options every client command shares: where to connect and how to prove who we are."""
-    p.add_argument("--peer", type=address, required=True, help=peer_help)
+    p.add_argument("--peer", type=address, required=True, action="append", metavar="HOST:PORT",
+                   help=f"{peer_help}; give it more than once for other peers to fail over to")
     p.add_argument("--admin-token-file", type=Path, metavar="FILE",
                    help=f"file holding the admin token, for leave and delete (or set {TOKEN_ENV})")
     p.add_argument("--tls-ca", type=Path, metavar="FILE",

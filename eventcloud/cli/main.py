@@ -19,11 +19,11 @@ from eventcloud.errors import EventCloudError
 __all__ = ["main", "COMMANDS"]
 
 
-def _client(name: str) -> Callable:
+def _client(name: str, module: str = "eventcloud.cli.commands") -> Callable:
     def run(args) -> int:  # type: ignore[no-untyped-def]
-        from eventcloud.cli import commands
+        import importlib
 
-        return trio.run(getattr(commands, name), args)
+        return trio.run(getattr(importlib.import_module(module), name), args)
     return run
 
 
@@ -44,12 +44,19 @@ def _demo(args) -> int:  # type: ignore[no-untyped-def]
 #: command name -> function of the parsed arguments returning the exit code
 COMMANDS: dict[str, Callable] = {
     "peer": _daemon("peer"), "cluster": _daemon("cluster"), "demo": _demo,
-    **{name: _client(name) for name in ("publish", "query", "find", "delete", "status", "leave", "subscribe")},
+    **{name: _client(name) for name in ("publish", "query", "find", "delete", "status", "leave")},
+    "subscribe": _client("subscribe", "eventcloud.cli.subscriptions"),
+    "subscriptions": _client("subscriptions", "eventcloud.cli.subscriptions"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "subscribe" and (args.resume is None) == (args.sparql is None):
+        parser.error("subscribe needs the SPARQL text, or --resume ID (not both)")
+    if getattr(args, "after", None) is not None and args.resume is None:
+        parser.error("--after goes with --resume")
     try:
         return COMMANDS[args.command](args)
     except (EventCloudError, BaseExceptionGroup) as exc:

@@ -33,6 +33,14 @@ def _security_options(p: argparse.ArgumentParser) -> None:
                    help="verify other peers' certificates against this CA (PEM) [the system's CAs]")
 
 
+def _ticket_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ticket-file", type=Path, metavar="FILE",
+                   help="file holding the subscription's ticket (or set EVENTCLOUD_TICKET) [from the state dir]")
+    p.add_argument("--state-dir", type=Path, metavar="DIR",
+                   help="where durable subscribers keep their ticket and place (or set EVENTCLOUD_STATE_DIR) "
+                        "[~/.local/state/eventcloud]")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eventcloud",
@@ -123,18 +131,46 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Ask the peer at --peer to hand its zone, quads and subscriptions to a neighbour "
                                    "whose zone merges with it, then stop. (SIGTERM only stops a peer: it keeps its "
                                    "zone and comes back with it when restarted.)")
-    add_client_options(p, "HOST:PORT of the peer that leaves", _address)
+    add_client_options(p, "the peer that leaves", _address)
 
     p = sub.add_parser("subscribe", help="subscribe with SPARQL and print notifications as they arrive",
                        description="Register a SPARQL continuous query and print a notification for every matching "
                                    "compound event published afterwards, until interrupted. In jsonl format the first "
-                                   'line is {"subscription": ID, "status": "active"}.')
+                                   'line is {"subscription": ID, "status": "active", …} (with the ticket of a durable '
+                                   "one). A durable subscription survives this process and its entry peer: its "
+                                   "notifications are kept until printed; `--resume ID` continues after the last line "
+                                   "printed (reconnections are shown on stderr).")
     add_client_options(p, address=_address)
     p.add_argument("--kind", choices=("signal", "bindings", "event"), default="bindings",
                    help="signal (id and event), bindings (all solutions) or event (all quads) [bindings]")
     p.add_argument("--format", choices=("jsonl", "nquads", "table"), default="jsonl", help="[jsonl]")
     p.add_argument("--count", type=int, help="exit after this many notifications")
-    p.add_argument("sparql", help="the subscription: SELECT … WHERE { GRAPH ?g { … } FILTER(…) }")
+    p.add_argument("--durable", action="store_true",
+                   help="keep notifications while nobody listens; resume with --resume ID (ticket in the state dir)")
+    p.add_argument("--lease", type=float, help="durable: seconds until it ends unless renewed [a day]")
+    p.add_argument("--resume", metavar="ID", help="continue a durable subscription (no SPARQL then)")
+    p.add_argument("--after", type=int, metavar="N",
+                   help="with --resume: the notifications numbered after N [the last printed, else acknowledged]")
+    _ticket_options(p)
+    p.add_argument("sparql", nargs="?", help="the subscription: SELECT … WHERE { GRAPH ?g { … } FILTER(…) }")
+
+    p = sub.add_parser("subscriptions", help="list subscriptions, renew or cancel one",
+                       description="`list` shows every subscription of the overlay (needs the admin token where one "
+                                   "is set); `renew ID` extends a durable subscription's lease and `cancel ID` ends it, "
+                                   "with its ticket (or any subscription with --admin and the admin token).")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    q = actions.add_parser("list", help="every subscription (never tickets)")
+    add_client_options(q, address=_address)
+    q.add_argument("--format", choices=("table", "json"), default="table", help="[table]")
+    for name, text in (("renew", "extend a durable subscription's lease"), ("cancel", "end a subscription")):
+        q = actions.add_parser(name, help=text)
+        add_client_options(q, address=_address)
+        q.add_argument("id", metavar="ID")
+        _ticket_options(q)
+        if name == "renew":
+            q.add_argument("--lease", type=float, help="seconds from now [a day]")
+        else:
+            q.add_argument("--admin", action="store_true", help="cancel any subscription with the admin token")
 
     p = sub.add_parser("demo", help="the main job: a local cluster, a subscriber and a publisher",
                        description="Start a local cluster, subscribe to high sensor readings, publish real Aarhus "

@@ -29,6 +29,10 @@ def notification_json(note: Notification) -> dict[str, Any]:
         out["error"] = note.error
     if note.truncated:
         out["truncated"] = True
+    if note.seq:
+        out["seq"] = note.seq
+    if note.gap:
+        out["gap"] = list(note.gap)
     return out
 
 

@@ -186,7 +186,7 @@ class Client:
         sub = Subscription(ident, "", "", self, durable=True, ticket=ticket, auto_ack=auto_ack, buffer=buffer)
         self._subscriptions[ident] = sub
         try:
-            await self._attach(sub, after)
+            sub.resumed_after = (await self._attach(sub, after)).after
         except BaseException:
             self._subscriptions.pop(ident, None)
             raise
@@ -259,7 +259,10 @@ class Client:
 
     def _reattach_soon(self, sub: Subscription) -> None:
         if self._nursery is not None:
-            self._nursery.start_soon(self._reattach, sub)
+            try:
+                self._nursery.start_soon(self._reattach, sub)
+            except RuntimeError:
+                pass  # the client is closing
 
     async def _reattach(self, sub: Subscription) -> None:
         delay = 0.2

@@ -42,6 +42,7 @@ class Subscription:
     acked: int = 0                   # highest number acknowledged to the overlay
     ack_wanted: int = 0
     gaps: int = 0
+    resumed_after: int = 0           # `resume`: the notifications numbered after this one followed
     ended: ClientError | None = None
     stalled: bool = False            # the local buffer overflowed: attach again once drained
     _send: trio.MemorySendChannel = field(init=False, repr=False)

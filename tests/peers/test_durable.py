@@ -205,3 +205,33 @@ async def test_a_non_durable_subscription_ends_loudly_when_its_entry_peer_dies(a
                 await sub.receive()
             assert info.value.code is ErrorCode.UNREACHABLE and "durable=True" in info.value.message
             assert len((await client.status()).peers) == 4   # the client itself went on elsewhere
+
+
+async def test_a_mailbox_moves_with_its_zone_when_peers_join_and_leave(autojump_clock):
+    events = spread_events(30, "m")
+    async with open_overlay(2, seed=17) as overlay:
+        async with _client(overlay, [0, 1]) as subscriber:
+            sub = await subscriber.subscribe(ACCEPT_ALL, kind="signal", durable=True)
+            async with _client(overlay, [0, 1]) as publisher:
+                for event in events[:10]:
+                    await publisher.publish(event)
+            got = await _take(sub, 10)
+            for _ in range(4):
+                await overlay.add_peer()
+            homes = [p for p in overlay.peers if p.homes.boxes.get(sub.id) and p.homes.owns(p.homes.boxes.get(sub.id))]
+            assert len(homes) == 1
+            home = homes[0]
+            others = [i for i, p in enumerate(overlay.peers) if p is not home]
+            async with _client(overlay, others) as publisher:
+                for event in events[10:20]:
+                    await publisher.publish(event)
+                got += await _take(sub, 10)
+                async with connect(home.address, transport=overlay.network) as admin:
+                    await admin.leave()   # a graceful leave hands the mailbox to a neighbour
+                for event in events[20:]:
+                    await publisher.publish(event)
+                got += await _take(sub, 10)
+            assert [n.seq for n in got] == list(range(1, 31))
+            assert {n.event for n in got} == {e.graph.value for e in events}
+            (now,) = [p for p in overlay.peers if p is not home and p.homes.boxes.get(sub.id)
+                      and p.homes.owns(p.homes.boxes.get(sub.id))]

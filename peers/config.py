@@ -117,6 +117,8 @@ class PeerConfig:
             raise ValueError("the cluster secret must be at least 16 bytes long")
         if self.admin_token is not None and len(self.admin_token) < 8:
             raise ValueError("the admin token must be at least 8 characters long")
+        if self.lease_default > self.lease_max:
+            raise ValueError(f"lease_default ({self.lease_default:g} s) is longer than lease_max ({self.lease_max:g} s)")
         if self.abort_after <= self.resolve_after:
             raise ValueError("abort_after must be longer than resolve_after")
 

@@ -29,7 +29,9 @@ def peer(args: argparse.Namespace) -> int:
                             space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed,
                             replicas=args.replicas, fsync=not args.no_fsync, failure_timeout=args.failure_timeout,
                             secret=read_secret(args.secret_file), admin_token=read_admin_token(args.admin_token_file),
-                            tls_cert=args.tls_cert, tls_key=args.tls_key, tls_ca=args.tls_ca)
+                            tls_cert=args.tls_cert, tls_key=args.tls_key, tls_ca=args.tls_ca,
+                            retain_count=args.retain_count, retain_bytes=args.retain_bytes,
+                            lease_max=args.lease_max, lease_default=min(86_400.0, args.lease_max))
     except CredentialError as exc:
         print(f"eventcloud peer: {exc.message}", file=sys.stderr)
         return 2

@@ -72,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="acknowledge writes once the OS has them (faster; a machine crash may lose the last ones)")
     p.add_argument("--failure-timeout", type=float, default=3.0,
                    help="seconds without an answer before a replica takes a peer's zone over [3]")
+    p.add_argument("--retain-count", type=int, default=10_000, metavar="N",
+                   help="unacknowledged notifications kept per durable subscription homed here; older ones "
+                        "are dropped with a gap notice [10000]")
+    p.add_argument("--retain-bytes", type=int, default=16 * 1024 * 1024, metavar="BYTES",
+                   help="... and their bytes [16 MiB]")
+    p.add_argument("--lease-max", type=float, default=30 * 86_400.0, metavar="SECONDS",
+                   help="longest lease a subscription may ask for [30 days]")
     _security_options(p)
 
     p = sub.add_parser("cluster", help="start N local peer processes and keep them running",

@@ -132,7 +132,9 @@ class Link:
                 return exc.message
             except ConnectionLost as exc:
                 if task_status is not None:
-                    raise ClientError(f"{address}: {exc.message}", ErrorCode.UNREACHABLE) from None
+                    hint = "" if getattr(self.transport, "client_tls", None) is not None else (
+                        "; if the overlay serves TLS, connect with --tls-ca FILE (SDK: tls=…)")
+                    raise ClientError(f"{address}: {exc.message}{hint}", ErrorCode.UNREACHABLE) from None
                 return exc.message
             for known in info.peers:
                 if known not in self.addresses:

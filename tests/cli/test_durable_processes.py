@@ -14,47 +14,12 @@ import pytest
 import trio
 
 from eventcloud.client import connect
+from eventcloud.testing.processes import CliSubscriber as Subscriber
 from peers.cluster import LocalCluster
 from tests.peers.test_atomic_publish import spread_events
 
 pytestmark = pytest.mark.processes
 ACCEPT_ALL = "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"
-
-
-class Subscriber:
-    """One `eventcloud subscribe` process and the lines it printed."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.args, self.env = args, env
-        self.lines: list[dict] = []
-        self.stderr = b""
-        self.proc: trio.Process | None = None
-
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        command = [sys.executable, "-m", "eventcloud", "subscribe", *self.args]
-        self.proc = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                     env={**os.environ, **self.env})
-        task_status.started()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._errors)
-            buffer = b""
-            async for chunk in self.proc.stdout:
-                buffer += chunk
-                *complete, buffer = buffer.split(b"\n")
-                self.lines += [json.loads(line) for line in complete if line.strip()]
-
-    async def _errors(self) -> None:
-        async for chunk in self.proc.stderr:
-            self.stderr += chunk
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-
-    async def first_line(self) -> dict:
-        with trio.fail_after(60):
-            while not self.lines:
-                await trio.sleep(0.05)
-        return self.lines[0]
 
 
 async def _wait_for(predicate, seconds: float, what: str) -> None:
@@ -66,7 +31,7 @@ async def _wait_for(predicate, seconds: float, what: str) -> None:
 
 
 def _notes(*subscribers: Subscriber) -> list[dict]:
-    return [line for s in subscribers for line in s.lines if "seq" in line]
+    return [line for s in subscribers for line in s.notifications]
 
 
 async def test_a_killed_durable_subscriber_resumes_through_another_peer(tmp_path):

@@ -160,6 +160,16 @@ def test_the_documented_sdk_example_runs():
     assert "kitchen" not in done.stdout
 
 
+def test_the_readme_python_example_runs(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    with LocalCluster(2, data_dir=tmp_path / "c") as cluster:
+        code = code.replace("127.0.0.1:40123", cluster.entry)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "http://eventcloud.io/events/" in done.stdout and "21.5" in done.stdout
+
+
 def test_cli_leave_hands_the_zone_over_and_stops_the_peer(tmp_path):
     with LocalCluster(3, data_dir=tmp_path / "c") as cluster:
         path = tmp_path / "e.nq"

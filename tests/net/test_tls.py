@@ -55,7 +55,7 @@ async def test_plain_wrong_ca_and_silent_clients_are_refused(certificates, tmp_p
             with pytest.raises(ClientError) as info:  # plain text against a TLS peer
                 async with connect(peer.address, publish_retry=0) as client:
                     await client.status()
-            assert info.value.code is ErrorCode.UNREACHABLE
+            assert info.value.code is ErrorCode.UNREACHABLE and "--tls-ca" in info.value.message
             with pytest.raises(ClientError, match="certificate was refused") as info:
                 async with connect(peer.address, tls=other_ca):
                     pass

@@ -36,6 +36,11 @@ Structure (G-ToPSS's "subscription matrix", seed 000, with the constraint tables
   `SOLUTION_CAP` shared solutions a member falls back to its own join, with each FILTER run
   as soon as its variables are bound (as matching.py does).
 
+* Full-text and is-a conjuncts (`ftcontains`, `rdf:type/rdfs:subClassOf*` and the is-a FILTER
+  functions) are constraints too: tabled in RTF's word tries and in class tables read through
+  the taxonomy's closure (eventcloud.matching.tables says which table holds what). A pattern
+  binding a variable so constrained counts as selective when the trigger is chosen.
+
 * `first_pattern_candidates` serves CSMA's first step: each subscription is also registered
   under the node of its patterns[0], with constraint tables for the FILTERs that pattern alone
   binds, and the FILTERs evaluable after patterns[0] are then run.
@@ -48,11 +53,12 @@ from __future__ import annotations
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Iterator
 
-from eventcloud.matching.constraints import RANK, Constraint, ConstraintTable, probe, simple_constraints
-from eventcloud.sparql.filters.values import to_value
+from eventcloud.matching.constraints import EXTENSION_OPS, RANK, Constraint, simple_constraints
+from eventcloud.matching.tables import Bucket, TableKit, Tables, Trigger, lookup as _lookup
 from eventcloud.matching.joins import Node, canonical_key, empty_key, enumerate_solutions, exists, join_checked, selectivity
 from eventcloud.rdf.model import CompoundEvent, Quad
 from eventcloud.sparql.subscription import Subscription, Var
+from eventcloud.sparql.taxonomy import Taxonomy
 
 __all__ = ["SubscriptionIndex", "SOLUTION_CAP"]
 
@@ -62,63 +68,7 @@ SOLUTION_CAP = 64
 _seq = attrgetter("seq")
 
 
-class _Tables:
-    """Constraint tables keyed by (where the variable is, operator)."""
-
-    __slots__ = ("tables",)
-
-    def __init__(self) -> None:
-        self.tables: dict[tuple[int, str], ConstraintTable] = {}
-
-    def put(self, where: int, constraint: Constraint, item: Any) -> None:
-        table = self.tables.get((where, constraint.op))
-        if table is None:
-            table = self.tables[(where, constraint.op)] = ConstraintTable(constraint.op)
-        table.add(constraint, item)
-
-    def take(self, where: int, constraint: Constraint, item: Any) -> None:
-        table = self.tables.get((where, constraint.op))
-        if table is not None:
-            table.remove(constraint, item)
-            if not len(table):
-                del self.tables[(where, constraint.op)]
-
-
-def _lookup(term: Any, cache: dict[int, Any]) -> tuple[Any, Any]:
-    known = cache.get(id(term))
-    if known is None:
-        value = to_value(term)
-        known = cache[id(term)] = (value, probe(value))
-    return known
-
-
-class _Trigger(_Tables):
-    """Under a node: the groups it triggers, and the entries whose constraint on it is tabled."""
-
-    __slots__ = ("groups",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.groups: dict[_Group, None] = {}
-
-    def empty(self) -> bool:
-        return not self.groups and not self.tables
-
-
-class _Bucket(_Tables):
-    """Under a node, for CSMA: entries whose patterns[0] it is (unconditional, or tabled)."""
-
-    __slots__ = ("plain",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.plain: dict[_Entry, None] = {}
-
-    def empty(self) -> bool:
-        return not self.plain and not self.tables
-
-
-class _Group(_Tables):
+class _Group(Tables):
     """Subscriptions with one join program: the same patterns in the same order, up to variable names.
 
     `steps[k]` = (node, ((position, var id), …) to check, ((position, var id), …) to bind); var ids
@@ -201,11 +151,15 @@ class _Solutions:
 class SubscriptionIndex:
     """Stored subscriptions of one peer, matched against whole events or single quads.
 
+    Is-a tests read `taxonomy` (None: the empty one); `set_taxonomy` swaps it. `text_layout`
+    is "rtfm" (a word trie per pattern node and position) or "rtfs" (one per index).
     `share_joins=False` gives every subscription its own join group (for measurements only:
     the answers are the same, only the sharing of joins between equal bodies is lost).
     """
 
-    def __init__(self, share_joins: bool = True) -> None:
+    def __init__(self, share_joins: bool = True, *, taxonomy: Taxonomy | None = None,
+                 text_layout: str = "rtfm") -> None:
+        self._kit = TableKit(taxonomy or Taxonomy.empty(), text_layout)
         self._share = share_joins
         self._entries: dict[str, _Entry] = {}
         self._nodes: dict[tuple, Node] = {}
@@ -226,11 +180,36 @@ class SubscriptionIndex:
         return ident in self._entries
 
     def get(self, ident: str) -> Subscription | None:
+        """The stored subscription (bound to the index's taxonomy when it uses one)."""
         entry = self._entries.get(ident)
         return None if entry is None else entry.sub
 
+    @property
+    def taxonomy(self) -> Taxonomy:
+        return self._kit.taxonomy
+
+    def set_taxonomy(self, taxonomy: Taxonomy) -> list[str]:
+        """Match with `taxonomy` from now on; the ids of the subscriptions that read it (re-bound).
+
+        Their tables are keyed by constant classes and read the closure at match time, so only
+        their compiled FILTERs are rebuilt; insertion order is kept.
+        """
+        self._kit.taxonomy = taxonomy
+        rebound = []
+        for entry in self._entries.values():
+            if entry.sub.uses_taxonomy:
+                sub = entry.sub = entry.sub.with_taxonomy(taxonomy)
+                entry.filters = sub.filters
+                entry.first_checks = _first_checks(sub)
+                entry.schedule = None
+                rebound.append(entry.ident)
+        return rebound
+
     def add(self, ident: str, sub: Subscription) -> None:
-        """Store `sub` under `ident`; the same pair again is a no-op, another subscription replaces it."""
+        """Store `sub` under `ident`; the same pair again is a no-op, another subscription replaces it.
+
+        A subscription that uses the taxonomy is stored re-bound to the index's (see `get`)."""
+        sub = sub.with_taxonomy(self._kit.taxonomy)
         old = self._entries.get(ident)
         if old is not None:
             if old.sub is sub or old.sub == sub:
@@ -325,8 +304,25 @@ class SubscriptionIndex:
             nodes.append(node)
         entry.nodes = tuple(nodes)
 
+        # conjuncts a table can answer (the chosen one is tabled below)
+        variables = sub.variables()
+        tabled: list[tuple[Constraint, frozenset[str], bool]] = []
+        for compiled in sub.filters:
+            needed = compiled.variables & variables
+            conjuncts = simple_constraints(compiled)
+            whole = len(conjuncts) == 1 and getattr(compiled, "expr", ("and",))[0] != "and"
+            for constraint in conjuncts:
+                if constraint.var in variables and constraint.indexable:
+                    tabled.append((constraint, needed, whole))
+        # a variable under a text or is-a constraint is about as selective as a constant
+        selective = {t[0].var for t in tabled if t[0].op in EXTENSION_OPS}
+
+        def rank(i: int) -> tuple[int, int]:
+            bonus = 2 if any(canon[i][1].get(name, 0) for name in selective) else 0
+            return (selectivity(canon[i][0]) + bonus, -i)
+
         # the join program: trigger first, then the pattern with most positions fixed or bound
-        trigger = max(range(len(nodes)), key=lambda i: (selectivity(canon[i][0]), -i))
+        trigger = max(range(len(nodes)), key=rank)
         names: list[str] = [gname] if gname else []
         vid = {name: i for i, name in enumerate(names)}
         order, remaining = [trigger], [i for i in range(len(nodes)) if i != trigger]
@@ -363,15 +359,6 @@ class SubscriptionIndex:
         entry.filters = sub.filters
 
         # simple constraints: tabled at the trigger (before the join), else at the group (per solution)
-        variables = sub.variables()
-        tabled: list[tuple[Constraint, frozenset[str], bool]] = []
-        for compiled in sub.filters:
-            needed = compiled.variables & variables
-            conjuncts = simple_constraints(compiled)
-            whole = len(conjuncts) == 1 and getattr(compiled, "expr", ("and",))[0] != "and"
-            for constraint in conjuncts:
-                if constraint.var in variables and constraint.indexable:
-                    tabled.append((constraint, needed, whole))
         trigger_names = canon[trigger][1]
         at_trigger = [t for t in tabled if t[0].var in trigger_names]
         chosen = min(at_trigger or tabled, key=lambda t: RANK[t[0].op], default=None)
@@ -379,13 +366,13 @@ class SubscriptionIndex:
         if chosen is not None and at_trigger:
             entry.level, entry.reg = "trigger", (trigger_names[chosen[0].var], chosen[0])
             if group.trigger.trigger is None:
-                group.trigger.trigger = _Trigger()
-            group.trigger.trigger.put(entry.reg[0], chosen[0], entry)
+                group.trigger.trigger = Trigger()
+            group.trigger.trigger.put(entry.reg[0], chosen[0], entry, self._kit)
             self._tabled += 1
         else:
             if chosen is not None:
                 entry.level, entry.reg = "group", (vid[chosen[0].var], chosen[0])
-                group.put(entry.reg[0], chosen[0], entry)
+                group.put(entry.reg[0], chosen[0], entry, self._kit)
                 self._tabled += 1
             else:
                 entry.level, entry.reg = None, None
@@ -393,7 +380,7 @@ class SubscriptionIndex:
             group.free += 1
             if group.free == 1:
                 if group.trigger.trigger is None:
-                    group.trigger.trigger = _Trigger()
+                    group.trigger.trigger = Trigger()
                 group.trigger.trigger.groups[group] = None
         group.size += 1
 
@@ -401,17 +388,17 @@ class SubscriptionIndex:
         first_names = canon[0][1]
         local = set(first_names) | ({gname} if gname else set())
         entry.first_binds = tuple((position, name) for name, position in first_names.items())
-        entry.first_checks = tuple(f for f in sub.filters if (f.variables & variables) <= local)
+        entry.first_checks = _first_checks(sub)
         options = [t for t in tabled if t[0].var in first_names and t[1] <= local]
         first_choice = min(options, key=lambda t: RANK[t[0].op], default=None)
         if nodes[0].first is None:
-            nodes[0].first = _Bucket()
+            nodes[0].first = Bucket()
         if first_choice is None:
             entry.first_reg = None
             nodes[0].first.plain[entry] = None
         else:
             entry.first_reg = (first_names[first_choice[0].var], first_choice[0])
-            nodes[0].first.put(entry.first_reg[0], first_choice[0], entry)
+            nodes[0].first.put(entry.first_reg[0], first_choice[0], entry, self._kit)
 
     # --- matching ------------------------------------------------------------------------------
 
@@ -436,6 +423,7 @@ class SubscriptionIndex:
 
     def match_event(self, event: CompoundEvent) -> list[str]:
         """Ids of every stored subscription matching the event (exactly `matching.matches`), in insertion order."""
+        self._kit.begin()
         rows = self._tables(event.quads)
         if not rows:
             return []
@@ -537,9 +525,8 @@ class SubscriptionIndex:
         else:
             if state.at(SOLUTION_CAP) is not None:  # more solutions than kept: no pruning past them
                 for tab in group.tables.values():
-                    for items in tab.lists.values():
-                        for entry in items.items:
-                            undecided[entry] = None
+                    for entry in tab.entries():
+                        undecided[entry] = None
         for entry in undecided:
             if entry not in matched and state.any_for(entry, graph, rows):
                 matched[entry] = None
@@ -547,6 +534,7 @@ class SubscriptionIndex:
     def first_pattern_candidates(self, quad: Quad) -> list[str]:
         """Ids of subscriptions whose patterns[0] (with the graph term) unifies with `quad` and whose
         FILTERs over the variables that pattern binds hold — CSMA's first step — in insertion order."""
+        self._kit.begin()
         candidates: dict[_Entry, None] = {}
         cache: dict[int, Any] = {}
         for getter, table in self._probes:
@@ -583,6 +571,13 @@ class SubscriptionIndex:
             "masks": len(self._masks),
             "constraint_entries": self._tabled,
         }
+
+
+def _first_checks(sub: Subscription) -> tuple:
+    """The FILTERs evaluable once patterns[0] (with the graph term) matched: CSMA's first step."""
+    local = sub.patterns[0].variables() | ({sub.graph.name} if type(sub.graph) is Var else set())
+    variables = sub.variables()
+    return tuple(f for f in sub.filters if (f.variables & variables) <= local)
 
 
 def _own_join(entry: _Entry, graph: Any, rows: dict[Node, list[Quad]]) -> bool:

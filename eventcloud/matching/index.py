@@ -55,7 +55,9 @@ from typing import Any, Callable, Iterator
 
 from eventcloud.matching.constraints import EXTENSION_OPS, RANK, Constraint, simple_constraints
 from eventcloud.matching.tables import Bucket, TableKit, Tables, Trigger, lookup as _lookup
-from eventcloud.matching.joins import Node, canonical_key, empty_key, enumerate_solutions, exists, join_checked, selectivity
+from eventcloud.matching.joins import (
+    Node, canonical_key, empty_key, enumerate_solutions, exists, exists_from, join_checked, join_program, selectivity,
+)
 from eventcloud.rdf.model import CompoundEvent, Quad
 from eventcloud.sparql.subscription import Subscription, Var
 from eventcloud.sparql.taxonomy import Taxonomy
@@ -92,6 +94,13 @@ class _Group(Tables):
     def solutions(self, graph: Any, rows: dict[Node, list[Quad]]) -> Iterator[tuple]:
         values: list[Any] = [graph] if self.graph_var else []
         return enumerate_solutions(self.steps, 0, values, rows)
+
+    def through(self, graph: Any, quad: Quad, rows: dict[Node, list[Quad]]) -> bool:
+        """Is there a solution whose first (trigger) step takes `quad`?"""
+        for node in self.others:
+            if node not in rows:
+                return False
+        return exists_from(self.steps, quad, [graph] if self.graph_var else [], rows)
 
 
 class _Entry:
@@ -323,33 +332,7 @@ class SubscriptionIndex:
 
         # the join program: trigger first, then the pattern with most positions fixed or bound
         trigger = max(range(len(nodes)), key=rank)
-        names: list[str] = [gname] if gname else []
-        vid = {name: i for i, name in enumerate(names)}
-        order, remaining = [trigger], [i for i in range(len(nodes)) if i != trigger]
-        while True:
-            for name in sorted(canon[order[-1]][1], key=canon[order[-1]][1].__getitem__):
-                if name not in vid:
-                    vid[name] = len(names)
-                    names.append(name)
-            if not remaining:
-                break
-
-            def fixed(i: int) -> tuple[int, int]:
-                key, first, _ = canon[i]
-                constants = sum(1 for t in key[1:] if type(t) is not int)
-                return (constants + sum(1 for n, p in first.items() if n in vid and p != 0), -i)
-            choice = max(remaining, key=fixed)
-            remaining.remove(choice)
-            order.append(choice)
-        steps, bound = [], {gname} if gname else set()
-        for index in order:
-            check, bind = [], []
-            for name, position in sorted(canon[index][1].items(), key=lambda item: item[1]):
-                if position == 0 and gname is not None:
-                    continue  # the graph variable: bound to the event graph before the join
-                (check if name in bound else bind).append((position, vid[name]))
-            bound |= set(canon[index][1])
-            steps.append((nodes[index], tuple(check), tuple(bind)))
+        steps, names, vid = join_program(canon, nodes, trigger, gname)
         group_key = (gname is not None, tuple(steps)) if self._share else (entry.seq,)
         group = self._groups.get(group_key)
         if group is None:
@@ -429,7 +412,7 @@ class SubscriptionIndex:
             return []
         graph = event.graph
         groups: dict[_Group, None] = {}
-        tabled: list[tuple[list[_Entry], bool]] = []  # (entries, constraint decided exactly)
+        tabled: list[tuple[list[_Entry], bool, Quad]] = []  # (entries, constraint decided exactly, quad probed)
         cache: dict[int, Any] = {}
         for node, quads in rows.items():
             bucket = node.trigger
@@ -441,9 +424,9 @@ class SubscriptionIndex:
                 for quad in quads:
                     exact, maybe = table.split(*_lookup(quad[position], cache))
                     if exact:
-                        tabled.append((exact, True))
+                        tabled.append((exact, True, quad))
                     if maybe:
-                        tabled.append((maybe, False))
+                        tabled.append((maybe, False, quad))
 
         matched: dict[_Entry, None] = {}
         states: dict[_Group, _Solutions | None] = {}
@@ -482,17 +465,24 @@ class SubscriptionIndex:
             if group.tables:
                 self._group_tables(group, state, graph, rows, matched, cache)
 
-        for entries, decided in tabled:
+        through: dict[tuple[_Group, int], bool] = {}
+        for entries, decided, quad in tabled:
             for entry in entries:
                 if entry in matched:
                     continue
-                state = solutions_of(entry.group)
-                if state is None:
+                group = entry.group
+                if decided and entry.simple:
+                    # the table decided the one FILTER on this trigger quad's value: any solution
+                    # whose trigger step takes this quad will do (other quads get their own lookup)
+                    key = (group, id(quad))
+                    found = through.get(key)
+                    if found is None:
+                        found = through[key] = group.through(graph, quad, rows)
+                    if found:
+                        matched[entry] = None
                     continue
-                # one pattern: every quad matching it is a solution, and the table decided the FILTER
-                if decided and entry.simple and len(entry.group.steps) == 1:
-                    matched[entry] = None
-                elif state.any_for(entry, graph, rows):
+                state = solutions_of(group)
+                if state is not None and state.any_for(entry, graph, rows):
                     matched[entry] = None
 
         result = list(matched)

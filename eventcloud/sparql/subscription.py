@@ -53,7 +53,7 @@ class Var:
 PatternTerm = Union[Var, IRI, Literal]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TriplePattern:
     subject: PatternTerm
     predicate: PatternTerm
@@ -152,9 +152,6 @@ class Subscription:
     filters: tuple[CompiledFilter, ...]
     projection: tuple[str, ...]
     distinct: bool
-    #: join plans: the cheapest order, and one starting with the indexing pattern (for OSMA's rule)
-    plan: JoinPlan = field(init=False, compare=False, repr=False)
-    indexed_plan: JoinPlan = field(init=False, compare=False, repr=False)
     #: per filter (same order as `filters`), the variables of it that patterns or the graph can bind
     filter_needs: tuple[frozenset[str], ...] = field(init=False, compare=False, repr=False)
     _variables: frozenset[str] = field(init=False, compare=False, repr=False)
@@ -167,8 +164,24 @@ class Subscription:
             names.add(self.graph.name)
         object.__setattr__(self, "_variables", frozenset(names))
         object.__setattr__(self, "filter_needs", tuple(f.variables & self._variables for f in self.filters))
-        object.__setattr__(self, "plan", _join_plan(self, None))
-        object.__setattr__(self, "indexed_plan", _join_plan(self, 0))
+
+    @property
+    def plan(self) -> JoinPlan:
+        """The cheapest join order (made on first use: a peer evaluates few of the subscriptions it holds)."""
+        plan = self.__dict__.get("_plan")
+        if plan is None:
+            plan = _join_plan(self, None)
+            object.__setattr__(self, "_plan", plan)
+        return plan
+
+    @property
+    def indexed_plan(self) -> JoinPlan:
+        """A join order starting with the indexing pattern (for OSMA's rule), made on first use."""
+        plan = self.__dict__.get("_indexed_plan")
+        if plan is None:
+            plan = _join_plan(self, 0)
+            object.__setattr__(self, "_indexed_plan", plan)
+        return plan
 
     def variables(self) -> frozenset[str]:
         """Every variable patterns or the graph can bind (blank-node variables included)."""

@@ -54,13 +54,15 @@ FOI, FIRST, NODE_NAME = _iri(SSN, "featureOfInterest"), _iri(CT, "hasFirstNode")
 OBSERVATION = _iri(SSN, "Observation")
 
 
-def make(patterns: list[tuple], filters: list[tuple]) -> tuple[str, Subscription]:
-    """A subscription built directly (parsing 100 K texts with rdflib would take minutes), and its text."""
+def make(patterns: list[tuple], filters: list[tuple], sparql: str | None = None) -> tuple[str, Subscription]:
+    """A subscription built directly (parsing 100 K texts with rdflib would take minutes), and its text
+    (written from the parts unless given)."""
     body = tuple(TriplePattern(*p) for p in patterns)
     compiled = tuple(compile_filter(expr) for expr in filters)
-    sparql = ("SELECT * WHERE { GRAPH ?g { " + " . ".join(p.n3() for p in body) + " } "
-              + " ".join(f"FILTER({c.text})" for c in compiled) + " }")
-    projection = tuple(dict.fromkeys(["g"] + [t.name for p in body for t in p.terms() if isinstance(t, Var)]))
+    sparql = sparql or ("SELECT * WHERE { GRAPH ?g { " + " . ".join(p.n3() for p in body) + " } "
+                        + " ".join(f"FILTER({c.text})" for c in compiled) + " }")
+    projection = tuple(dict.fromkeys(["g"] + [t.name for p in body for t in p.terms()
+                                              if isinstance(t, Var) and not t.name.startswith("_:")]))
     return sparql, Subscription(sparql, Var("g"), body, compiled, projection, False)
 
 

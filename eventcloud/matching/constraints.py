@@ -40,7 +40,7 @@ from eventcloud.sparql.filters.temporal import SCALE, Temporal
 from eventcloud.sparql.filters.values import F32, Dec, ExprError, LangStr, compare, dec_to_double, equals, f32, to_value
 from eventcloud.rdf.model import IRI, Literal, Term
 
-__all__ = ["Constraint", "ConstraintTable", "OPS", "holds", "simple_constraints", "probe"]
+__all__ = ["Constraint", "ConstraintTable", "OPS", "Pair", "conjuncts", "holds", "simple_constraints", "probe"]
 
 OPS = ("=", "!=", "<", "<=", ">", ">=")
 _FLIP = {"=": "=", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
@@ -73,6 +73,25 @@ class Constraint:
         return self.op in EXTENSION_OPS or _lists_of(self.op, self.value) is not None
 
 
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two conjuncts tabled together (matching.isatable.IsaPairTable): an is-a test, then a comparison."""
+
+    first: Constraint
+    second: Constraint
+
+    @property
+    def op(self) -> tuple[str, str]:
+        return (self.first.op, self.second.op)
+
+
+def conjuncts(expr: Any) -> list[Any]:
+    """The top-level conjuncts of an expression tree (nested `&&` flattened)."""
+    if isinstance(expr, tuple) and expr and expr[0] == "and" and len(expr) == 2 and isinstance(expr[1], tuple):
+        return [c for child in expr[1] for c in conjuncts(child)]
+    return [expr]
+
+
 def holds(op: str, a: Any, b: Any) -> bool:
     """The SPARQL comparison `a op b` on filter values, an error meaning false (as in a FILTER)."""
     try:
@@ -98,15 +117,10 @@ def simple_constraints(compiled: Any) -> list[Constraint]:
     A FILTER `A && B` is true only when both A and B are true (an error in either makes it
     false), so each top-level conjunct of that form is a necessary condition on the variable.
     """
-    expr = getattr(compiled, "expr", None)
     found: list[Constraint] = []
 
     def walk(node: Any) -> None:
         if not isinstance(node, tuple) or not node:
-            return
-        if node[0] == "and" and len(node) == 2 and isinstance(node[1], tuple):
-            for child in node[1]:
-                walk(child)
             return
         if node[0] == "ext":
             found.extend(_extension(node))
@@ -122,7 +136,8 @@ def simple_constraints(compiled: Any) -> list[Constraint]:
             if isinstance(name, str) and (type(term) is IRI or type(term) is Literal):
                 found.append(Constraint(name, op, term, to_value(term)))
 
-    walk(expr)
+    for conjunct in conjuncts(getattr(compiled, "expr", None)):
+        walk(conjunct)
     return found
 
 

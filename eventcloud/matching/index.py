@@ -53,7 +53,8 @@ from __future__ import annotations
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Iterator
 
-from eventcloud.matching.constraints import EXTENSION_OPS, RANK, Constraint, simple_constraints
+from eventcloud.matching.constraints import EXTENSION_OPS, RANK, Constraint, Pair, conjuncts, simple_constraints
+from eventcloud.matching.isatable import ISA_OPS
 from eventcloud.matching.tables import Bucket, TableKit, Tables, Trigger, lookup as _lookup
 from eventcloud.matching.joins import (
     Node, canonical_key, empty_key, enumerate_solutions, exists, exists_from, join_checked, join_program, selectivity,
@@ -315,14 +316,14 @@ class SubscriptionIndex:
 
         # conjuncts a table can answer (the chosen one is tabled below)
         variables = sub.variables()
-        tabled: list[tuple[Constraint, frozenset[str], bool]] = []
+        tabled: list[tuple[Constraint, frozenset[str]]] = []
         for compiled in sub.filters:
             needed = compiled.variables & variables
-            conjuncts = simple_constraints(compiled)
-            whole = len(conjuncts) == 1 and getattr(compiled, "expr", ("and",))[0] != "and"
-            for constraint in conjuncts:
+            for constraint in simple_constraints(compiled):
                 if constraint.var in variables and constraint.indexable:
-                    tabled.append((constraint, needed, whole))
+                    tabled.append((constraint, needed))
+        # a FILTER a table decides exactly: its conjuncts are exactly the tabled ones
+        total = sum(len(conjuncts(f.expr)) for f in sub.filters)
         # a variable under a text or is-a constraint is about as selective as a constant
         selective = {t[0].var for t in tabled if t[0].op in EXTENSION_OPS}
 
@@ -341,22 +342,23 @@ class SubscriptionIndex:
         entry.names = tuple(names)
         entry.filters = sub.filters
 
-        # simple constraints: tabled at the trigger (before the join), else at the group (per solution)
+        # where the entry waits: a trigger table (before the join), a group table (per solution), or none
         trigger_names = canon[trigger][1]
         at_trigger = [t for t in tabled if t[0].var in trigger_names]
         chosen = min(at_trigger or tabled, key=lambda t: RANK[t[0].op], default=None)
-        entry.simple = chosen is not None and chosen[2] and len(sub.filters) == 1
-        if chosen is not None and at_trigger:
-            entry.level, entry.reg = "trigger", (trigger_names[chosen[0].var], chosen[0])
+        pair = None if at_trigger else _isa_pair([t[0] for t in tabled])  # a class and a value: one lookup
+        entry.simple = chosen is not None and total == (1 if pair is None else 2)
+        if at_trigger:
+            entry.level, entry.reg = "trigger", (trigger_names[chosen[0].var], chosen[0])  # type: ignore[index]
             if group.trigger.trigger is None:
                 group.trigger.trigger = Trigger()
-            group.trigger.trigger.put(entry.reg[0], chosen[0], entry, self._kit)
-            self._tabled += 1
+            group.trigger.trigger.put(*entry.reg, entry, self._kit)
         else:
             if chosen is not None:
-                entry.level, entry.reg = "group", (vid[chosen[0].var], chosen[0])
-                group.put(entry.reg[0], chosen[0], entry, self._kit)
-                self._tabled += 1
+                entry.level = "group"
+                entry.reg = (vid[chosen[0].var], chosen[0]) if pair is None else (
+                    (vid[pair.first.var], vid[pair.second.var]), pair)
+                group.put(*entry.reg, entry, self._kit)
             else:
                 entry.level, entry.reg = None, None
                 (group.filtered if entry.filters else group.plain)[entry] = None
@@ -365,6 +367,7 @@ class SubscriptionIndex:
                 if group.trigger.trigger is None:
                     group.trigger.trigger = Trigger()
                 group.trigger.trigger.groups[group] = None
+        self._tabled += entry.reg is not None
         group.size += 1
 
         # CSMA's first step: the filters evaluable once patterns[0] matched
@@ -500,7 +503,10 @@ class SubscriptionIndex:
             if solution is None:
                 break
             for (var, _), table in group.tables.items():
-                exact, maybe = table.split(*_lookup(solution[var], cache))
+                if type(var) is tuple:  # an is-a class and a value (IsaPairTable)
+                    exact, maybe = table.split_pair(solution[var[0]], *_lookup(solution[var[1]], cache))
+                else:
+                    exact, maybe = table.split(*_lookup(solution[var], cache))
                 for entry in exact:
                     if entry in matched:
                         continue
@@ -561,6 +567,15 @@ class SubscriptionIndex:
             "masks": len(self._masks),
             "constraint_entries": self._tabled,
         }
+
+
+def _isa_pair(constraints: list[Constraint]) -> Pair | None:
+    """An is-a conjunct and a comparison (the best ranked) to table together, if the FILTERs have both."""
+    isa = next((c for c in constraints if c.op in ISA_OPS), None)
+    values = [c for c in constraints if c.op not in EXTENSION_OPS]
+    if isa is None or not values:
+        return None
+    return Pair(isa, min(values, key=lambda c: RANK[c.op]))
 
 
 def _first_checks(sub: Subscription) -> tuple:

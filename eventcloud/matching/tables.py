@@ -7,6 +7,7 @@ constraint is on that variable. `TableKit` makes the right kind of table for an 
     = != < <= > >=                      matching.constraints.ConstraintTable (sorted lists)
     ft (ftcontains)                     matching.textindex.TextTable (RTF's word trie)
     isa:descendant / ancestor / child   matching.isatable.IsaTable (the taxonomy's closure)
+    (an is-a op, a comparison op)       matching.isatable.IsaPairTable (a group's class and value)
 
 The kit belongs to one index: it holds the taxonomy the is-a tables read and, in the RTFs
 layout, the one word trie shared by every text table. Every table answers
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventcloud.matching.constraints import Constraint, ConstraintTable, probe
-from eventcloud.matching.isatable import ISA_OPS, IsaTable
+from eventcloud.matching.isatable import ISA_OPS, IsaPairTable, IsaTable
 from eventcloud.matching.textindex import SharedText, TextTable
 from eventcloud.sparql.filters.values import to_value
 from eventcloud.sparql.taxonomy import Taxonomy
@@ -41,7 +42,9 @@ class TableKit:
         self.taxonomy = taxonomy
         self.shared = SharedText() if text_layout == "rtfs" else None
 
-    def make(self, op: str) -> Any:
+    def make(self, op: Any) -> Any:
+        if type(op) is tuple:
+            return IsaPairTable(op, self)
         if op == "ft":
             return TextTable(self.shared)
         if op in ISA_OPS:

@@ -30,12 +30,18 @@ BODIES = [
     "?x a/rdfs:subClassOf* ex:C{k} . ?y a/rdfs:subClassOf* ex:C{j} . ?x ex:link ?y",
     "?x ex:link ?y . ?y a ?c FILTER(ec:descendantOf(?c, ex:C{k}))",
     "?x ex:v ?v FILTER(ec:descendantOf(?v, ex:C{k}))",
+    # a constant first pattern triggers: class and value are tabled together per solution (IsaPairTable)
+    "?x ex:link ex:i{i} . ?x a ?c . ?x ex:v ?v FILTER(ec:descendantOf(?c, ex:C{k}) && ?v > {n})",
+    "?x ex:link ex:i{i} . ?x a/rdfs:subClassOf* ex:C{k} . ?x ex:v ?v FILTER(?v <= {n})",
+    "?x ex:link ex:i{i} . ?x a ?c FILTER(ec:childOf(?c, ex:C{k}) && ?c != ex:C{j})",
+    "?x ex:link ex:i{i} . ?x a ?c . ?x ex:v ?v FILTER(ec:ancestorOf(?c, ex:C{k}) && ?v = {n} && isIRI(?c))",
 ]
 CLASSES = 8
 
 
 def isa_query(r: random.Random) -> str:
-    body = r.choice(BODIES).format(k=r.randrange(CLASSES + 1), j=r.randrange(CLASSES), n=r.randint(0, 9))
+    body = r.choice(BODIES).format(k=r.randrange(CLASSES + 1), j=r.randrange(CLASSES), n=r.randint(0, 9),
+                                   i=r.randrange(3))
     return f"{PREFIXES}SELECT * WHERE {{ GRAPH ?g {{ {body} }} }}"
 
 
@@ -53,7 +59,7 @@ def isa_event(r: random.Random, n: int) -> CompoundEvent:
 
 R = random.Random(5)
 TAXONOMIES = [Taxonomy(random_taxonomy_edges(R, CLASSES), version) for version in range(1, 4)]
-TEXTS = [isa_query(R) for _ in range(60)]
+TEXTS = [isa_query(R) for _ in range(80)]
 EVENTS = [isa_event(R, n) for n in range(30)]
 IDENTS = [f"s{i}" for i in range(12)]
 operations = st.lists(st.one_of(
@@ -89,6 +95,15 @@ def test_is_a_index_equals_brute_force_across_taxonomy_swaps(ops, picks) -> None
         assert idx.match_event(event) == brute_match(model, event), event.n_quads()
         for quad in event.quads:
             assert idx.first_pattern_candidates(quad) == brute_first(model, quad)
+
+
+def test_the_pool_tables_classes_alone_and_with_a_value() -> None:
+    idx = SubscriptionIndex(taxonomy=TAXONOMIES[0])
+    for i, text in enumerate(TEXTS):
+        idx.add(f"q{i}", parse_subscription(text))
+    ops = {e.reg[1].op for e in idx._entries.values() if e.reg is not None}
+    assert {"isa:descendant", "isa:ancestor", "isa:child"} <= ops
+    assert {op for op in ops if isinstance(op, tuple)} >= {("isa:descendant", ">"), ("isa:child", "!=")}
 
 
 def test_the_path_is_tabled_under_its_class_and_read_through_the_closure() -> None:

@@ -20,7 +20,7 @@ from eventcloud.matching.reference import EventIndex, matches
 from eventcloud.rdf.model import CompoundEvent
 from eventcloud.sparql.subscription import Subscription
 
-__all__ = ["percentile", "time_events", "memory_of", "index_memory", "baseline", "table"]
+__all__ = ["percentile", "time_events", "time_interleaved", "memory_of", "index_memory", "baseline", "table"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -33,22 +33,30 @@ def percentile(values: Sequence[float], q: float) -> float:
 def time_events(index: SubscriptionIndex, events: Sequence[CompoundEvent], warm_up: int = 10,
                 before: Callable[[], None] | None = None) -> tuple[list[float], list[list[str]]]:
     """Microseconds of `index.match_event` per event, and its answers (after a few warm-up events)."""
+    return time_interleaved([index], events, warm_up, before)[0]
+
+
+def time_interleaved(indexes: Sequence[SubscriptionIndex], events: Sequence[CompoundEvent], warm_up: int = 10,
+                     before: Callable[[], None] | None = None) -> list[tuple[list[float], list[list[str]]]]:
+    """`time_events` for several indexes, event by event in turn (so that they share the machine's moods)."""
     for event in events[:warm_up]:
-        index.match_event(event)
-    if before is not None:
-        before()
+        for index in indexes:
+            index.match_event(event)
+    results: list[tuple[list[float], list[list[str]]]] = [([], []) for _ in indexes]
     gc.collect()
     gc.disable()
     try:
-        times, answers = [], []
         for event in events:
-            started = time.perf_counter_ns()
-            answer = index.match_event(event)
-            times.append((time.perf_counter_ns() - started) / 1000)
-            answers.append(answer)
+            for index, (times, answers) in zip(indexes, results):
+                if before is not None:
+                    before()
+                started = time.perf_counter_ns()
+                answer = index.match_event(event)
+                times.append((time.perf_counter_ns() - started) / 1000)
+                answers.append(answer)
     finally:
         gc.enable()
-    return times, answers
+    return results
 
 
 def memory_of(build: Callable[[], object]) -> tuple[int, object]:

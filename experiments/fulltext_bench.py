@@ -13,9 +13,10 @@ titles' and names' words, so frequent words are drawn often, as RTF draws from D
 80% plain conjunctions (RTF's workload), the rest phrases and NEAR/2 pairs taken from a real
 title, ORs and prefixes.
 
-Per share and text layout the index grows by steps to each size (RTF inserts 20 K queries a
+Per share, one index per text layout grows by steps to each size (RTF inserts 20 K queries a
 step); at each size: filtering time per publication (p50, p99, on --publications distinct
-publications, the token cache emptied first), throughput, the index's memory (tracemalloc,
+publications, the layouts taking each publication in turn, the token cache emptied before
+each), throughput, the index's memory (tracemalloc,
 subscriptions not counted; "+subs" adds the parsed subscriptions), the time to insert the last
 step, and the naive baseline (every subscription evaluated separately) on --baseline-events
 publications, whose answers must equal the index's.
@@ -37,7 +38,7 @@ from eventcloud.sparql.filters.extensions import FTCONTAINS
 from eventcloud.sparql.filters.fulltext import tokenize
 from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.sparql.subscription import Subscription, TriplePattern, Var, parse_subscription
-from experiments.benchkit import baseline, index_memory, memory_of, percentile, table, time_events
+from experiments.benchkit import baseline, index_memory, memory_of, percentile, table, time_interleaved
 from experiments.citybench_text import CT, SAO, SSN, TL, TextCorpus, load_corpus
 
 RTF_MS, RTF_MB = 36.0, 183.0  # RTFs at 100 K queries, 50% with text (C++, Core i7 3.6 GHz)
@@ -143,29 +144,32 @@ def run_share(share: int, corpus: TextCorpus, args: argparse.Namespace) -> list[
     sub_bytes = memory_of(lambda: [TextWorkload(corpus, share / 100, 99).subscription() for _ in range(2000)])[0] / 2000
     pubs = random.Random(args.seed).sample(corpus.publications, min(args.publications, len(corpus.publications)))
     kilobytes = statistics.mean(len(p.n_quads().encode()) for p in pubs) / 1000
-    rows = []
-    for layout in args.layouts:
-        print(f"  {share}% text, {layout} …", file=sys.stderr, flush=True)
-        memory = index_memory(subs, sizes, text_layout=layout)
-        index, done = SubscriptionIndex(text_layout=layout), 0
-        for n in sizes:
+    memory = {layout: index_memory(subs, sizes, text_layout=layout) for layout in args.layouts}
+    indexes = [SubscriptionIndex(text_layout=layout) for layout in args.layouts]
+    print(f"  {share}% text …", file=sys.stderr, flush=True)
+    rows, done = [], 0
+    for n in sizes:
+        inserts = []
+        for index in indexes:
             started = time.perf_counter()
             for ident, sub in subs[done:n]:
                 index.add(ident, sub)
-            insert_ms = (time.perf_counter() - started) * 1000
-            step, done = n - done, n
-            times, answers = time_events(index, pubs, before=tokenize.cache_clear)
+            inserts.append((time.perf_counter() - started) * 1000)
+        step, done = n - done, n
+        # the layouts take each publication in turn; the token cache is emptied before each
+        timings = time_interleaved(indexes, pubs, before=tokenize.cache_clear)
+        for layout, index, insert_ms, (times, answers) in zip(args.layouts, indexes, inserts, timings):
             row = {"share": share, "layout": layout, "n": n, "p50": percentile(times, 0.5) / 1000,
                    "p99": percentile(times, 0.99) / 1000, "rate": len(times) / (sum(times) / 1e6),
-                   "kb": kilobytes, "mb": memory[n] / 1e6, "mb_subs": (memory[n] + sub_bytes * n) / 1e6,
+                   "kb": kilobytes, "mb": memory[layout][n] / 1e6, "mb_subs": (memory[layout][n] + sub_bytes * n) / 1e6,
                    "insert_ms": insert_ms, "step": step, "matches": statistics.mean(len(a) for a in answers),
                    "stats": index.stats()}
             if layout == args.layouts[0] and args.baseline_events:
                 b_times, b_answers = baseline(subs[:n], pubs[:args.baseline_events])
                 row["baseline"] = statistics.median(b_times) * 1000
-                row["agree"] = b_answers == answers[:args.baseline_events]
+                row["agree"] = b_answers == answers[:args.baseline_events] and all(
+                    t[1] == answers for t in timings)  # every layout answers alike
             rows.append(row)
-        del index
     return rows
 
 

@@ -174,6 +174,33 @@ def cases(seed: int, subscriptions: int, events_each: int):
 
 
 
+# --- the shared index against brute force -----------------------------------------------------
+
+def brute_match(model: dict, event: CompoundEvent) -> list[str]:
+    """What the index must answer: every stored subscription evaluated separately, in insertion order."""
+    from eventcloud.matching.reference import matches
+    return [ident for ident, sub in model.items() if matches(sub, event)]
+
+
+def brute_first(model: dict, quad: Quad) -> list[str]:
+    """CSMA's first step by definition: patterns[0] with the graph unifies, no FILTER it can run fails."""
+    from eventcloud.matching.csma import advance, start
+    from eventcloud.matching.reference import match_pattern
+
+    found = []
+    for ident, sub in model.items():
+        bindings = match_pattern(sub, 0, quad, {})
+        if bindings is None:
+            continue
+        bound = set(bindings)
+        if all(f(bindings) for f in sub.filters if sub.bindable(f) <= bound):
+            found.append(ident)
+            assert advance(sub, start(sub), 0, quad) is not None  # the same as CSMA's first step
+        else:
+            assert advance(sub, start(sub), 0, quad) is None
+    return found
+
+
 # --- overlay workloads -------------------------------------------------------------------
 
 def sample_events(n: int, quads: int = 5, source: str = "s") -> list[CompoundEvent]:
@@ -282,6 +309,23 @@ def random_subscription(rng: random.Random) -> str:
     return f"SELECT DISTINCT * WHERE {{ GRAPH ?g {{ {body} }} {filters} }}"
 
 
+def sparql_string(text: str) -> str:
+    """A SPARQL string literal holding `text` (single quotes, so a phrase's double quotes stay as they are)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+
+
+async def check_delivered(sub, expected: dict[str, set], label: str, seconds: float = 60) -> int:
+    """The notifications of `sub` are exactly `expected` (event graph -> solutions), none twice."""
+    got: list[Notification] = []
+    await collect(sub, len(expected), got, seconds=seconds)
+    graphs = [n.event for n in got]
+    assert len(graphs) == len(set(graphs)), f"duplicate notification for {label}"
+    assert set(graphs) == set(expected), f"wrong events for {label}"
+    for note in got:
+        assert notification_solutions(note) == expected[note.event], label
+    return len(got)
+
+
 async def collect(sub, expected: int, into: list, seconds: float = 120) -> None:
     with trio.move_on_after(seconds):
         async for note in sub:
@@ -296,3 +340,181 @@ async def collect(sub, expected: int, into: list, seconds: float = 120) -> None:
             break
 
 
+
+
+# --- full text: an independent evaluator of the grammar (docs/subscriptions.md) -------------------
+#
+# Expressions are trees of tuples, evaluated by brute force on a text cut into words by
+# `unicodedata` categories — no code shared with eventcloud.sparql.filters.fulltext:
+#   ("word", w, prefix)  ("phrase", ((w, prefix), …))  ("near", (operand, …), (gap, …))
+#   ("and", (e, …))  ("or", (e, …))  ("not", e)         an operand is a word or a phrase node
+
+EXT = "http://eventcloud.io/ns/ext#"
+FT_WORDS = ["olympic", "games", "rio", "Café", "cafe", "straße", "STRASSE", "naïve", "e\u0301te\u0301", "2016",
+            "x", "Ωmega", "日本", "İzmir", "and", "near", "ǅemal"]
+FT_SEPARATORS = [" ", " ", " ", ", ", " - ", "'", "\n", "… ", "/", "_", "*"]
+
+
+def ft_words(text: str) -> list[str]:
+    """Words: maximal runs of letters (L*), marks (M*) and digits/numbers (N*), casefolded."""
+    import unicodedata
+
+    words, current = [], []
+    for char in text + " ":
+        if unicodedata.category(char)[0] in "LMN":
+            current.append(char)
+        elif current:
+            words.append("".join(current).casefold())
+            current = []
+    return words
+
+
+def _ft_fits(token: str, word: tuple[str, bool]) -> bool:
+    text, prefix = word[0].casefold(), word[1]
+    return token.startswith(text) if prefix else token == text
+
+
+def _ft_occurrences(operand: tuple, words: list[str]) -> list[tuple[int, int]]:
+    parts = [(operand[1], operand[2])] if operand[0] == "word" else list(operand[1])
+    return [(i, i + len(parts) - 1) for i in range(len(words) - len(parts) + 1)
+            if all(_ft_fits(words[i + k], part) for k, part in enumerate(parts))]
+
+
+def ft_oracle(node: tuple, text: str) -> bool:
+    """Does the expression tree hold on the text? (brute force over every choice of occurrences)"""
+    import itertools
+
+    words = ft_words(text)
+
+    def holds(n: tuple) -> bool:
+        kind = n[0]
+        if kind in ("word", "phrase"):
+            return bool(_ft_occurrences(n, words))
+        if kind == "near":
+            choices = [_ft_occurrences(op, words) for op in n[1]]
+            return any(all(a[1] < b[0] <= a[1] + gap + 1 for a, b, gap in zip(pick, pick[1:], n[2]))
+                       for pick in itertools.product(*choices))
+        if kind == "and":
+            return all(holds(x) for x in n[1])
+        if kind == "or":
+            return any(holds(x) for x in n[1])
+        return not holds(n[1])
+
+    return holds(node)
+
+
+def ft_render(node: tuple, r: random.Random) -> str:
+    """The tree as expression text, with random case, spacing and AND written or implied."""
+    def word(w: str, prefix: bool) -> str:
+        w = r.choice([w, w.upper(), w.lower(), w.title()])
+        if w in ("AND", "OR", "NOT", "NEAR"):
+            w = w.lower()
+        return w + ("*" if prefix else "")
+
+    def operand(n: tuple) -> str:
+        if n[0] == "word":
+            return word(n[1], n[2])
+        return '"' + r.choice([" ", "  ", ", "]).join(word(w, p) for w, p in n[1]) + '"'
+
+    kind = node[0]
+    if kind in ("word", "phrase"):
+        return operand(node)
+    if kind == "near":
+        text = operand(node[1][0])
+        for gap, op in zip(node[2], node[1][1:]):
+            text += f" NEAR/{gap} {operand(op)}"
+        return text
+    if kind == "not":
+        return "NOT (" + ft_render(node[1], r) + ")"
+    joiner = " OR " if kind == "or" else r.choice([" AND ", " "])
+    return "(" + joiner.join(ft_render(x, r) for x in node[1]) + ")"
+
+
+def random_ft_tree(r: random.Random, depth: int = 0) -> tuple:
+    def a_word() -> tuple[str, bool]:
+        w = r.choice(FT_WORDS)
+        return (w[:r.randint(1, len(w))], True) if r.random() < 0.15 else (w, False)
+
+    def operand() -> tuple:
+        if r.random() < 0.3:
+            return ("phrase", tuple(a_word() for _ in range(r.randint(2, 3))))
+        return ("word", *a_word())
+
+    roll = r.random()
+    if depth >= 3 or roll < 0.4:
+        return operand()
+    if roll < 0.55:
+        count = r.randint(2, 3)
+        return ("near", tuple(operand() for _ in range(count)), tuple(r.randint(0, 3) for _ in range(count - 1)))
+    if roll < 0.65:
+        return ("not", random_ft_tree(r, depth + 1))
+    return (r.choice(["and", "or"]), tuple(random_ft_tree(r, depth + 1) for _ in range(r.randint(2, 3))))
+
+
+def random_ft_text(r: random.Random, pool: list[str] | None = None) -> str:
+    pool = pool or FT_WORDS
+    words = [r.choice([w, w.upper(), w.title()]) for w in r.choices(pool, k=r.randint(0, 9))]
+    return "".join(w + r.choice(FT_SEPARATORS) for w in words).strip()
+
+
+def oracle_with(query: str, event: CompoundEvent, functions: dict | None = None,
+                taxonomy_edges: list[tuple[str, str]] = ()) -> list[frozenset]:
+    """The oracle's solutions with custom FILTER functions (IRI -> Python callable on pyoxigraph
+    terms), over the event's quads plus `taxonomy_edges` as rdfs:subClassOf triples in its graph."""
+    store = ox.Store()
+    store.extend([quad_to_ox(q) for q in event.quads])
+    graph = ox.NamedNode(event.graph.value)
+    subclass = ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#subClassOf")
+    store.extend([ox.Quad(ox.NamedNode(a), subclass, ox.NamedNode(b), graph) for a, b in taxonomy_edges])
+    result = store.query(query, custom_functions={ox.NamedNode(k): v for k, v in (functions or {}).items()})
+    names = [v.value for v in result.variables]
+    return [frozenset((n, from_ox(row[n])) for n in names if row[n] is not None) for row in result]
+
+
+def ft_function(trees: dict[str, tuple]):
+    """ec:ftcontains for the oracle: the tree of each expression text, evaluated by `ft_oracle`."""
+    xsd_string, lang_string = XSD + "string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+
+    def ftcontains(value, expression):
+        if not isinstance(value, ox.Literal) or value.datatype.value not in (xsd_string, lang_string):
+            return None  # an error: the FILTER is false
+        result = ft_oracle(trees[expression.value], value.value)
+        return ox.Literal("true" if result else "false", datatype=ox.NamedNode(XSD + "boolean"))
+    return ftcontains
+
+
+# --- taxonomies: random acyclic hierarchies and the is-a functions for the oracle ------------------
+
+def random_taxonomy_edges(r: random.Random, classes: int = 8) -> list[tuple[str, str]]:
+    """A random DAG over ex:C0…: each class below a few classes with a smaller number (multiple inheritance)."""
+    edges = set()
+    for i in range(1, classes):
+        for _ in range(r.choice([0, 1, 1, 1, 2, 3])):
+            edges.add((f"{EX}C{i}", f"{EX}C{r.randrange(i)}"))
+    return sorted(edges)
+
+
+def isa_functions(edges: list[tuple[str, str]]) -> dict:
+    """ec:descendantOf / ancestorOf / childOf for the oracle, by a plain search over the edges."""
+    def above(cls: str) -> set[str]:
+        seen, todo = {cls}, [cls]
+        while todo:
+            current = todo.pop()
+            for a, b in edges:
+                if a == current and b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+        return seen
+
+    def relation(test):
+        def function(c, of):
+            if not isinstance(c, ox.NamedNode) or not isinstance(of, ox.NamedNode):
+                return None
+            return ox.Literal("true" if test(c.value, of.value) else "false", datatype=ox.NamedNode(XSD + "boolean"))
+        return function
+
+    return {
+        EXT + "descendantOf": relation(lambda c, of: of in above(c)),
+        EXT + "ancestorOf": relation(lambda c, of: c in above(of)),
+        EXT + "childOf": relation(lambda c, of: (c, of) in edges),
+    }

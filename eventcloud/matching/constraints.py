@@ -23,6 +23,10 @@ mismatch (dateTimes with and without timezone, ordered within ±14 h) takes the 
 tables only prune, and every FILTER is still evaluated on the candidates they return. Constants
 that cannot be indexed exactly (booleans, durations, NaN, unknown datatypes, ordered IRIs) are
 not put in tables at all (`indexable` is false): their subscriptions stay unconditional candidates.
+
+Two more kinds of conjuncts are recognised here and tabled elsewhere: `ec:ftcontains(?v, "…")`
+(op "ft", value the parsed expression: matching.textindex) and the is-a tests `ec:descendantOf`,
+`ec:ancestorOf`, `ec:childOf` with a constant class (ops "isa:…": matching.isatable).
 """
 
 from __future__ import annotations
@@ -31,18 +35,25 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from eventcloud.sparql.filters.extensions import ANCESTOR_OF, CHILD_OF, DESCENDANT_OF, FTCONTAINS, fulltext_query
 from eventcloud.sparql.filters.temporal import SCALE, Temporal
 from eventcloud.sparql.filters.values import F32, Dec, ExprError, LangStr, compare, dec_to_double, equals, f32, to_value
 from eventcloud.rdf.model import IRI, Literal, Term
 
-__all__ = ["Constraint", "ConstraintTable", "OPS", "holds", "simple_constraints", "probe"]
+__all__ = ["Constraint", "ConstraintTable", "OPS", "Pair", "conjuncts", "holds", "simple_constraints", "probe"]
 
 OPS = ("=", "!=", "<", "<=", ">", ">=")
 _FLIP = {"=": "=", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
 _ERRORS = (ExprError, ArithmeticError, ValueError)
 
 #: Preference when a subscription has several simple constraints on one pattern: the most selective.
-RANK = {"=": 0, "<": 1, ">": 1, "<=": 1, ">=": 1, "!=": 2}
+RANK = {"=": 0, "isa:child": 0, "isa:descendant": 0, "isa:ancestor": 1, "ft": 0, "<": 1, ">": 1, "<=": 1, ">=": 1,
+        "!=": 2}
+#: Extension ops (tabled by matching.textindex and matching.isatable, never by ConstraintTable).
+EXTENSION_OPS = frozenset({"ft", "isa:descendant", "isa:ancestor", "isa:child"})
+#: is-a function -> (op with the variable first, op with the variable second)
+_ISA = {DESCENDANT_OF: ("isa:descendant", "isa:ancestor"), ANCESTOR_OF: ("isa:ancestor", "isa:descendant"),
+        CHILD_OF: ("isa:child", None)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +70,26 @@ class Constraint:
 
     @property
     def indexable(self) -> bool:
-        return _lists_of(self.op, self.value) is not None
+        return self.op in EXTENSION_OPS or _lists_of(self.op, self.value) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two conjuncts tabled together (matching.isatable.IsaPairTable): an is-a test, then a comparison."""
+
+    first: Constraint
+    second: Constraint
+
+    @property
+    def op(self) -> tuple[str, str]:
+        return (self.first.op, self.second.op)
+
+
+def conjuncts(expr: Any) -> list[Any]:
+    """The top-level conjuncts of an expression tree (nested `&&` flattened)."""
+    if isinstance(expr, tuple) and expr and expr[0] == "and" and len(expr) == 2 and isinstance(expr[1], tuple):
+        return [c for child in expr[1] for c in conjuncts(child)]
+    return [expr]
 
 
 def holds(op: str, a: Any, b: Any) -> bool:
@@ -87,15 +117,13 @@ def simple_constraints(compiled: Any) -> list[Constraint]:
     A FILTER `A && B` is true only when both A and B are true (an error in either makes it
     false), so each top-level conjunct of that form is a necessary condition on the variable.
     """
-    expr = getattr(compiled, "expr", None)
     found: list[Constraint] = []
 
     def walk(node: Any) -> None:
         if not isinstance(node, tuple) or not node:
             return
-        if node[0] == "and" and len(node) == 2 and isinstance(node[1], tuple):
-            for child in node[1]:
-                walk(child)
+        if node[0] == "ext":
+            found.extend(_extension(node))
             return
         if node[0] in _FLIP and len(node) == 3:
             left, right = node[1], node[2]
@@ -108,8 +136,29 @@ def simple_constraints(compiled: Any) -> list[Constraint]:
             if isinstance(name, str) and (type(term) is IRI or type(term) is Literal):
                 found.append(Constraint(name, op, term, to_value(term)))
 
-    walk(expr)
+    for conjunct in conjuncts(getattr(compiled, "expr", None)):
+        walk(conjunct)
     return found
+
+
+def _extension(node: tuple) -> list[Constraint]:
+    """An ftcontains or is-a conjunct on a variable, as a constraint (or nothing)."""
+    iri, args = node[1], node[2]
+    if len(args) != 2:
+        return []
+    left, right = args
+    if iri == FTCONTAINS:
+        if _is(left, "var") and _is(right, "const"):
+            return [Constraint(left[1], "ft", right[1], fulltext_query(args))]
+        return []
+    ops = _ISA.get(iri)
+    if ops is None:
+        return []
+    if _is(left, "var") and _is(right, "const") and type(right[1]) is IRI:
+        return [Constraint(left[1], ops[0], right[1], right[1])]
+    if ops[1] is not None and _is(left, "const") and type(left[1]) is IRI and _is(right, "var"):
+        return [Constraint(right[1], ops[1], left[1], left[1])]
+    return []
 
 
 def _is(node: Any, kind: str) -> bool:
@@ -283,6 +332,10 @@ class ConstraintTable:
             elif entries.first.holds(value):  # the outcome depends only on the two kinds
                 exact.extend(entries.items)
         return exact, maybe
+
+    def entries(self) -> list[Any]:
+        """Every entry of the table (for a caller that stops pruning)."""
+        return [item for items in self.lists.values() for item in items.items]
 
     def __len__(self) -> int:
         return self.size

@@ -36,6 +36,11 @@ Structure (G-ToPSS's "subscription matrix", seed 000, with the constraint tables
   `SOLUTION_CAP` shared solutions a member falls back to its own join, with each FILTER run
   as soon as its variables are bound (as matching.py does).
 
+* Full-text and is-a conjuncts (`ftcontains`, `rdf:type/rdfs:subClassOf*` and the is-a FILTER
+  functions) are constraints too: tabled in RTF's word tries and in class tables read through
+  the taxonomy's closure (eventcloud.matching.tables says which table holds what). A pattern
+  binding a variable so constrained counts as selective when the trigger is chosen.
+
 * `first_pattern_candidates` serves CSMA's first step: each subscription is also registered
   under the node of its patterns[0], with constraint tables for the FILTERs that pattern alone
   binds, and the FILTERs evaluable after patterns[0] are then run.
@@ -48,11 +53,15 @@ from __future__ import annotations
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Iterator
 
-from eventcloud.matching.constraints import RANK, Constraint, ConstraintTable, probe, simple_constraints
-from eventcloud.sparql.filters.values import to_value
-from eventcloud.matching.joins import Node, canonical_key, empty_key, enumerate_solutions, exists, join_checked, selectivity
+from eventcloud.matching.constraints import EXTENSION_OPS, RANK, Constraint, Pair, conjuncts, simple_constraints
+from eventcloud.matching.isatable import ISA_OPS
+from eventcloud.matching.tables import Bucket, TableKit, Tables, Trigger, lookup as _lookup
+from eventcloud.matching.joins import (
+    Node, canonical_key, empty_key, enumerate_solutions, exists, exists_from, join_checked, join_program, selectivity,
+)
 from eventcloud.rdf.model import CompoundEvent, Quad
 from eventcloud.sparql.subscription import Subscription, Var
+from eventcloud.sparql.taxonomy import Taxonomy
 
 __all__ = ["SubscriptionIndex", "SOLUTION_CAP"]
 
@@ -62,63 +71,7 @@ SOLUTION_CAP = 64
 _seq = attrgetter("seq")
 
 
-class _Tables:
-    """Constraint tables keyed by (where the variable is, operator)."""
-
-    __slots__ = ("tables",)
-
-    def __init__(self) -> None:
-        self.tables: dict[tuple[int, str], ConstraintTable] = {}
-
-    def put(self, where: int, constraint: Constraint, item: Any) -> None:
-        table = self.tables.get((where, constraint.op))
-        if table is None:
-            table = self.tables[(where, constraint.op)] = ConstraintTable(constraint.op)
-        table.add(constraint, item)
-
-    def take(self, where: int, constraint: Constraint, item: Any) -> None:
-        table = self.tables.get((where, constraint.op))
-        if table is not None:
-            table.remove(constraint, item)
-            if not len(table):
-                del self.tables[(where, constraint.op)]
-
-
-def _lookup(term: Any, cache: dict[int, Any]) -> tuple[Any, Any]:
-    known = cache.get(id(term))
-    if known is None:
-        value = to_value(term)
-        known = cache[id(term)] = (value, probe(value))
-    return known
-
-
-class _Trigger(_Tables):
-    """Under a node: the groups it triggers, and the entries whose constraint on it is tabled."""
-
-    __slots__ = ("groups",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.groups: dict[_Group, None] = {}
-
-    def empty(self) -> bool:
-        return not self.groups and not self.tables
-
-
-class _Bucket(_Tables):
-    """Under a node, for CSMA: entries whose patterns[0] it is (unconditional, or tabled)."""
-
-    __slots__ = ("plain",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.plain: dict[_Entry, None] = {}
-
-    def empty(self) -> bool:
-        return not self.plain and not self.tables
-
-
-class _Group(_Tables):
+class _Group(Tables):
     """Subscriptions with one join program: the same patterns in the same order, up to variable names.
 
     `steps[k]` = (node, ((position, var id), …) to check, ((position, var id), …) to bind); var ids
@@ -142,6 +95,13 @@ class _Group(_Tables):
     def solutions(self, graph: Any, rows: dict[Node, list[Quad]]) -> Iterator[tuple]:
         values: list[Any] = [graph] if self.graph_var else []
         return enumerate_solutions(self.steps, 0, values, rows)
+
+    def through(self, graph: Any, quad: Quad, rows: dict[Node, list[Quad]]) -> bool:
+        """Is there a solution whose first (trigger) step takes `quad`?"""
+        for node in self.others:
+            if node not in rows:
+                return False
+        return exists_from(self.steps, quad, [graph] if self.graph_var else [], rows)
 
 
 class _Entry:
@@ -201,11 +161,15 @@ class _Solutions:
 class SubscriptionIndex:
     """Stored subscriptions of one peer, matched against whole events or single quads.
 
+    Is-a tests read `taxonomy` (None: the empty one); `set_taxonomy` swaps it. `text_layout`
+    is "rtfm" (a word trie per pattern node and position) or "rtfs" (one per index).
     `share_joins=False` gives every subscription its own join group (for measurements only:
     the answers are the same, only the sharing of joins between equal bodies is lost).
     """
 
-    def __init__(self, share_joins: bool = True) -> None:
+    def __init__(self, share_joins: bool = True, *, taxonomy: Taxonomy | None = None,
+                 text_layout: str = "rtfm") -> None:
+        self._kit = TableKit(taxonomy or Taxonomy.empty(), text_layout)
         self._share = share_joins
         self._entries: dict[str, _Entry] = {}
         self._nodes: dict[tuple, Node] = {}
@@ -226,11 +190,36 @@ class SubscriptionIndex:
         return ident in self._entries
 
     def get(self, ident: str) -> Subscription | None:
+        """The stored subscription (bound to the index's taxonomy when it uses one)."""
         entry = self._entries.get(ident)
         return None if entry is None else entry.sub
 
+    @property
+    def taxonomy(self) -> Taxonomy:
+        return self._kit.taxonomy
+
+    def set_taxonomy(self, taxonomy: Taxonomy) -> list[str]:
+        """Match with `taxonomy` from now on; the ids of the subscriptions that read it (re-bound).
+
+        Their tables are keyed by constant classes and read the closure at match time, so only
+        their compiled FILTERs are rebuilt; insertion order is kept.
+        """
+        self._kit.taxonomy = taxonomy
+        rebound = []
+        for entry in self._entries.values():
+            if entry.sub.uses_taxonomy:
+                sub = entry.sub = entry.sub.with_taxonomy(taxonomy)
+                entry.filters = sub.filters
+                entry.first_checks = _first_checks(sub)
+                entry.schedule = None
+                rebound.append(entry.ident)
+        return rebound
+
     def add(self, ident: str, sub: Subscription) -> None:
-        """Store `sub` under `ident`; the same pair again is a no-op, another subscription replaces it."""
+        """Store `sub` under `ident`; the same pair again is a no-op, another subscription replaces it.
+
+        A subscription that uses the taxonomy is stored re-bound to the index's (see `get`)."""
+        sub = sub.with_taxonomy(self._kit.taxonomy)
         old = self._entries.get(ident)
         if old is not None:
             if old.sub is sub or old.sub == sub:
@@ -325,35 +314,26 @@ class SubscriptionIndex:
             nodes.append(node)
         entry.nodes = tuple(nodes)
 
-        # the join program: trigger first, then the pattern with most positions fixed or bound
-        trigger = max(range(len(nodes)), key=lambda i: (selectivity(canon[i][0]), -i))
-        names: list[str] = [gname] if gname else []
-        vid = {name: i for i, name in enumerate(names)}
-        order, remaining = [trigger], [i for i in range(len(nodes)) if i != trigger]
-        while True:
-            for name in sorted(canon[order[-1]][1], key=canon[order[-1]][1].__getitem__):
-                if name not in vid:
-                    vid[name] = len(names)
-                    names.append(name)
-            if not remaining:
-                break
+        # conjuncts a table can answer (the chosen one is tabled below)
+        variables = sub.variables()
+        tabled: list[tuple[Constraint, frozenset[str]]] = []
+        for compiled in sub.filters:
+            needed = compiled.variables & variables
+            for constraint in simple_constraints(compiled):
+                if constraint.var in variables and constraint.indexable:
+                    tabled.append((constraint, needed))
+        # a FILTER a table decides exactly: its conjuncts are exactly the tabled ones
+        total = sum(len(conjuncts(f.expr)) for f in sub.filters)
+        # a variable under a text or is-a constraint is about as selective as a constant
+        selective = {t[0].var for t in tabled if t[0].op in EXTENSION_OPS}
 
-            def fixed(i: int) -> tuple[int, int]:
-                key, first, _ = canon[i]
-                constants = sum(1 for t in key[1:] if type(t) is not int)
-                return (constants + sum(1 for n, p in first.items() if n in vid and p != 0), -i)
-            choice = max(remaining, key=fixed)
-            remaining.remove(choice)
-            order.append(choice)
-        steps, bound = [], {gname} if gname else set()
-        for index in order:
-            check, bind = [], []
-            for name, position in sorted(canon[index][1].items(), key=lambda item: item[1]):
-                if position == 0 and gname is not None:
-                    continue  # the graph variable: bound to the event graph before the join
-                (check if name in bound else bind).append((position, vid[name]))
-            bound |= set(canon[index][1])
-            steps.append((nodes[index], tuple(check), tuple(bind)))
+        def rank(i: int) -> tuple[int, int]:
+            bonus = 2 if any(canon[i][1].get(name, 0) for name in selective) else 0
+            return (selectivity(canon[i][0]) + bonus, -i)
+
+        # the join program: trigger first, then the pattern with most positions fixed or bound
+        trigger = max(range(len(nodes)), key=rank)
+        steps, names, vid = join_program(canon, nodes, trigger, gname)
         group_key = (gname is not None, tuple(steps)) if self._share else (entry.seq,)
         group = self._groups.get(group_key)
         if group is None:
@@ -362,56 +342,49 @@ class SubscriptionIndex:
         entry.names = tuple(names)
         entry.filters = sub.filters
 
-        # simple constraints: tabled at the trigger (before the join), else at the group (per solution)
-        variables = sub.variables()
-        tabled: list[tuple[Constraint, frozenset[str], bool]] = []
-        for compiled in sub.filters:
-            needed = compiled.variables & variables
-            conjuncts = simple_constraints(compiled)
-            whole = len(conjuncts) == 1 and getattr(compiled, "expr", ("and",))[0] != "and"
-            for constraint in conjuncts:
-                if constraint.var in variables and constraint.indexable:
-                    tabled.append((constraint, needed, whole))
+        # where the entry waits: a trigger table (before the join), a group table (per solution), or none
         trigger_names = canon[trigger][1]
         at_trigger = [t for t in tabled if t[0].var in trigger_names]
         chosen = min(at_trigger or tabled, key=lambda t: RANK[t[0].op], default=None)
-        entry.simple = chosen is not None and chosen[2] and len(sub.filters) == 1
-        if chosen is not None and at_trigger:
-            entry.level, entry.reg = "trigger", (trigger_names[chosen[0].var], chosen[0])
+        pair = None if at_trigger else _isa_pair([t[0] for t in tabled])  # a class and a value: one lookup
+        entry.simple = chosen is not None and total == (1 if pair is None else 2)
+        if at_trigger:
+            entry.level, entry.reg = "trigger", (trigger_names[chosen[0].var], chosen[0])  # type: ignore[index]
             if group.trigger.trigger is None:
-                group.trigger.trigger = _Trigger()
-            group.trigger.trigger.put(entry.reg[0], chosen[0], entry)
-            self._tabled += 1
+                group.trigger.trigger = Trigger()
+            group.trigger.trigger.put(*entry.reg, entry, self._kit)
         else:
             if chosen is not None:
-                entry.level, entry.reg = "group", (vid[chosen[0].var], chosen[0])
-                group.put(entry.reg[0], chosen[0], entry)
-                self._tabled += 1
+                entry.level = "group"
+                entry.reg = (vid[chosen[0].var], chosen[0]) if pair is None else (
+                    (vid[pair.first.var], vid[pair.second.var]), pair)
+                group.put(*entry.reg, entry, self._kit)
             else:
                 entry.level, entry.reg = None, None
                 (group.filtered if entry.filters else group.plain)[entry] = None
             group.free += 1
             if group.free == 1:
                 if group.trigger.trigger is None:
-                    group.trigger.trigger = _Trigger()
+                    group.trigger.trigger = Trigger()
                 group.trigger.trigger.groups[group] = None
+        self._tabled += entry.reg is not None
         group.size += 1
 
         # CSMA's first step: the filters evaluable once patterns[0] matched
         first_names = canon[0][1]
         local = set(first_names) | ({gname} if gname else set())
         entry.first_binds = tuple((position, name) for name, position in first_names.items())
-        entry.first_checks = tuple(f for f in sub.filters if (f.variables & variables) <= local)
+        entry.first_checks = _first_checks(sub)
         options = [t for t in tabled if t[0].var in first_names and t[1] <= local]
         first_choice = min(options, key=lambda t: RANK[t[0].op], default=None)
         if nodes[0].first is None:
-            nodes[0].first = _Bucket()
+            nodes[0].first = Bucket()
         if first_choice is None:
             entry.first_reg = None
             nodes[0].first.plain[entry] = None
         else:
             entry.first_reg = (first_names[first_choice[0].var], first_choice[0])
-            nodes[0].first.put(entry.first_reg[0], first_choice[0], entry)
+            nodes[0].first.put(entry.first_reg[0], first_choice[0], entry, self._kit)
 
     # --- matching ------------------------------------------------------------------------------
 
@@ -436,12 +409,13 @@ class SubscriptionIndex:
 
     def match_event(self, event: CompoundEvent) -> list[str]:
         """Ids of every stored subscription matching the event (exactly `matching.matches`), in insertion order."""
+        self._kit.begin()
         rows = self._tables(event.quads)
         if not rows:
             return []
         graph = event.graph
         groups: dict[_Group, None] = {}
-        tabled: list[tuple[list[_Entry], bool]] = []  # (entries, constraint decided exactly)
+        tabled: list[tuple[list[_Entry], bool, Quad]] = []  # (entries, constraint decided exactly, quad probed)
         cache: dict[int, Any] = {}
         for node, quads in rows.items():
             bucket = node.trigger
@@ -453,9 +427,9 @@ class SubscriptionIndex:
                 for quad in quads:
                     exact, maybe = table.split(*_lookup(quad[position], cache))
                     if exact:
-                        tabled.append((exact, True))
+                        tabled.append((exact, True, quad))
                     if maybe:
-                        tabled.append((maybe, False))
+                        tabled.append((maybe, False, quad))
 
         matched: dict[_Entry, None] = {}
         states: dict[_Group, _Solutions | None] = {}
@@ -494,17 +468,24 @@ class SubscriptionIndex:
             if group.tables:
                 self._group_tables(group, state, graph, rows, matched, cache)
 
-        for entries, decided in tabled:
+        through: dict[tuple[_Group, int], bool] = {}
+        for entries, decided, quad in tabled:
             for entry in entries:
                 if entry in matched:
                     continue
-                state = solutions_of(entry.group)
-                if state is None:
+                group = entry.group
+                if decided and entry.simple:
+                    # the table decided the one FILTER on this trigger quad's value: any solution
+                    # whose trigger step takes this quad will do (other quads get their own lookup)
+                    key = (group, id(quad))
+                    found = through.get(key)
+                    if found is None:
+                        found = through[key] = group.through(graph, quad, rows)
+                    if found:
+                        matched[entry] = None
                     continue
-                # one pattern: every quad matching it is a solution, and the table decided the FILTER
-                if decided and entry.simple and len(entry.group.steps) == 1:
-                    matched[entry] = None
-                elif state.any_for(entry, graph, rows):
+                state = solutions_of(group)
+                if state is not None and state.any_for(entry, graph, rows):
                     matched[entry] = None
 
         result = list(matched)
@@ -522,7 +503,10 @@ class SubscriptionIndex:
             if solution is None:
                 break
             for (var, _), table in group.tables.items():
-                exact, maybe = table.split(*_lookup(solution[var], cache))
+                if type(var) is tuple:  # an is-a class and a value (IsaPairTable)
+                    exact, maybe = table.split_pair(solution[var[0]], *_lookup(solution[var[1]], cache))
+                else:
+                    exact, maybe = table.split(*_lookup(solution[var], cache))
                 for entry in exact:
                     if entry in matched:
                         continue
@@ -537,9 +521,8 @@ class SubscriptionIndex:
         else:
             if state.at(SOLUTION_CAP) is not None:  # more solutions than kept: no pruning past them
                 for tab in group.tables.values():
-                    for items in tab.lists.values():
-                        for entry in items.items:
-                            undecided[entry] = None
+                    for entry in tab.entries():
+                        undecided[entry] = None
         for entry in undecided:
             if entry not in matched and state.any_for(entry, graph, rows):
                 matched[entry] = None
@@ -547,6 +530,7 @@ class SubscriptionIndex:
     def first_pattern_candidates(self, quad: Quad) -> list[str]:
         """Ids of subscriptions whose patterns[0] (with the graph term) unifies with `quad` and whose
         FILTERs over the variables that pattern binds hold — CSMA's first step — in insertion order."""
+        self._kit.begin()
         candidates: dict[_Entry, None] = {}
         cache: dict[int, Any] = {}
         for getter, table in self._probes:
@@ -583,6 +567,22 @@ class SubscriptionIndex:
             "masks": len(self._masks),
             "constraint_entries": self._tabled,
         }
+
+
+def _isa_pair(constraints: list[Constraint]) -> Pair | None:
+    """An is-a conjunct and a comparison (the best ranked) to table together, if the FILTERs have both."""
+    isa = next((c for c in constraints if c.op in ISA_OPS), None)
+    values = [c for c in constraints if c.op not in EXTENSION_OPS]
+    if isa is None or not values:
+        return None
+    return Pair(isa, min(values, key=lambda c: RANK[c.op]))
+
+
+def _first_checks(sub: Subscription) -> tuple:
+    """The FILTERs evaluable once patterns[0] (with the graph term) matched: CSMA's first step."""
+    local = sub.patterns[0].variables() | ({sub.graph.name} if type(sub.graph) is Var else set())
+    variables = sub.variables()
+    return tuple(f for f in sub.filters if (f.variables & variables) <= local)
 
 
 def _own_join(entry: _Entry, graph: Any, rows: dict[Node, list[Quad]]) -> bool:

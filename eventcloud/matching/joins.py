@@ -68,6 +68,41 @@ def selectivity(key: tuple) -> int:
     return sum((2 if position in (1, 3) else 1) for position, t in enumerate(key) if type(t) is not int)
 
 
+def join_program(canon: list[tuple], nodes: list[Node], trigger: int, gname: str | None
+                 ) -> tuple[list[tuple], list[str], dict[str, int]]:
+    """Steps joining a body's patterns (`canon[i]` from canonical_key, `nodes[i]` their nodes), the trigger
+    first, then always the pattern with most positions fixed or bound; and the variables in binding order
+    (names, and name -> var id; the graph variable, when there is one, is var 0)."""
+    names: list[str] = [gname] if gname else []
+    vid = {name: i for i, name in enumerate(names)}
+    order, remaining = [trigger], [i for i in range(len(nodes)) if i != trigger]
+    while True:
+        for name in sorted(canon[order[-1]][1], key=canon[order[-1]][1].__getitem__):
+            if name not in vid:
+                vid[name] = len(names)
+                names.append(name)
+        if not remaining:
+            break
+
+        def fixed(i: int) -> tuple[int, int]:
+            key, first, _ = canon[i]
+            constants = sum(1 for t in key[1:] if type(t) is not int)
+            return (constants + sum(1 for n, p in first.items() if n in vid and p != 0), -i)
+        choice = max(remaining, key=fixed)
+        remaining.remove(choice)
+        order.append(choice)
+    steps, bound = [], {gname} if gname else set()
+    for index in order:
+        check, bind = [], []
+        for name, position in sorted(canon[index][1].items(), key=lambda item: item[1]):
+            if position == 0 and gname is not None:
+                continue  # the graph variable: bound to the event graph before the join
+            (check if name in bound else bind).append((position, vid[name]))
+        bound |= set(canon[index][1])
+        steps.append((nodes[index], tuple(check), tuple(bind)))
+    return steps, names, vid
+
+
 def empty_key(quad: Quad) -> tuple:
     return ()
 
@@ -114,6 +149,21 @@ def exists(steps: tuple, depth: int, values: list[Any], rows: dict[Node, list[Qu
             if exists(steps, depth, values, rows):
                 return True
     return False
+
+
+def exists_from(steps: tuple, quad: Quad, values: list[Any], rows: dict[Node, list[Quad]]) -> bool:
+    """Has the join program a solution whose first step takes `quad` (a quad of that step's node)?"""
+    _, check, bind = steps[0]
+    for position, var in check:
+        value = quad[position]
+        bound = values[var]
+        if value is not bound and value != bound:
+            return False
+    if len(steps) == 1:
+        return True
+    for position, var in bind:
+        values.append(quad[position])
+    return exists(steps, 1, values, rows)
 
 
 def join_checked(steps: tuple, schedule: tuple, names: tuple, depth: int, values: list[Any],

@@ -9,17 +9,26 @@ nothing is parsed again per event. Everything else SPARQL offers is refused with
 
 Semantics follow the oracle engine (Oxigraph): FILTERs inside the GRAPH block see the graph
 variable, so a FILTER's place (inside or outside the block) does not change its meaning.
+
+Two extensions (docs/subscriptions.md): full-text FILTERs, `ec:ftcontains(?v, "expr")` or the bare
+`ftcontains` (rewritten to the IRI before rdflib sees the text), and is-a constraints over a class
+taxonomy, as the path `?x rdf:type/rdfs:subClassOf* ex:C` (sparql.paths) or FILTER functions.
+A subscription using the taxonomy is compiled against the one given to `parse_subscription`
+(none: the empty taxonomy) and re-bound to another with `with_taxonomy`, without parsing again.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Union
 
 from eventcloud.errors import ErrorCode, InputError
 from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.sparql.filters.compiler import CompiledFilter, FilterError, compile_filter, from_parse_tree
+from eventcloud.sparql.filters.extensions import DESCENDANT_OF, PROTECTED, rewrite_bare_names
+from eventcloud.sparql.paths import ISA_PATH, isa_path, path_text, plain_predicate
+from eventcloud.sparql.taxonomy import RDF_TYPE, Taxonomy
 from eventcloud.rdf.model import IRI, XSD_STRING, Literal, ModelError, Term
 
 __all__ = [
@@ -44,7 +53,7 @@ class Var:
 PatternTerm = Union[Var, IRI, Literal]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TriplePattern:
     subject: PatternTerm
     predicate: PatternTerm
@@ -143,9 +152,6 @@ class Subscription:
     filters: tuple[CompiledFilter, ...]
     projection: tuple[str, ...]
     distinct: bool
-    #: join plans: the cheapest order, and one starting with the indexing pattern (for OSMA's rule)
-    plan: JoinPlan = field(init=False, compare=False, repr=False)
-    indexed_plan: JoinPlan = field(init=False, compare=False, repr=False)
     #: per filter (same order as `filters`), the variables of it that patterns or the graph can bind
     filter_needs: tuple[frozenset[str], ...] = field(init=False, compare=False, repr=False)
     _variables: frozenset[str] = field(init=False, compare=False, repr=False)
@@ -158,8 +164,24 @@ class Subscription:
             names.add(self.graph.name)
         object.__setattr__(self, "_variables", frozenset(names))
         object.__setattr__(self, "filter_needs", tuple(f.variables & self._variables for f in self.filters))
-        object.__setattr__(self, "plan", _join_plan(self, None))
-        object.__setattr__(self, "indexed_plan", _join_plan(self, 0))
+
+    @property
+    def plan(self) -> JoinPlan:
+        """The cheapest join order (made on first use: a peer evaluates few of the subscriptions it holds)."""
+        plan = self.__dict__.get("_plan")
+        if plan is None:
+            plan = _join_plan(self, None)
+            object.__setattr__(self, "_plan", plan)
+        return plan
+
+    @property
+    def indexed_plan(self) -> JoinPlan:
+        """A join order starting with the indexing pattern (for OSMA's rule), made on first use."""
+        plan = self.__dict__.get("_indexed_plan")
+        if plan is None:
+            plan = _join_plan(self, 0)
+            object.__setattr__(self, "_indexed_plan", plan)
+        return plan
 
     def variables(self) -> frozenset[str]:
         """Every variable patterns or the graph can bind (blank-node variables included)."""
@@ -176,6 +198,22 @@ class Subscription:
     def bindable(self, compiled: CompiledFilter) -> frozenset[str]:
         """The variables of a filter that some pattern (or the graph) can bind."""
         return compiled.variables & self._variables
+
+    @property
+    def uses_taxonomy(self) -> bool:
+        """Does matching it read the taxonomy (an rdf:type/rdfs:subClassOf* path or an is-a FILTER)?"""
+        return any(f.uses_taxonomy for f in self.filters)
+
+    @property
+    def taxonomy(self) -> Taxonomy | None:
+        """The taxonomy its is-a tests read (None when it uses none)."""
+        return next((f.taxonomy for f in self.filters if f.uses_taxonomy), None)
+
+    def with_taxonomy(self, taxonomy: Taxonomy) -> "Subscription":
+        """The same subscription reading `taxonomy` (itself when it uses none or already reads it)."""
+        if not self.uses_taxonomy or self.taxonomy == taxonomy:
+            return self
+        return replace(self, filters=tuple(f.with_taxonomy(taxonomy) for f in self.filters))
 
 
 def _join_plan(sub: Subscription, first: int | None) -> JoinPlan:
@@ -223,21 +261,27 @@ _PATTERN_CONSTRUCTS = {
 }
 
 
-def parse_subscription(text: str) -> Subscription:
-    """Parse and check a subscription; raise SubscriptionError naming any refused construct."""
+def parse_subscription(text: str, taxonomy: Taxonomy | None = None) -> Subscription:
+    """Parse and check a subscription; raise SubscriptionError naming any refused construct.
+
+    Is-a tests read `taxonomy` (None: the empty taxonomy, where a class has no other descendant).
+    """
     from pyparsing import ParseBaseException
     from rdflib.plugins.sparql.algebra import translatePrologue
     from rdflib.plugins.sparql.parser import parseQuery
 
     if not isinstance(text, str):
         raise SubscriptionError("a subscription must be SPARQL text", "syntax error")
+    rewritten, shifts = rewrite_bare_names(text)
     try:
-        tree = parseQuery(text)
+        tree = parseQuery(rewritten)
     except RecursionError:
         raise SubscriptionError("the subscription is nested too deeply", "nesting") from None
     except ParseBaseException as exc:
-        near = f" near {exc.line.strip()[:60]!r}" if exc.line.strip() else ""
-        raise SubscriptionError(f"syntax error: {exc.msg}{near}", "syntax error", exc.lineno, exc.col) from None
+        line_text = text.split("\n")[exc.lineno - 1] if 0 < exc.lineno <= text.count("\n") + 1 else exc.line
+        near = f" near {line_text.strip()[:60]!r}" if line_text.strip() else ""
+        line, column = shifts.original(exc.lineno, exc.col)
+        raise SubscriptionError(f"syntax error: {exc.msg}{near}", "syntax error", line, column) from None
     except Exception as exc:  # rdflib raises plain exceptions for some lexical errors
         raise SubscriptionError(f"syntax error: {exc}", "syntax error") from None
     try:
@@ -245,7 +289,7 @@ def parse_subscription(text: str) -> Subscription:
     except Exception as exc:
         raise SubscriptionError(f"invalid prologue: {exc}", "prologue") from None
     try:
-        return _Builder(text, prologue).build(tree[1])
+        return _Builder(text, prologue, taxonomy).build(tree[1])
     except RecursionError:
         raise SubscriptionError("the subscription is nested too deeply", "nesting") from None
 
@@ -253,10 +297,12 @@ def parse_subscription(text: str) -> Subscription:
 class _Builder:
     """Walks rdflib's parse tree, refusing what subscriptions do not support."""
 
-    def __init__(self, text: str, prologue: Any) -> None:
+    def __init__(self, text: str, prologue: Any, taxonomy: Taxonomy | None) -> None:
         self.text = text
         self.prologue = prologue
+        self.taxonomy = taxonomy
         self.blank_nodes: dict[str, str] = {}
+        self.isa: list[tuple] = []  # is-a FILTER expressions of rdf:type/rdfs:subClassOf* paths
         base = getattr(prologue, "base", None)
         self.base = str(base) if base else None
 
@@ -296,6 +342,7 @@ class _Builder:
                                   "SELECT expressions", r"\bAS\b")
         graph, patterns, filter_nodes = self.where(query["where"])
         filters = tuple(self.compile(node) for node in filter_nodes)
+        filters += tuple(compile_filter(expr, base=self.base, taxonomy=self.taxonomy) for expr in self.isa)
         in_scope = ([graph.name] if isinstance(graph, Var) else []) + [
             t.name for p in patterns for t in p.terms() if isinstance(t, Var) and not t.name.startswith("_:")
         ]
@@ -368,24 +415,27 @@ class _Builder:
                 raise self.refuse("malformed triple pattern", "syntax error")
             for k in range(0, len(items), 3):
                 s, p, o = items[k:k + 3]
-                result.append(TriplePattern(self.term(s), self.predicate(p), self.term(o)))
+                if isa_path(p, self.resolve):
+                    result.append(self.isa_pattern(s, o))
+                else:
+                    result.append(TriplePattern(self.term(s), self.predicate(p), self.term(o)))
         return result
 
-    def predicate(self, node: Any) -> PatternTerm:
-        from rdflib.plugins.sparql.parserutils import CompValue
+    def isa_pattern(self, subject: Any, cls: Any) -> TriplePattern:
+        """`?x rdf:type/rdfs:subClassOf* ex:C`: `?x rdf:type ?_:isaN` and descendantOf(?_:isaN, ex:C)."""
+        target = self.term(cls)
+        if not isinstance(target, IRI):
+            raise self.refuse(f"{ISA_PATH} needs a class IRI as its object, not {target}", "property paths")
+        hidden = Var(f"_:isa{len(self.isa)}")
+        self.isa.append(("ext", DESCENDANT_OF, (("var", hidden.name), ("const", target))))
+        return TriplePattern(self.term(subject), IRI(RDF_TYPE), hidden)
 
-        while isinstance(node, CompValue) and node.name in ("PathAlternative", "PathSequence"):
-            parts = list(node["part"])
-            if len(parts) != 1:
-                raise self.unsupported("property paths")
-            node = parts[0]
-        if isinstance(node, CompValue) and node.name == "PathElt":
-            if _get(node, "mod") is not None:
-                raise self.unsupported("property paths")
-            node = node["part"]
-        if isinstance(node, CompValue) and node.name not in ("pname",):
-            raise self.unsupported("property paths")
-        term = self.term(node)
+    def predicate(self, node: Any) -> PatternTerm:
+        plain = plain_predicate(node)
+        if plain is None:
+            raise self.refuse(f"property paths are not supported in subscriptions (here: {path_text(node)}); "
+                              f"the one path accepted is ?x {ISA_PATH} <class>", "property paths")
+        term = self.term(plain)
         if isinstance(term, Literal):
             raise self.refuse("a literal cannot be a predicate", "literal predicate")
         return term
@@ -430,7 +480,7 @@ class _Builder:
 
     def compile(self, node: Any) -> CompiledFilter:
         try:
-            return compile_filter(from_parse_tree(node, self.resolve), base=self.base)
+            return compile_filter(from_parse_tree(node, self.resolve), base=self.base, taxonomy=self.taxonomy)
         except SubscriptionError:
             raise
         except FilterError as exc:
@@ -458,14 +508,10 @@ def _contains_aggregate(node: Any) -> bool:
     return False
 
 
-_SKIP = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*\'\'\'|"(?:[^"\\\n]|\\.)*"'
-                   r"|'(?:[^'\\\n]|\\.)*'|<[^<>\"{}|^`\\\x00-\x20]*>|#[^\n]*", re.S)
-
-
 def _locate(text: str, keyword: str, occurrence: int = 1) -> tuple[int | None, int | None]:
     """Line and column (1-based) of the n-th `keyword` outside strings, IRIs and comments."""
     pattern = re.compile(r"(?<![\w?$:])(?:" + keyword + r")(?![\w:])", re.I)
-    masked = _SKIP.sub(lambda m: " " * len(m.group()), text)
+    masked = PROTECTED.sub(lambda m: " " * len(m.group()), text)
     for count, match in enumerate(pattern.finditer(masked), start=1):
         if count == occurrence:
             before = text[:match.start()]

@@ -22,35 +22,12 @@ from eventcloud.matching.constraints import ConstraintTable, simple_constraints
 from eventcloud.sparql.filters.values import canonical_term, to_value
 from eventcloud.sparql.filters.compiler import compile_filter
 from eventcloud.matching.index import SubscriptionIndex
-from eventcloud.matching.csma import advance, start
-from eventcloud.matching.reference import match_pattern, matches
-from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, Quad
+from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal
 from eventcloud.sparql.subscription import Subscription, parse_subscription
-from tests.helpers import random_literal, random_matching_event as random_event, random_query
+from tests.helpers import brute_first, brute_match, random_literal, random_matching_event as random_event, random_query
 
 EX = "http://ex.org/"
 PREFIXES = f"PREFIX ex: <{EX}> PREFIX xsd: <{XSD}> "
-
-
-# --- brute force ------------------------------------------------------------------------------
-
-def brute_match(model: dict[str, Subscription], event: CompoundEvent) -> list[str]:
-    return [ident for ident, sub in model.items() if matches(sub, event)]
-
-
-def brute_first(model: dict[str, Subscription], quad: Quad) -> list[str]:
-    found = []
-    for ident, sub in model.items():
-        bindings = match_pattern(sub, 0, quad, {})
-        if bindings is None:
-            continue
-        bound = set(bindings)
-        if all(f(bindings) for f in sub.filters if sub.bindable(f) <= bound):
-            found.append(ident)
-            assert advance(sub, start(sub), 0, quad) is not None  # the same as CSMA's first step
-        else:
-            assert advance(sub, start(sub), 0, quad) is None
-    return found
 
 
 # --- pools of subscriptions and events ---------------------------------------------------------

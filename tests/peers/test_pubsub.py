@@ -17,8 +17,8 @@ from eventcloud.client import ClientError, Notification
 from eventcloud.rdf.model import XSD, CompoundEvent, Literal, event_graph, make_quad
 from eventcloud.testing import open_overlay
 from tests.helpers import (
-    ALGORITHMS, EXO as EX, PS_PREDICATES as PREDICATES, PS_SUBJECTS as SUBJECTS, collect, notification_solutions,
-    oracle_solutions, random_pubsub_event as random_event, random_subscription,
+    ALGORITHMS, EXO as EX, PS_PREDICATES as PREDICATES, PS_SUBJECTS as SUBJECTS, check_delivered, collect,
+    notification_solutions, oracle_solutions, random_pubsub_event as random_event, random_subscription,
 )
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -40,13 +40,7 @@ async def test_random_workload_matches_the_oracle(autojump_clock, algorithm, see
             for text, sub in subs:
                 expected = {e.graph.value: oracle_solutions(text, e) for e in events}
                 expected = {g: s for g, s in expected.items() if s}
-                got: list[Notification] = []
-                await collect(sub, len(expected), got, seconds=60)
-                graphs = [n.event for n in got]
-                assert len(graphs) == len(set(graphs)), f"duplicate notification for {text}"
-                assert set(graphs) == set(expected), f"wrong events for {text}"
-                for note in got:
-                    assert notification_solutions(note) == expected[note.event], text
+                await check_delivered(sub, expected, text)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -11,6 +11,7 @@ Expression trees (`Expr`) are tuples:
     (op, a, b) for op in = != < > <= >= + - * /     ("neg", e) ("pos", e)
     ("in", e, (e, ...)) ("notin", e, (e, ...))      ("bound", name) ("if", c, a, b)
     ("coalesce", (e, ...))  ("call", NAME, (e, ...)) for built-ins  ("cast", datatype, e)
+    ("ext", IRI, (e, ...)) for EventCloud's functions (full text, is-a: sparql.filters.extensions)
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ import re
 from typing import Any, Callable, Mapping
 
 from eventcloud.errors import ErrorCode, InputError
+from eventcloud.sparql.filters.extensions import (
+    EXTENSIONS, ISA_FUNCTIONS, ExtensionError, check_extension, compile_extension,
+)
 from eventcloud.sparql.filters.functions import BUILTINS, CASTS, compile_regex, make_fn_iri, plain, string_and_lang
 from eventcloud.sparql.filters.regex import BoundedRegex, RegexError, replace_all, translate_regex
 from eventcloud.sparql.filters.values import (
     ExprError, Value, arithmetic, canonical_term, compare, ebv, equals, negate, plus, to_term, to_value,
 )
 from eventcloud.rdf.model import IRI, XSD, XSD_STRING, Literal, ModelError, Term
+from eventcloud.sparql.taxonomy import Taxonomy
 
 Expr = tuple
 Evaluator = Callable[[Mapping[str, Term]], Value]
@@ -48,16 +53,22 @@ class FilterError(InputError):
 
 
 class CompiledFilter:
-    """One FILTER, compiled; calling it with bindings gives the FILTER's boolean result."""
+    """One FILTER, compiled; calling it with bindings gives the FILTER's boolean result.
 
-    __slots__ = ("expr", "text", "variables", "base", "regexes", "_evaluate")
+    A FILTER calling an is-a function reads `taxonomy` (None: the empty one); `with_taxonomy`
+    compiles it again against another, and the taxonomy's version is part of its equality.
+    """
 
-    def __init__(self, expr: Expr, base: str | None = None) -> None:
+    __slots__ = ("expr", "text", "variables", "base", "regexes", "taxonomy", "uses_taxonomy", "_evaluate")
+
+    def __init__(self, expr: Expr, base: str | None = None, taxonomy: Taxonomy | None = None) -> None:
         self.expr = expr
         self.base = base
         self.text = render(expr)
         self.variables = frozenset(_variables(expr))
-        ctx = _Context(base)
+        self.uses_taxonomy = _uses_taxonomy(expr)
+        self.taxonomy = (taxonomy or _EMPTY) if self.uses_taxonomy else None
+        ctx = _Context(base, self.taxonomy)
         self._evaluate = _compile(expr, ctx)
         #: the constant REGEX/REPLACE patterns it runs (each counts the times it ran past its budget)
         self.regexes: tuple[BoundedRegex, ...] = tuple(ctx.regexes)
@@ -68,27 +79,37 @@ class CompiledFilter:
         except ERRORS:
             return False
 
+    def with_taxonomy(self, taxonomy: Taxonomy) -> "CompiledFilter":
+        if not self.uses_taxonomy or self.taxonomy == taxonomy:
+            return self
+        return CompiledFilter(self.expr, self.base, taxonomy)
+
     def value(self, bindings: Mapping[str, Term]) -> Term:
         """The expression's value as an RDF term (raises ExprError on an error); for tests and tools."""
         return to_term(self._evaluate(bindings))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, CompiledFilter) and (self.expr, self.base) == (other.expr, other.base)
+        return isinstance(other, CompiledFilter) and (self.expr, self.base, self.taxonomy) == (
+            other.expr, other.base, other.taxonomy)
 
     def __hash__(self) -> int:
-        return hash((self.expr, self.base))
+        return hash((self.expr, self.base, self.taxonomy))
 
     def __repr__(self) -> str:
         return f"CompiledFilter({self.text!r})"
 
 
-def compile_filter(expr: Any, resolve: Callable[[Any], Term] | None = None, base: str | None = None) -> CompiledFilter:
+def compile_filter(expr: Any, resolve: Callable[[Any], Term] | None = None, base: str | None = None,
+                   taxonomy: Taxonomy | None = None) -> CompiledFilter:
     """Compile an `Expr` tree, or an rdflib SPARQL parse-tree expression (resolving its terms with `resolve`)."""
     if isinstance(expr, tuple) and expr and isinstance(expr[0], str):
         check(expr)
     else:
         expr = from_parse_tree(expr, resolve or default_resolve)
-    return CompiledFilter(expr, base)
+    return CompiledFilter(expr, base, taxonomy)
+
+
+_EMPTY = Taxonomy.empty()
 
 
 # --- rdflib parse tree -> Expr ---------------------------------------------------------------
@@ -166,6 +187,8 @@ def from_parse_tree(node: Any, resolve: Callable[[Any], Term]) -> Expr:
             args = tuple(conv(e) for e in _list(_get(n, "expr")))
             if _get(n, "distinct"):
                 raise FilterError("DISTINCT in a function call is not supported", "aggregates")
+            if isinstance(iri, IRI) and iri.value in EXTENSIONS:
+                return ("ext", iri.value, args)
             if not isinstance(iri, IRI) or iri.value not in CASTS:
                 raise FilterError(f"function {iri} is not supported in subscriptions", "function call")
             if len(args) != 1:
@@ -208,6 +231,11 @@ def _list(value: Any) -> list:
 def check(expr: Expr) -> None:
     """Reject unknown functions, wrong arities and invalid constant regexes at compile time."""
     kind = expr[0]
+    if kind == "ext":
+        try:
+            check_extension(expr)
+        except ExtensionError as exc:
+            raise FilterError(exc.message, exc.construct) from None
     if kind == "call":
         name, args = expr[1], expr[2]
         arity = {"STR": (1, 1), "sameTerm": (2, 2), "REGEX": (2, 3), "REPLACE": (3, 4), "IRI": (1, 1)}
@@ -235,13 +263,19 @@ def _children(expr: Expr) -> tuple[Expr, ...]:
         return ()
     if kind in ("or", "and", "coalesce"):
         return expr[1]
-    if kind in ("call",):
+    if kind in ("call", "ext"):
         return expr[2]
     if kind in ("in", "notin"):
         return (expr[1], *expr[2])
     if kind == "cast":
         return (expr[2],)
     return tuple(expr[1:])
+
+
+def _uses_taxonomy(expr: Expr) -> bool:
+    if expr[0] == "ext" and expr[1] in ISA_FUNCTIONS:
+        return True
+    return any(_uses_taxonomy(child) for child in _children(expr))
 
 
 def _variables(expr: Expr) -> set[str]:
@@ -262,12 +296,13 @@ def _static_string(expr: Expr) -> str | None:
 # --- Expr -> closures ---------------------------------------------------------------------
 
 class _Context:
-    """What compiling one FILTER carries along: the base IRI, and the constant regexes met."""
+    """What compiling one FILTER carries along: the base IRI, the taxonomy, the constant regexes met."""
 
-    __slots__ = ("base", "regexes")
+    __slots__ = ("base", "taxonomy", "regexes")
 
-    def __init__(self, base: str | None) -> None:
+    def __init__(self, base: str | None, taxonomy: Taxonomy | None = None) -> None:
         self.base = base
+        self.taxonomy = taxonomy
         self.regexes: list[BoundedRegex] = []
 
 
@@ -313,6 +348,8 @@ def _compile(expr: Expr, ctx: "_Context") -> Evaluator:
         return lambda b: cast(inner(b))
     if kind == "call":
         return _call(expr[1], expr[2], ctx)
+    if kind == "ext":
+        return compile_extension(expr, [_compile(e, ctx) for e in expr[2]], ctx.taxonomy or _EMPTY)
     raise FilterError(f"unknown expression node {kind!r}")
 
 
@@ -511,6 +548,8 @@ def render(expr: Expr) -> str:
         return f"<{expr[1]}>({render(expr[2])})"
     if kind == "call":
         return f"{expr[1]}(" + ", ".join(render(e) for e in expr[2]) + ")"
+    if kind == "ext":
+        return f"<{expr[1]}>(" + ", ".join(render(e) for e in expr[2]) + ")"
     return repr(expr)
 
 

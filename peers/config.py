@@ -66,6 +66,7 @@ class PeerConfig:
     subscriber_buffer: int = 10_000       # notifications queued per subscriber before dropping
     seen_limit: int = 200_000             # (subscription, event) pairs remembered for dedup
     tombstone_ttl: float = 300.0
+    schema_sync_every: float = 10.0       # a peer asks a neighbour for a newer taxonomy this often
     # publication and notification reliability
     resolve_after: float = 3.0            # a pending event this old is resolved with its entry's decision
     abort_after: float = 30.0             # ... and aborted if nobody decided it by then
@@ -95,7 +96,7 @@ class PeerConfig:
         positive = ("retry_window", "heartbeat", "failure_timeout", "join_timeout", "reconstruct_deadline",
                     "idle_timeout", "frame_timeout", "lease_default", "lease_max", "session_lease",
                     "attach_refresh", "lease_check_every", "ended_ttl", "lease_grace",
-                    "tombstone_ttl",
+                    "tombstone_ttl", "schema_sync_every",
                     "resolve_after", "abort_after", "outbox_every", "give_up_after")
         for name in positive:
             if not getattr(self, name) > 0:

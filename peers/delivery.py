@@ -29,6 +29,7 @@ import trio
 from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.sparql.subscription import SubscriptionError
+from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
     Empty, Leases, MailboxEnd, MailboxOpen, Notification, Notify, StoreSubscription, Subscribe, Subscribed,
@@ -85,8 +86,9 @@ class Delivery:
     def __init__(self, state: PeerState, router: Router, queries: Queries, clock: HybridClock, counters: Counter[str],
                  *, physical_ms: Callable[[], int], leases: Leases_, is_admin: Callable[[RpcConnection], bool],
                  retry_window: float, subscriber_buffer: int, seen_limit: int, reconstructors: int,
-                 reconstruct_deadline: float) -> None:
+                 reconstruct_deadline: float, taxonomy: Callable[[], Taxonomy]) -> None:
         self.state = state
+        self.taxonomy = taxonomy   # this peer's class taxonomy (rebuilt bindings read it)
         self.router = router
         self.queries = queries
         self.clock = clock
@@ -332,6 +334,6 @@ class Delivery:
 
     async def _reconstruct(self, job: _Reconstruction) -> None:
         note = await reconstruct(self.queries, job.stored, job.graph, job.size, job.published,
-                                 deadline=self.reconstruct_deadline, counters=self.counters)
+                                 deadline=self.reconstruct_deadline, counters=self.counters, taxonomy=self.taxonomy())
         if note is not None and job.stored.id in job.session.subscriptions:
             self._offer(job.session, note)

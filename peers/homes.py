@@ -214,7 +214,8 @@ class Homes:
             if stored is None:
                 return 0
             completed = await reconstruct(self.queries, stored, body.event, body.size, body.published,
-                                          deadline=self.reconstruct_deadline, counters=self.counters)
+                                          deadline=self.reconstruct_deadline, counters=self.counters,
+                                          taxonomy=self.subscriptions.taxonomy)
             if completed is None:
                 return 1  # the whole event does not match after all: nothing to keep
             note = completed

@@ -11,6 +11,7 @@ import trio
 
 from eventcloud.matching.reference import MAX_SOLUTIONS, project, solutions
 from eventcloud.rdf.model import IRI, CompoundEvent
+from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import Notification
 from peers.queries import Queries
 from peers.subscriptions import Stored
@@ -19,9 +20,10 @@ __all__ = ["reconstruct"]
 
 
 async def reconstruct(queries: Queries, stored: Stored, graph: str, size: int, published: int, *,
-                      deadline: float, counters: Counter[str]) -> Notification | None:
+                      deadline: float, counters: Counter[str], taxonomy: Taxonomy) -> Notification | None:
     """The complete notification; one carrying an error if the quads did not all appear within
-    `deadline` seconds; None when the whole event does not match after all."""
+    `deadline` seconds; None when the whole event does not match after all. Is-a tests read
+    `taxonomy` (this peer's)."""
     give_up = trio.current_time() + deadline
     delay = 0.02
     while True:
@@ -38,10 +40,11 @@ async def reconstruct(queries: Queries, stored: Stored, graph: str, size: int, p
                                   f"after {deadline:g} s")
     event = CompoundEvent(IRI(graph), tuple(quads))
     if kind == "bindings":
-        found = solutions(stored.sub, event, MAX_SOLUTIONS)
+        sub = stored.sub.with_taxonomy(taxonomy)
+        found = solutions(sub, event, MAX_SOLUTIONS)
         if not found:
             counters["reconstruction_mismatch"] += 1
             return None
-        return Notification(stored.id, graph, kind, published, solutions=tuple(project(stored.sub, found)),
+        return Notification(stored.id, graph, kind, published, solutions=tuple(project(sub, found)),
                             truncated=len(found) >= MAX_SOLUTIONS)
     return Notification(stored.id, graph, kind, published, quads=event.quads)

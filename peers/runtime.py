@@ -43,6 +43,7 @@ from eventcloud.net.rpc import ConnectionLimits, RpcConnection, open_connection
 from eventcloud.net.tls import client_context, server_context
 from eventcloud.net.transport import TcpTransport, Transport
 from eventcloud.overlay import Zone
+from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, OverlayInfo, Pong, ReplicaOf, ReplicaStatus, Table
 from eventcloud.wire.ops import Op
@@ -60,6 +61,7 @@ from peers.queries import Queries
 from peers.replicas import Replicas
 from peers.replication import ReplicatedStore, Replication
 from peers.router import FAILED, RetryPolicy, Router
+from peers.schema import Schema, load_taxonomy
 from peers.state import PeerState, StateError, load_state, save_state
 from peers.storage import Storage
 from peers.store import Offload, PeerStore
@@ -95,6 +97,7 @@ class RunningPeer:
     stopped: trio.Event
     homes: Homes
     attachments: Attachments
+    schema: Schema
 
     @property
     def id(self) -> str:
@@ -119,16 +122,17 @@ class _Superseded(Exception):
 async def run_peer(config: PeerConfig, transport: Transport | None = None, *, physical_ms=wall_clock_ms,
                    task_status: trio.TaskStatus[RunningPeer] = trio.TASK_STATUS_IGNORED,
                    process: ProcessPeers | None = None, state: PeerState | None = None,
-                   store: PeerStore | None = None) -> None:
+                   store: PeerStore | None = None, taxonomy: Taxonomy | None = None) -> None:
     """Run one peer until cancelled; `task_status.started` gets a handle once it serves.
 
     `state` and `store` start an in-memory stand-in from a replica's copy (tests); with a data
-    directory they come from its files."""
+    directory they come from its files. `taxonomy`: the class taxonomy to start with when the
+    data directory holds none (a stand-in starts with its launcher's)."""
     transport = transport or _tcp(config)
     process = process if process is not None else ProcessPeers()
     try:
         try:
-            await _PeerRuntime(config, transport, physical_ms, process, state, store).run(task_status)
+            await _PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy).run(task_status)
         except BaseExceptionGroup as group:  # a start-up step failed inside the peer's nursery
             raise _one_typed(group) from None
     except _Superseded as superseded:
@@ -137,7 +141,7 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
         for address in superseded.rejoin:
             fresh = replace(config, join=address)
             try:
-                await _PeerRuntime(fresh, transport, physical_ms, process, None, None).run(task_status)
+                await _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy).run(task_status)
                 return
             except EventCloudError as exc:
                 log.warning("rejoining through %s failed: %s", address, exc)
@@ -203,7 +207,7 @@ class _Persistence:
 
 class _PeerRuntime:
     def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
-                 state: PeerState | None, store: PeerStore | None) -> None:
+                 state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None) -> None:
         self.config = config
         self.transport = transport
         data_dir = config.data_dir
@@ -229,7 +233,11 @@ class _PeerRuntime:
         peer_store = store if store is not None else PeerStore(data_dir / "store" if data_dir is not None else None,
                                                                durable=config.fsync)
         self.store = store_ = ReplicatedStore(peer_store, config.offloaded, replication)
-        self.subscriptions = subscriptions = Subscriptions(state, store_, counters, tombstone_ttl=config.tombstone_ttl)
+        self.subscriptions = subscriptions = Subscriptions(state, store_, counters, tombstone_ttl=config.tombstone_ttl,
+                                                           taxonomy=load_taxonomy(data_dir) or taxonomy)
+        self.schema = Schema(state, router, clock, subscriptions, counters, data_dir=data_dir, offload=offload,
+                             sync_every=config.schema_sync_every,
+                             rng=random.Random(None if config.seed is None else config.seed + 1))
         self.commits = commits = Commits(state, router, store_, counters)
         self.queries = queries = Queries(state, router, store_, subscriptions, commits, counters,
                                          offload=Offload(config.offloaded, 2))
@@ -237,7 +245,8 @@ class _PeerRuntime:
             state, router, queries, clock, counters, physical_ms=physical_ms, leases=config.leases,
             is_admin=self.auth.is_admin, retry_window=config.retry_window,
             subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
-            reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline)
+            reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline,
+            taxonomy=lambda: subscriptions.taxonomy)
         self.attachments = attachments = Attachments(state, router, delivery, clock, counters,
                                                      attach_refresh=config.attach_refresh,
                                                      retry_window=config.retry_window)
@@ -267,7 +276,7 @@ class _PeerRuntime:
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
             departed=membership.departed)
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
-        for service in (router, queries, delivery, attachments, storage, membership, replicas):
+        for service in (router, queries, delivery, attachments, storage, membership, replicas, self.schema):
             dispatcher.register(service.handlers(), getattr(service, "routed", dict)())
         dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()})
 
@@ -284,7 +293,7 @@ class _PeerRuntime:
         host = self.config.listen.rpartition(":")[0]
         config = replace(self.config, listen=f"{host}:0", join=None, data_dir=data_dir, seed=None)
         await run_peer(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
-                       process=self.process, state=state, store=store)
+                       process=self.process, state=state, store=store, taxonomy=self.subscriptions.taxonomy)
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         config, limits = self.config, self.limits
@@ -334,6 +343,7 @@ class _PeerRuntime:
                     elif config.join:
                         await self._check_same_overlay(config.join)
                         await self.membership.join(config.join)
+                        await self.schema.sync_from(config.join)   # before matching anything
                         self.dispatcher.ready.set()
                     else:
                         state.zone = Zone(state.space.whole_space())
@@ -345,12 +355,12 @@ class _PeerRuntime:
                         log.warning("peer %s: no cluster secret is set, so any client can use peer operations "
                                     "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
                     await nursery.start(_run_membership, self.membership, config.stabilise_every)
-                    for service in (self.storage, self.replication, self.replicas):
+                    for service in (self.storage, self.replication, self.replicas, self.schema):
                         await nursery.start(service.run)
                     task_status.started(RunningPeer(
                         state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,
                         self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
-                        self.limits, self.scope, self.stopped, self.homes, self.attachments))
+                        self.limits, self.scope, self.stopped, self.homes, self.attachments, self.schema))
                     await trio.sleep_forever()
         finally:
             self.process.ids.discard(state.id)

@@ -40,7 +40,7 @@ from peers.mutations import (
 )
 from peers.wal import WriteAheadLog
 
-__all__ = ["EventInfo", "PeerStore", "AsyncStore", "Offload", "StoreError", "Mutation", "add", "commit",
+__all__ = ["EventInfo", "PeerStore", "AsyncStore", "Offload", "StoreError", "write_atomically", "Mutation", "add", "commit",
            "notified", "abort", "delete", "remove", "put_subscription", "drop_subscription", "decide"]
 
 _INFO = ox.NamedNode("urn:eventcloud:info")
@@ -231,7 +231,7 @@ class PeerStore:
         if self._wal is not None:
             self._store.flush()
             if self.mailboxes.dirty:
-                _write_atomically(self.path / _MAILBOXES, self.mailboxes.dump())  # type: ignore[operator]
+                write_atomically(self.path / _MAILBOXES, self.mailboxes.dump())  # type: ignore[operator]
                 self.mailboxes.dirty = False
             self._wal.truncate()
 
@@ -414,7 +414,7 @@ class PeerStore:
 _MAILBOXES = "mailboxes.msgpack"
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Replace `path` with `data`: a crash leaves the old file or the new one, never half of one."""
     partial = path.with_suffix(".partial")
     with open(partial, "wb") as handle:

@@ -19,6 +19,7 @@ import trio
 from eventcloud.matching.index import SubscriptionIndex
 from eventcloud.overlay import Box, Zone
 from eventcloud.sparql.subscription import Subscription, parse_subscription
+from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import SubscriptionRecord
 from peers.state import PeerState
 from peers.store import AsyncStore, drop_subscription, put_subscription
@@ -50,12 +51,13 @@ class Stored:
 
 
 class Subscriptions:
-    def __init__(self, state: PeerState, store: AsyncStore, counters: Counter[str], *, tombstone_ttl: float) -> None:
+    def __init__(self, state: PeerState, store: AsyncStore, counters: Counter[str], *, tombstone_ttl: float,
+                 taxonomy: Taxonomy | None = None) -> None:
         self.state = state
         self.store = store
         self.counters = counters
         self.tombstone_ttl = tombstone_ttl
-        self.index = SubscriptionIndex()
+        self.index = SubscriptionIndex(taxonomy=taxonomy)
         self._stored: dict[str, Stored] = {}
         self._tombstones: dict[str, float] = {}
         for record in store.sync.subscriptions().values():
@@ -79,9 +81,24 @@ class Subscriptions:
     def removed(self, ident: str) -> bool:
         return ident in self._tombstones
 
-    @staticmethod
-    def parse(record: SubscriptionRecord) -> Subscription:
-        return parse_cached(record.sparql)
+    @property
+    def taxonomy(self) -> Taxonomy:
+        """The class taxonomy this peer matches with (peers.schema keeps it current)."""
+        return self.index.taxonomy
+
+    def set_taxonomy(self, taxonomy: Taxonomy) -> list[str]:
+        """Match with `taxonomy` from now on: the subscriptions that read it are re-bound (their ids)."""
+        rebound = self.index.set_taxonomy(taxonomy)
+        for ident in rebound:
+            stored = self._stored.get(ident)
+            sub = self.index.get(ident)
+            if stored is not None and sub is not None:
+                self._stored[ident] = Stored(stored.record, sub)
+        return rebound
+
+    def parse(self, record: SubscriptionRecord) -> Subscription:
+        """The parsed subscription, reading this peer's taxonomy."""
+        return parse_cached(record.sparql).with_taxonomy(self.index.taxonomy)
 
     def _put(self, record: SubscriptionRecord) -> Stored:
         stored = Stored(record, self.parse(record))

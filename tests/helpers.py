@@ -314,10 +314,10 @@ def sparql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
 
 
-async def check_delivered(sub, expected: dict[str, set], label: str, seconds: float = 60) -> int:
+async def check_delivered(sub, expected: dict[str, set], label: str, seconds: float = 60, extra: float = 5) -> int:
     """The notifications of `sub` are exactly `expected` (event graph -> solutions), none twice."""
     got: list[Notification] = []
-    await collect(sub, len(expected), got, seconds=seconds)
+    await collect(sub, len(expected), got, seconds=seconds, extra=extra)
     graphs = [n.event for n in got]
     assert len(graphs) == len(set(graphs)), f"duplicate notification for {label}"
     assert set(graphs) == set(expected), f"wrong events for {label}"
@@ -326,13 +326,11 @@ async def check_delivered(sub, expected: dict[str, set], label: str, seconds: fl
     return len(got)
 
 
-async def collect(sub, expected: int, into: list, seconds: float = 120) -> None:
+async def collect(sub, expected: int, into: list, seconds: float = 120, extra: float = 5) -> None:
     with trio.move_on_after(seconds):
-        async for note in sub:
-            into.append(note)
-            if len(into) >= expected:
-                break
-    await trio.sleep(5)  # let any extra (wrong) notification arrive too
+        while len(into) < expected:
+            into.append(await sub.receive())
+    await trio.sleep(extra)  # let any extra (wrong) notification arrive too
     while True:
         try:
             into.append(sub._receive.receive_nowait())

@@ -71,7 +71,8 @@ def add_client_options(p: argparse.ArgumentParser, peer_help: str = "an entry pe
     p.add_argument("--peer", type=address, required=True, action="append", metavar="HOST:PORT",
                    help=f"{peer_help}; give it more than once for other peers to fail over to")
     p.add_argument("--admin-token-file", type=Path, metavar="FILE",
-                   help=f"file holding the admin token, for leave and delete (or set {TOKEN_ENV})")
+                   help=f"file holding the admin token, for leave, delete, schema load and subscriptions list (or set "
+                        f"{TOKEN_ENV})")
     p.add_argument("--tls-ca", type=Path, metavar="FILE",
                    help=f"connect with TLS, trusting this CA certificate (PEM) (or set {TLS_CA_ENV})")
     p.add_argument("--tls", action="store_true", help="connect with TLS, trusting the system's CAs")

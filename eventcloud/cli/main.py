@@ -47,6 +47,7 @@ COMMANDS: dict[str, Callable] = {
     **{name: _client(name) for name in ("publish", "query", "find", "delete", "status", "leave")},
     "subscribe": _client("subscribe", "eventcloud.cli.subscriptions"),
     "subscriptions": _client("subscriptions", "eventcloud.cli.subscriptions"),
+    "schema": _client("schema", "eventcloud.cli.schema"),
 }
 
 

@@ -179,6 +179,19 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             q.add_argument("--admin", action="store_true", help="cancel any subscription with the admin token")
 
+    p = sub.add_parser("schema", help="load or show the class taxonomy (rdfs:subClassOf) is-a subscriptions read",
+                       description="`load FILE` makes the rdfs:subClassOf triples of an RDF file the overlay's class "
+                                   "taxonomy (a new version, on every peer; needs the admin token where one is set); "
+                                   "`show` prints it and each peer's version.")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    q = actions.add_parser("load", help="load a taxonomy from an RDF file (Turtle, RDF/XML, N-Triples, …)")
+    add_client_options(q, address=_address)
+    q.add_argument("file", metavar="FILE")
+    q.add_argument("--format", help="RDF format [from the extension]")
+    q = actions.add_parser("show", help="the current taxonomy and each peer's version")
+    add_client_options(q, address=_address)
+    q.add_argument("--format", dest="format_out", choices=("table", "turtle", "json"), default="table", help="[table]")
+
     p = sub.add_parser("demo", help="the main job: a local cluster, a subscriber and a publisher",
                        description="Start a local cluster, subscribe to high sensor readings, publish real Aarhus "
                                    "sensor observations (CityBench) and print the notifications as they arrive.")

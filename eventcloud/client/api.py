@@ -24,11 +24,12 @@ from eventcloud.errors import ErrorCode, EventCloudError, ModelError
 from eventcloud.net.tls import client_context
 from eventcloud.net.transport import TcpTransport, Transport
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad, Term, event_graph
+from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
     NOTIFICATION_KINDS, Ack, Attach, Attached, Counted, Delete, Deleted, Empty, Find, Left, Notification, Publish,
-    Published, Quads, Receipt, Renew, Renewed, Sparql, SparqlResult, Status, Subscribe, Subscribed,
-    SubscriptionInfo, SubscriptionList, Unsubscribe,
+    Published, Quads, Receipt, Renew, Renewed, SchemaInfo, SchemaLoad, Sparql, SparqlResult, Status, Subscribe,
+    Subscribed, SubscriptionInfo, SubscriptionList, Unsubscribe,
 )
 from eventcloud.wire.ops import Op
 
@@ -124,6 +125,30 @@ class Client:
 
         events = events_from_rdflib(graph, graph=iri, timestamp_ms=int(time.time() * 1000))
         return [await self.publish(e) for e in events]
+
+    # --- the class taxonomy -------------------------------------------------------------------
+
+    async def load_schema(self, taxonomy: Taxonomy | str | Path, format: str | None = None) -> SchemaInfo:
+        """Make `taxonomy` (a Taxonomy, or an RDF file of `rdfs:subClassOf` triples) the overlay's
+        class taxonomy; the version it got and the peers that hold it already (the others catch
+        up from their neighbours). Needs the admin token when the overlay has one."""
+        if not isinstance(taxonomy, Taxonomy):
+            from eventcloud.rdf.files import guess_format
+
+            path = Path(taxonomy)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise ClientError(f"cannot read {path}: {exc.strerror or exc}", ErrorCode.BAD_REQUEST) from None
+            try:
+                taxonomy = Taxonomy.from_rdf(data, format or guess_format(path), name=str(path))
+            except EventCloudError as exc:
+                raise ClientError(exc.message, exc.code) from None
+        return SchemaInfo.from_wire(await self.call(Op.SCHEMA_LOAD, SchemaLoad(taxonomy)))
+
+    async def schema(self) -> SchemaInfo:
+        """The overlay's class taxonomy (as the entry peer holds it) and each peer's version."""
+        return SchemaInfo.from_wire(await self.call(Op.SCHEMA))
 
     # --- reading ------------------------------------------------------------------------------
 

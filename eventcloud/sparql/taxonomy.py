@@ -29,6 +29,8 @@ RDFS_SUBCLASSOF = RDFS + "subClassOf"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
 _EMPTY: frozenset[str] = frozenset()
+#: (class, ancestor) pairs a taxonomy may have: every peer holds the closure twice (up and down).
+MAX_CLOSURE = 2_000_000
 
 
 class TaxonomyError(InputError):
@@ -65,11 +67,16 @@ class Taxonomy:
         self._parents = {c: frozenset(p) for c, p in parents.items()}
         self._children = {c: frozenset(k) for c, k in children.items()}
         ancestors: dict[str, frozenset[str]] = {}
+        size = 0
         for cls in order:  # parents first
             found = {cls}
             for parent in parents.get(cls, ()):
                 found |= ancestors[parent]
             ancestors[cls] = frozenset(found)
+            size += len(found)
+            if size > MAX_CLOSURE:
+                raise TaxonomyError(f"the taxonomy's closure has over {MAX_CLOSURE:,} (class, ancestor) pairs: "
+                                    f"too deep or too large to hold on every peer")
         descendants: dict[str, frozenset[str]] = {}
         for cls in reversed(order):  # children first
             found = {cls}

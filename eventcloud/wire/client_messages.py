@@ -12,7 +12,10 @@ from eventcloud.errors import BadRequest
 from eventcloud.overlay.coordinates import CoordinateSpace
 from eventcloud.overlay.zones import Zone
 from eventcloud.rdf.model import CompoundEvent, Quad, Term
-from eventcloud.wire.fields import ALL, EVENT, IRI_, NOTIFICATION_KINDS, PATTERN, QUAD, SOLUTIONS, SPACE, ZONE
+from eventcloud.sparql.taxonomy import Taxonomy
+from eventcloud.wire.fields import (
+    ALL, EVENT, IRI_, NOTIFICATION_KINDS, PATTERN, QUAD, SOLUTIONS, SPACE, TAXONOMY, ZONE,
+)
 from eventcloud.wire.schema import BOOL, FLOAT, INT, LIST, MAP, NESTED, OPT, RAW, STR, Body, field, message
 
 # --- generic ----------------------------------------------------------------------------------
@@ -273,6 +276,32 @@ class SubscriptionId(Body):
 @message
 class Left(Body):
     heir: str = field(STR)
+
+
+@message
+class SchemaLoad(Body):
+    """A class taxonomy for the whole overlay (its version is chosen by the entry peer)."""
+
+    taxonomy: Taxonomy = field(TAXONOMY)
+
+
+@message
+class PeerSchema(Body):
+    """The taxonomy version one peer matches with."""
+
+    id: str = field(STR)
+    version: int = field(INT)
+    digest: str = field(STR)
+
+
+@message
+class SchemaInfo(Body):
+    """The overlay's taxonomy as the entry peer holds it, and each peer's version (`schema`);
+    after `schema_load`, the version loaded and the peers that hold it already."""
+
+    taxonomy: Taxonomy = field(TAXONOMY)
+    peers: tuple[PeerSchema, ...] = field(LIST(NESTED(PeerSchema)), default=())
+    unreachable: tuple[str, ...] = field(LIST(STR), default=())   # peers that will catch up later
 
 
 @message

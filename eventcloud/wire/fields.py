@@ -6,6 +6,7 @@ from typing import Any
 
 from eventcloud.errors import BadRequest
 from eventcloud.overlay.plans import Neighbour
+from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire import codec as c
 from eventcloud.wire.schema import Codec
 
@@ -33,4 +34,5 @@ NEIGHBOURS = Codec("neighbour records", lambda table: [c.neighbour_to_wire(k, n)
 NEIGHBOUR = Codec("a neighbour record", lambda kn: c.neighbour_to_wire(*kn), lambda d, t: c.neighbour_from_wire(d))
 
 ALL: tuple[None, None, None, None] = (None, None, None, None)
+TAXONOMY = Codec("a taxonomy", lambda t: t.to_wire(), lambda d, t: Taxonomy.from_wire(d))
 NOTIFICATION_KINDS = ("signal", "bindings", "event")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from eventcloud.wire.client_messages import *  # noqa: F401,F403 - one place to import every body from
 from eventcloud.wire.client_messages import (
     Ack, Admin, Attach, Attached, Auth, Challenge, Counted, Delete, Deleted, Empty, Ended, Find, Hello, Left,
-    Notification, OverlayInfo, Pong, Publish, Published, Quads, Renew, Renewed, Sparql, SparqlResult, Status,
+    Notification, OverlayInfo, Pong, SchemaInfo, SchemaLoad, Publish, Published, Quads, Renew, Renewed, Sparql, SparqlResult, Status,
     Subscribe, Subscribed, SubscriptionId, SubscriptionList, Unsubscribe,
 )
 from eventcloud.wire.fields import *  # noqa: F401,F403
@@ -20,7 +20,7 @@ from eventcloud.wire.peer_messages import (
     Announce, Commit, CsmaStep, Deliver, Delivered, Delivery, JoinCommit, JoinRequest, Leases, MailboxAck,
     MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, Notify, PeerId, Probe, ProbeResult,
     ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, Route, Routed, StoreSubscription,
-    Table, TakeOver,
+    SchemaNewer, SchemaOffer, Table, TakeOver,
 )
 from eventcloud.wire.schema import Body
 
@@ -32,7 +32,8 @@ REQUESTS: dict[Op, type[Body]] = {
     Op.SUBSCRIPTIONS: Empty, Op.MAILBOX_DELIVER: MailboxDeliver,
     Op.MAILBOX_OPEN: MailboxOpen, Op.MAILBOX_ATTACH: MailboxAttach, Op.MAILBOX_ACK: MailboxAck,
     Op.MAILBOX_NOTIFY: Notify, Op.MAILBOX_END: MailboxEnd, Op.LEASE_SUB: Leases, Op.SUBS_LOCAL: Empty,
-    Op.ENDED: Ended,
+    Op.ENDED: Ended, Op.SCHEMA: Empty, Op.SCHEMA_LOAD: SchemaLoad, Op.SCHEMA_FETCH: SchemaNewer,
+    Op.SCHEMA_SET: SchemaLoad, Op.SCHEMA_LOCAL: Empty,
     Op.ROUTE: Route, Op.DELIVER: Deliver, Op.COMMIT: Commit, Op.NOTIFY: Notify, Op.JOIN_COMMIT: JoinCommit,
     Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.TABLE: Empty, Op.PROBE: Probe, Op.REPLICATE: Replicate,
     Op.REPLICA_SYNC: ReplicaSync, Op.REPLICA_STATE: ReplicaState, Op.REPLICA_DROP: ReplicaOf,
@@ -48,7 +49,8 @@ REPLIES: dict[Op, type[Body]] = {
     Op.PING: Pong, Op.HELLO: Challenge, Op.AUTH: PeerId, Op.ADMIN: Empty, Op.OVERLAY_INFO: OverlayInfo, Op.PUBLISH: Published, Op.FIND: Quads, Op.COUNT: Counted,
     Op.SPARQL: SparqlResult, Op.DELETE: Deleted, Op.STATUS: Status, Op.SUBSCRIBE: Subscribed,
     Op.UNSUBSCRIBE: SubscriptionId, Op.LEAVE: Left, Op.ATTACH: Attached, Op.ACK: Empty, Op.RENEW: Renewed,
-    Op.SUBSCRIPTIONS: SubscriptionList, Op.MAILBOX_DELIVER: Empty,
+    Op.SUBSCRIPTIONS: SubscriptionList, Op.MAILBOX_DELIVER: Empty, Op.SCHEMA: SchemaInfo,
+    Op.SCHEMA_LOAD: SchemaInfo, Op.SCHEMA_FETCH: SchemaOffer,
     Op.ROUTE: Routed, Op.DELIVER: Delivered, Op.COMMIT: Empty, Op.NOTIFY: Empty, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,
     Op.TAKE_OVER: PeerId, Op.TABLE: Table, Op.PROBE: ProbeResult, Op.REPLICATE: Empty, Op.REPLICA_SYNC: Empty,
     Op.REPLICA_STATE: Empty, Op.REPLICA_DROP: Empty, Op.REPLICA_STATUS: ReplicaStatus,

@@ -37,6 +37,8 @@ class Op(StrEnum):
     ACK = "ack"
     RENEW = "renew"
     SUBSCRIPTIONS = "subscriptions"
+    SCHEMA = "schema"
+    SCHEMA_LOAD = "schema_load"
     # peer operations
     ROUTE = "route"
     DELIVER = "deliver"
@@ -53,6 +55,7 @@ class Op(StrEnum):
     REPLICA_DROP = "replica_drop"
     REPLICA_STATUS = "replica_status"
     MAILBOX_DELIVER = "mailbox_deliver"
+    SCHEMA_FETCH = "schema_fetch"
     # routed operations (inside ROUTE, or run by MCAST on every peer of a box)
     MCAST = "mcast"
     JOIN_SPLIT = "join_split"
@@ -73,6 +76,8 @@ class Op(StrEnum):
     MAILBOX_END = "mailbox_end"
     LEASE_SUB = "lease_sub"
     SUBS_LOCAL = "subs_local"
+    SCHEMA_SET = "schema_set"
+    SCHEMA_LOCAL = "schema_local"
     # push
     NOTIFICATION = "notification"
     ENDED = "ended"
@@ -81,20 +86,22 @@ class Op(StrEnum):
 CLIENT_OPS = frozenset({
     Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
     Op.SUBSCRIBE, Op.UNSUBSCRIBE, Op.LEAVE, Op.ATTACH, Op.ACK, Op.RENEW, Op.SUBSCRIPTIONS,
+    Op.SCHEMA, Op.SCHEMA_LOAD,
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
                       Op.TABLE, Op.PROBE, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
-                      Op.REPLICA_STATUS, Op.MAILBOX_DELIVER})
+                      Op.REPLICA_STATUS, Op.MAILBOX_DELIVER, Op.SCHEMA_FETCH})
 ROUTED_OPS = frozenset({
     Op.MCAST, Op.JOIN_SPLIT, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
     Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE, Op.MAILBOX_OPEN,
     Op.MAILBOX_ATTACH, Op.MAILBOX_ACK, Op.MAILBOX_NOTIFY, Op.MAILBOX_END, Op.LEASE_SUB, Op.SUBS_LOCAL,
+    Op.SCHEMA_SET, Op.SCHEMA_LOCAL,
 })
 PUSH_OPS = frozenset({Op.NOTIFICATION, Op.ENDED})
 #: What a peer accepts as the `op` of a request frame.
 REQUEST_OPS = CLIENT_OPS | PEER_OPS
 #: Operations that change or stop the overlay, and so need the admin token when one is set.
-ADMIN_OPS = frozenset({Op.LEAVE, Op.DELETE, Op.SUBSCRIPTIONS})
+ADMIN_OPS = frozenset({Op.LEAVE, Op.DELETE, Op.SUBSCRIPTIONS, Op.SCHEMA_LOAD})
 
 
 def parse_op(name: object) -> Op | None:

@@ -9,8 +9,9 @@ from eventcloud.overlay.coordinates import Box, Point
 from eventcloud.overlay.plans import Neighbour
 from eventcloud.overlay.zones import Zone
 from eventcloud.rdf.model import Quad, Term
+from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.client_messages import Notification
-from eventcloud.wire.fields import BOX, NEIGHBOUR, NEIGHBOURS, PARTIAL, POINT, QUAD, SOLUTIONS, ZONE
+from eventcloud.wire.fields import BOX, NEIGHBOUR, NEIGHBOURS, PARTIAL, POINT, QUAD, SOLUTIONS, TAXONOMY, ZONE
 from eventcloud.wire.schema import BOOL, INT, LIST, MAP, NESTED, OPT, RAW, STR, Body, field, message
 
 @message
@@ -321,3 +322,15 @@ class Probe(Body):
 class ProbeResult(Body):
     reachable: bool = field(BOOL)
     departed: bool = field(BOOL, default=False)   # it left the overlay gracefully
+
+
+@message
+class SchemaNewer(Body):
+    """`schema_fetch`: the asking peer's taxonomy version; the answer holds a newer one, if any."""
+
+    version: int = field(INT)
+
+
+@message
+class SchemaOffer(Body):
+    taxonomy: Taxonomy | None = field(OPT(TAXONOMY), default=None)

@@ -87,6 +87,11 @@ class Membership:
         self._pending: dict[str, _PendingJoin] = {}
         self._nursery: trio.Nursery | None = None
 
+    @property
+    def handing_over(self) -> bool:
+        """Is part of this peer's store already a joining peer's (a split not yet committed)?"""
+        return bool(self._pending)
+
     def handlers(self) -> dict[Op, Any]:
         return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit, Op.NEIGHBOURS: self._on_neighbours,
                 Op.TAKE_OVER: self._on_take_over, Op.TABLE: self._on_table, Op.LEAVE: self._on_leave}

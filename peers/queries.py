@@ -1,17 +1,21 @@
 """Client operations on stored data: find, count, one-time SPARQL, delete and status.
 
 Each runs as a multicast over the box its pattern covers (the whole space for status), and
-each peer answers for the quads of its own zone. One-time SPARQL gathers, for each triple
-pattern of the query, the candidate quads of the zones covering the pattern's box, loads
-them into an in-memory store and evaluates the query there (pyoxigraph), so every SPARQL 1.1
-form is available.
+each peer answers for the quads of its own zone. One-time SPARQL over one triple pattern
+(SELECT with FILTERs, DISTINCT and LIMIT, ASK, COUNT/SUM/MIN/MAX/AVG with GROUP BY) runs at
+the peers of the pattern's box, each over its own quads, and the entry peer merges their
+answers (eventcloud.sparql.distributed): no data crosses the network for an aggregate, and a
+LIMIT stops each peer early. Any other query gathers, for each triple pattern, the candidate
+quads of the zones covering the pattern's box, loads them into an in-memory store and
+evaluates the query there (pyoxigraph), so every SPARQL 1.1 form is available.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 import pyoxigraph as ox
 
@@ -19,27 +23,32 @@ from eventcloud.errors import ErrorCode, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.rdf.oxigraph import quad_to_ox
-from eventcloud.sparql.query_plan import QueryPlanError, candidate_patterns
+from eventcloud.sparql.distributed import Pushdown, merge_aggregates, merge_select, plan_pushdown
+from eventcloud.sparql.query_plan import QueryPlanError, analyse, candidate_patterns
 from eventcloud.wire.codec import quad_from_wire, quad_to_wire
 from eventcloud.wire.messages import (
-    Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Sparql, SparqlResult, Status,
+    Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Sparql, SparqlLocal, SparqlResult, Status,
 )
 from eventcloud.wire.ops import Op
 from peers.router import Router
 from peers.state import PeerState
 from peers.commits import COMMIT, Commits
-from peers.store import AsyncStore, Offload, delete
+from peers.store import AsyncStore, Offload, delete, query_rows
 from peers.subscriptions import Subscriptions
 
 __all__ = ["Queries"]
 
 Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
+#: Rows one peer sends for one pushed-down SELECT without LIMIT (more: the query is refused).
+MAX_ROWS = 20_000
 
 
 class Queries:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 commits: Commits, counters: Counter[str], *, offload: Offload) -> None:
+                 commits: Commits, counters: Counter[str], *, offload: Offload,
+                 handing_over: Callable[[], bool] = lambda: False) -> None:
         self.state = state
+        self.handing_over = handing_over   # part of this store may belong to a joining peer
         self.commits = commits
         self.offload = offload
         self.router = router
@@ -53,7 +62,8 @@ class Queries:
 
     def routed(self) -> dict[Op, Any]:
         return {Op.FIND_LOCAL: self._local_find, Op.COUNT_LOCAL: self._local_count,
-                Op.DELETE_LOCAL: self._local_delete, Op.STATUS_LOCAL: self._local_status}
+                Op.DELETE_LOCAL: self._local_delete, Op.STATUS_LOCAL: self._local_status,
+                Op.SPARQL_LOCAL: self._local_sparql}
 
     # --- finding and counting -----------------------------------------------------------------
 
@@ -99,17 +109,51 @@ class Queries:
 
     async def _on_sparql(self, conn: RpcConnection, body: Sparql) -> SparqlResult:
         text = body.query
+        started = time.perf_counter()
         try:
-            patterns = candidate_patterns(text)
+            patterns, algebra = await self.offload.run(analyse, text)
         except QueryPlanError as exc:
             raise RequestError(exc.message, ErrorCode.BAD_QUERY) from None
-        started = time.perf_counter()
+        plan = plan_pushdown(text, algebra) if len(patterns) == 1 else None
+        if plan is not None:
+            self.counters["sparql_pushed_down"] += 1
+            return await self._pushdown(plan, patterns[0], started)
+        self.counters["sparql_gathered"] += 1
         gathered: set[Quad] = set()
         if not patterns or any(p == (None, None, None, None) for p in patterns):
             patterns = [(None, None, None, None)]
         for pattern in patterns:
             gathered.update(await self.find(pattern))
         return await self.offload.run(_evaluate, text, gathered, started)
+
+    async def _pushdown(self, plan: Pushdown, pattern: Pattern, started: float) -> SparqlResult:
+        box = self.state.space.pattern_box(pattern)
+        answers = await self.router.multicast(box, Op.SPARQL_LOCAL, SparqlLocal(plan.texts, plan.limit))
+        if plan.form == "ask":
+            out: dict[str, Any] = {"head": {}, "boolean": any(a[0] for a in answers)}
+            return SparqlResult("boolean", json.dumps(out), 0, time.perf_counter() - started)
+        if plan.form == "select":
+            rows = merge_select(plan, [a[0] for a in answers])
+        else:
+            rows = merge_aggregates(plan, answers)
+        out = {"head": {"vars": list(plan.variables)}, "results": {"bindings": rows}}
+        return SparqlResult("solutions", json.dumps(out), 0, time.perf_counter() - started)
+
+    async def _local_sparql(self, body: SparqlLocal) -> list[Any]:
+        """This peer's answers to pushed-down queries, over its visible quads of its own zone."""
+        graphs = [g for g, info in self.store.events().items() if info.committed]
+        for graph, info in self.store.sync.pending().items():
+            if await self.commits.resolve(info) == COMMIT:
+                graphs.append(graph)
+        if self.handing_over():
+            # the store still holds quads a joining peer now owns: query a copy of our zone's own
+            quads = []
+            for pattern in candidate_patterns(body.texts[0]):
+                quads += await self._mine(pattern)
+            return [await self.offload.run(_evaluate_rows, text, quads, body.limit) for text in body.texts]
+        return [await self.store.run(self.store.sync.query_rows, text, graphs, body.limit,
+                                     MAX_ROWS if body.limit is None else body.limit)
+                for text in body.texts]
 
     # --- deleting -----------------------------------------------------------------------------
 
@@ -157,3 +201,10 @@ def _evaluate(text: str, gathered: set[Quad], started: float) -> SparqlResult:
     except (SyntaxError, ValueError, OSError) as exc:
         raise RequestError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
     return SparqlResult(form, out, len(gathered), time.perf_counter() - started)
+
+
+def _evaluate_rows(text: str, quads: list[Quad], limit: int | None) -> list[Any] | bool:
+    """`PeerStore.query_rows` over a copy of some quads (blocking: runs in a worker thread)."""
+    copy = ox.Store()
+    copy.extend([quad_to_ox(q) for q in quads])
+    return query_rows(copy, text, sorted({q.g.value for q in quads}), limit, MAX_ROWS if limit is None else limit)

@@ -240,7 +240,8 @@ class _PeerRuntime:
                              rng=random.Random(None if config.seed is None else config.seed + 1))
         self.commits = commits = Commits(state, router, store_, counters)
         self.queries = queries = Queries(state, router, store_, subscriptions, commits, counters,
-                                         offload=Offload(config.offloaded, 2))
+                                         offload=Offload(config.offloaded, 2),
+                                         handing_over=lambda: self.membership.handing_over)
         self.delivery = delivery = Delivery(
             state, router, queries, clock, counters, physical_ms=physical_ms, leases=config.leases,
             is_admin=self.auth.is_admin, retry_window=config.retry_window,

@@ -40,7 +40,7 @@ from peers.mutations import (
 )
 from peers.wal import WriteAheadLog
 
-__all__ = ["EventInfo", "PeerStore", "AsyncStore", "Offload", "StoreError", "write_atomically", "Mutation", "add", "commit",
+__all__ = ["EventInfo", "PeerStore", "AsyncStore", "Offload", "StoreError", "write_atomically", "query_rows", "Mutation", "add", "commit",
            "notified", "abort", "delete", "remove", "put_subscription", "drop_subscription", "decide"]
 
 _INFO = ox.NamedNode("urn:eventcloud:info")
@@ -185,6 +185,10 @@ class PeerStore:
     def count(self) -> int:
         """Quads of committed events held here (a counter, not a scan)."""
         return self.committed_quads
+
+    def query_rows(self, text: str, graphs: list[str], limit: int | None, max_rows: int) -> list[Any] | bool:
+        """Run a SPARQL SELECT or ASK over the event graphs `graphs` only (see `query_rows`)."""
+        return query_rows(self._store, text, graphs, limit, max_rows)
 
     def subscriptions(self) -> dict[str, dict[str, Any]]:
         out = {}
@@ -412,6 +416,51 @@ class PeerStore:
 
 
 _MAILBOXES = "mailboxes.msgpack"
+
+
+_EMPTY = "urn:eventcloud:no-graph"
+
+
+def _term_json(term: Any) -> dict[str, str]:
+    """A pyoxigraph term as SPARQL 1.1 JSON results write it."""
+    if isinstance(term, ox.NamedNode):
+        return {"type": "uri", "value": term.value}
+    if isinstance(term, ox.BlankNode):
+        return {"type": "bnode", "value": term.value}
+    out = {"type": "literal", "value": term.value}
+    if term.language:
+        out["xml:lang"] = term.language
+    elif term.datatype.value != "http://www.w3.org/2001/XMLSchema#string":
+        out["datatype"] = term.datatype.value
+    return out
+
+
+def query_rows(store: ox.Store, text: str, graphs: list[str], limit: int | None, max_rows: int) -> list[Any] | bool:
+    """Run a SPARQL SELECT or ASK over the event graphs `graphs` of `store` only (the default
+    graph is their union): its rows as SPARQL JSON term maps (at most `limit`), or its boolean.
+    StoreError past `max_rows` rows (the caller asks for a LIMIT or an aggregate instead)."""
+    nodes = [ox.NamedNode(g) for g in graphs] or [ox.NamedNode(_EMPTY)]
+    try:
+        result = store.query(text, default_graph=nodes, named_graphs=nodes)
+    except (SyntaxError, ValueError, OSError) as exc:
+        raise StoreError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
+    if isinstance(result, ox.QueryBoolean):
+        return bool(result)
+    names = [v.value for v in result.variables]
+    rows = []
+    for solution in result:
+        if limit is not None and len(rows) >= limit:
+            break
+        if len(rows) >= max_rows:
+            raise StoreError(f"the query has more than {max_rows:,} results on one peer: add a LIMIT, or "
+                             f"aggregate (COUNT, SUM, GROUP BY …)", ErrorCode.BAD_QUERY)
+        row = {}
+        for name in names:
+            term = solution[name]
+            if term is not None:
+                row[name] = _term_json(term)
+        rows.append(row)
+    return rows
 
 
 def write_atomically(path: Path, data: bytes) -> None:

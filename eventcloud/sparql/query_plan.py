@@ -45,6 +45,11 @@ def _term(node: Any) -> Term | None:
 
 def candidate_patterns(text: str) -> list[Pattern]:
     """The distinct quad patterns (g, s, p, o) whose matches the query may read."""
+    return analyse(text)[0]
+
+
+def analyse(text: str) -> tuple[list[Pattern], Any]:
+    """The query's candidate patterns (see `candidate_patterns`) and its rdflib algebra."""
     try:
         query = prepareQuery(text)
     except Exception as exc:  # rdflib raises pyparsing and several other error types
@@ -74,5 +79,5 @@ def candidate_patterns(text: str) -> list[Pattern]:
 
     visit(query.algebra, None)
     if widen or not patterns:
-        return [EVERYTHING]
-    return list(patterns)
+        return [EVERYTHING], query.algebra
+    return list(patterns), query.algebra

@@ -20,7 +20,7 @@ from eventcloud.wire.peer_messages import (
     Announce, Commit, CsmaStep, Deliver, Delivered, Delivery, JoinCommit, JoinRequest, Leases, MailboxAck,
     MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, Notify, PeerId, Probe, ProbeResult,
     ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, Route, Routed, StoreSubscription,
-    SchemaNewer, SchemaOffer, Table, TakeOver,
+    SchemaNewer, SchemaOffer, SparqlLocal, Table, TakeOver,
 )
 from eventcloud.wire.schema import Body
 
@@ -33,7 +33,7 @@ REQUESTS: dict[Op, type[Body]] = {
     Op.MAILBOX_OPEN: MailboxOpen, Op.MAILBOX_ATTACH: MailboxAttach, Op.MAILBOX_ACK: MailboxAck,
     Op.MAILBOX_NOTIFY: Notify, Op.MAILBOX_END: MailboxEnd, Op.LEASE_SUB: Leases, Op.SUBS_LOCAL: Empty,
     Op.ENDED: Ended, Op.SCHEMA: Empty, Op.SCHEMA_LOAD: SchemaLoad, Op.SCHEMA_FETCH: SchemaNewer,
-    Op.SCHEMA_SET: SchemaLoad, Op.SCHEMA_LOCAL: Empty,
+    Op.SCHEMA_SET: SchemaLoad, Op.SCHEMA_LOCAL: Empty, Op.SPARQL_LOCAL: SparqlLocal,
     Op.ROUTE: Route, Op.DELIVER: Deliver, Op.COMMIT: Commit, Op.NOTIFY: Notify, Op.JOIN_COMMIT: JoinCommit,
     Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.TABLE: Empty, Op.PROBE: Probe, Op.REPLICATE: Replicate,
     Op.REPLICA_SYNC: ReplicaSync, Op.REPLICA_STATE: ReplicaState, Op.REPLICA_DROP: ReplicaOf,

@@ -78,6 +78,7 @@ class Op(StrEnum):
     SUBS_LOCAL = "subs_local"
     SCHEMA_SET = "schema_set"
     SCHEMA_LOCAL = "schema_local"
+    SPARQL_LOCAL = "sparql_local"
     # push
     NOTIFICATION = "notification"
     ENDED = "ended"
@@ -95,7 +96,7 @@ ROUTED_OPS = frozenset({
     Op.MCAST, Op.JOIN_SPLIT, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
     Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE, Op.MAILBOX_OPEN,
     Op.MAILBOX_ATTACH, Op.MAILBOX_ACK, Op.MAILBOX_NOTIFY, Op.MAILBOX_END, Op.LEASE_SUB, Op.SUBS_LOCAL,
-    Op.SCHEMA_SET, Op.SCHEMA_LOCAL,
+    Op.SCHEMA_SET, Op.SCHEMA_LOCAL, Op.SPARQL_LOCAL,
 })
 PUSH_OPS = frozenset({Op.NOTIFICATION, Op.ENDED})
 #: What a peer accepts as the `op` of a request frame.

@@ -334,3 +334,12 @@ class SchemaNewer(Body):
 @message
 class SchemaOffer(Body):
     taxonomy: Taxonomy | None = field(OPT(TAXONOMY), default=None)
+
+
+@message
+class SparqlLocal(Body):
+    """`sparql_local`: queries over one triple pattern that each peer of its box runs on its own
+    quads (eventcloud.sparql.distributed); each answers with rows (SPARQL JSON terms) or a boolean."""
+
+    texts: tuple[str, ...] = field(LIST(STR))
+    limit: int | None = field(OPT(INT), default=None)      # rows per query at most

@@ -1,0 +1,127 @@
+"""One-time queries over a large store (issue: scale): 8 local peer processes, every CityBench stream
+published (--quads, ~600 k by default), then each query timed (--repeat times, the median) with
+its answer checked against what was published.
+
+    python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3]
+
+Prints one row per query: seconds (median), rows, and whether the answer is right (COUNT(*) must
+equal the quads published, per-predicate counts must add up to it, LIMIT 3 must give 3 rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+from eventcloud.client import connect
+from eventcloud.rdf.citybench import read_stream
+from peers.cluster import LocalCluster
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "citybench"
+QUERIES = {
+    "COUNT(*)": "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }",
+    "SELECT * LIMIT 3": "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 3",
+    "COUNT GROUP BY ?p": "SELECT ?p (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?p",
+    "AVG of values > 50": "SELECT (AVG(?v) AS ?mean) (COUNT(?v) AS ?n) WHERE { GRAPH ?g { "
+                          "?o <http://purl.oclc.org/NET/sao/hasValue> ?v } FILTER(?v > 50) }",
+    "ASK": "ASK { GRAPH ?g { ?s <http://purl.oclc.org/NET/sao/hasValue> ?v } }",
+}
+
+
+def events(limit_quads: int, data: Path) -> list:
+    out, quads = [], 0
+    streams = sorted(data.glob("*.stream"))
+    iterators = [read_stream(path) for path in streams]
+    while iterators and quads < limit_quads:
+        for it in list(iterators):
+            event = next(it, None)
+            if event is None:
+                iterators.remove(it)
+                continue
+            out.append(event)
+            quads += len(event)
+    return out
+
+
+async def run(args: argparse.Namespace) -> int:
+    evs = events(args.quads, Path(args.data))
+    total = sum(len(e) for e in evs)
+    print(f"{len(evs):,} CityBench events, {total:,} quads", file=sys.stderr)
+    cluster = LocalCluster(args.peers, seed=1)
+    await trio.to_thread.run_sync(cluster.start)
+    ok = True
+    try:
+        async with connect(cluster.addresses, admin_token=cluster.admin_token, source="qbench") as client:
+            started = time.perf_counter()
+            send, receive = trio.open_memory_channel(0)
+
+            async def publisher() -> None:
+                async for batch in receive:
+                    await client.publish_batch(batch)
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(4):
+                    nursery.start_soon(publisher)
+                async with send:
+                    for i in range(0, len(evs), 50):
+                        await send.send(evs[i:i + 50])
+            print(f"published in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            rows = []
+            for name, text in QUERIES.items():
+                times, answer = [], None
+                for _ in range(args.repeat):
+                    begun = time.perf_counter()
+                    answer = await client.query(text)
+                    times.append(time.perf_counter() - begun)
+                bindings = answer.get("results", {}).get("bindings", []) if isinstance(answer, dict) else []
+                if name == "COUNT(*)":
+                    right = int(bindings[0]["n"]["value"]) == total
+                elif name == "COUNT GROUP BY ?p":
+                    right = sum(int(b["n"]["value"]) for b in bindings) == total
+                elif name == "SELECT * LIMIT 3":
+                    right = len(bindings) == 3
+                elif name == "ASK":
+                    right = answer.get("boolean") is True
+                else:
+                    right = len(bindings) == 1
+                ok &= right
+                rows.append((name, statistics.median(times), len(bindings), right))
+            for name, call in (("count() (find --count)", client.count), ("status", client.status)):
+                times = []
+                for _ in range(args.repeat):
+                    begun = time.perf_counter()
+                    result = await call()
+                    times.append(time.perf_counter() - begun)
+                right = (result == total) if name.startswith("count") else sum(p.quads for p in result.peers) == total
+                ok &= right
+                rows.append((name, statistics.median(times), 1, right))
+            status = await client.status()
+            loads = [p.quads for p in status.peers]
+    finally:
+        await trio.to_thread.run_sync(cluster.stop)
+    print(f"| query ({args.peers} peers, {total:,} quads) | seconds (median of {args.repeat}) | rows | right |")
+    print("|---|---|---|---|")
+    for name, seconds, n, right in rows:
+        print(f"| {name} | {seconds:.3f} | {n} | {'yes' if right else 'NO'} |")
+    mean = sum(loads) / len(loads)
+    print(f"quads per peer: max {max(loads):,}, mean {mean:,.0f} (max/mean {max(loads) / mean:.1f}), "
+          f"empty peers {sum(1 for q in loads if q == 0)}")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peers", type=int, default=8)
+    parser.add_argument("--quads", type=int, default=600_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--data", default=str(DATA))
+    return trio.run(run, parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""One-time SPARQL evaluated where the data is: single-pattern SELECT, ASK and aggregates run at the
+peers and are merged at the entry peer; the answers equal pyoxigraph's over all the quads (the
+oracle), and queries that cannot be pushed down still gather and answer correctly."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+import pyoxigraph as ox
+import pytest
+
+from eventcloud.client import ClientError
+from eventcloud.errors import ErrorCode
+from eventcloud.rdf.oxigraph import quad_to_ox
+from eventcloud.sparql.distributed import plan_pushdown
+from eventcloud.sparql.query_plan import analyse
+from eventcloud.testing import open_overlay
+from tests.helpers import EXO, random_pubsub_event
+
+P0, P1 = f"<{EXO}p0>", f"<{EXO}p1>"
+PUSHED = [
+    "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }",
+    "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }",
+    f"SELECT ?p (COUNT(?o) AS ?n) (MIN(?o) AS ?lo) (MAX(?o) AS ?hi) WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }} GROUP BY ?p",
+    f"SELECT ?s (SUM(?o) AS ?total) (AVG(?o) AS ?mean) WHERE {{ GRAPH ?g {{ ?s {P0} ?o }} "
+    f"FILTER(isNumeric(?o)) }} GROUP BY ?s",
+    f"SELECT (AVG(?o) AS ?mean) (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?s {P1} ?o }} FILTER(isNumeric(?o) && ?o > 5) }}",
+    f"SELECT * WHERE {{ GRAPH ?g {{ ?s {P0} ?o }} FILTER(isLiteral(?o)) }}",
+    f"SELECT DISTINCT ?s ?p WHERE {{ GRAPH ?g {{ ?s ?p <{EXO}s1> }} }}",
+    "SELECT DISTINCT ?p WHERE { GRAPH ?g { ?s ?p ?o } }",
+    f"ASK {{ GRAPH ?g {{ ?s {P1} ?o }} }}",
+    f"ASK {{ ?s {P1} <{EXO}nothing> }}",
+    f"SELECT ?p (COUNT(*) AS ?n) WHERE {{ ?s ?p ?o FILTER(lang(?o) = 'fr') }} GROUP BY ?p",
+]
+GATHERED = [
+    f"SELECT ?s ?o ?o2 WHERE {{ GRAPH ?g {{ ?s {P0} ?o . ?s {P1} ?o2 }} }}",
+    "SELECT ?s ?o WHERE { GRAPH ?g { ?s ?p ?o } } ORDER BY ?s ?o LIMIT 5",
+    "SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }",
+    "SELECT ?p (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?p HAVING (COUNT(*) > 3)",
+    "CONSTRUCT { ?s ?p ?o } WHERE { GRAPH ?g { ?s ?p ?o } }",
+]
+
+
+def _value(term: dict) -> object:
+    datatype = term.get("datatype", "")
+    if datatype.endswith(("#integer", "#decimal", "#double", "#float")):
+        return ("number", str(round(Decimal(term["value"]), 9).normalize()), "", "")
+    return (term["type"], term["value"], term.get("xml:lang") or "", datatype)
+
+
+def _bag(result: dict) -> list:
+    if "boolean" in result:
+        return [result["boolean"]]
+    return sorted(sorted((k, _value(v)) for k, v in row.items()) for row in result["results"]["bindings"])
+
+
+def _oracle(store: ox.Store, text: str) -> dict:
+    import json
+
+    result = store.query(text, use_default_graph_as_union=True)
+    return json.loads(result.serialize(format=ox.QueryResultsFormat.JSON).decode())
+
+
+def test_which_queries_are_pushed_down():
+    for text in PUSHED:
+        assert plan_pushdown(text, analyse(text)[1]) is not None, text
+    for text in GATHERED + ["SELECT * WHERE { ?s ?p ?o } OFFSET 2", "SELECT (?o + 1 AS ?x) WHERE { ?s ?p ?o }"]:
+        patterns, algebra = analyse(text)
+        assert len(patterns) != 1 or plan_pushdown(text, algebra) is None, text
+
+
+@pytest.mark.parametrize("algorithm", ["osma", "csma"])
+async def test_pushed_down_and_gathered_queries_answer_like_the_oracle(autojump_clock, algorithm):
+    rng = random.Random(4)
+    events = [random_pubsub_event(rng, i) for i in range(80)]
+    oracle = ox.Store()
+    oracle.extend([quad_to_ox(q) for e in events for q in e.quads])
+    async with open_overlay(6, algorithm, seed=2) as overlay:
+        async with overlay.client(2) as client:
+            await client.publish_batch(events)
+            for text in PUSHED:
+                got = await client.query(text)
+                assert _bag(got) == _bag(_oracle(oracle, text)), text
+            pushed = sum(p.counters["sparql_pushed_down"] for p in overlay.peers)
+            assert pushed == len(PUSHED)
+            for text in GATHERED[:-1]:
+                assert _bag(await client.query(text)) == _bag(_oracle(oracle, text)), text
+            assert sum(p.counters["sparql_gathered"] for p in overlay.peers) == len(GATHERED) - 1
+            # LIMIT: each peer stops early; the rows are some of the oracle's, as many as asked
+            full = _bag(_oracle(oracle, "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }"))
+            for n in (1, 3, 50):
+                rows = _bag(await client.query(f"SELECT * WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }} LIMIT {n}"))
+                assert len(rows) == n and all(r in full for r in rows)
+            distinct = _bag(await client.query("SELECT DISTINCT ?p WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 2"))
+            assert len(distinct) == 2 and len({tuple(r) for r in distinct}) == 2
+
+
+async def test_a_huge_select_is_refused_with_advice_and_a_limit_answers(autojump_clock, monkeypatch):
+    monkeypatch.setattr("peers.queries.MAX_ROWS", 10)
+    rng = random.Random(1)
+    async with open_overlay(2, "osma", seed=1) as overlay:
+        async with overlay.client(0) as client:
+            await client.publish_batch([random_pubsub_event(rng, i) for i in range(30)])
+            with pytest.raises(ClientError) as info:
+                await client.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }")
+            assert info.value.code is ErrorCode.BAD_QUERY and "add a LIMIT" in info.value.message
+            assert len((await client.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 3"))
+                       ["results"]["bindings"]) == 3
+            count = await client.query("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")
+            assert int(count["results"]["bindings"][0]["n"]["value"]) > 10

@@ -28,6 +28,7 @@ import trio
 
 from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
+from eventcloud.overlay import Box
 from eventcloud.sparql.subscription import SubscriptionError
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
@@ -131,10 +132,8 @@ class Delivery:
         except SubscriptionError as exc:
             raise RequestError(exc.message, ErrorCode.BAD_SUBSCRIPTION) from None
         ident = uuid.uuid4().hex
-        # Phase 1: read every peer's clock, so t_S exceeds the publication time of every
-        # publication that completed before this call (whichever entry peer stamped it).
-        clocks = await router.multicast(space.whole_space(), Op.CLOCK, Empty())
-        self.clock.observe(max(clocks))
+        # Stored on the peers of its indexing box only; each stamps it with its own clock, and
+        # matches it against the events that arrive there afterwards (docs/pubsub.md, "Timing").
         t = self.clock.now()
         if body.durable:
             return await self._subscribe_durable(ident, body, sub, t)
@@ -184,15 +183,15 @@ class Delivery:
         return Subscribed(ident, t, len(sub.patterns), durable=True, ticket=ticket, expires=expires)
 
     async def _store_everywhere(self, record: SubscriptionRecord) -> None:
-        """Store a subscription on every peer of its box (the others merge the clock); rolled back
-        (and an error) if that cannot be done."""
-        whole = self.state.space.whole_space()
+        """Store a subscription on every peer of its indexing box; rolled back (and an error) if
+        that cannot be done."""
+        box = self.box_of(record.sparql)
         try:
-            await self.router.multicast(whole, Op.STORE_SUB, StoreSubscription(record))
+            await self.router.multicast(box, Op.STORE_SUB, StoreSubscription(record))
         except EventCloudError as exc:
             with trio.move_on_after(self.retry_window):
                 try:
-                    await self.router.multicast(whole, Op.REMOVE_SUB, SubscriptionId(record.id))
+                    await self.router.multicast(box, Op.REMOVE_SUB, SubscriptionId(record.id))
                 except EventCloudError:
                     pass
             raise RequestError(f"subscription not stored on every peer, rolled back: {exc.message}",
@@ -204,8 +203,10 @@ class Delivery:
         session = self._by_id.get(body.id)
         whole = self.state.space.whole_space()
         if session is not None and session.conn is conn:
+            stored = session.subscriptions.get(body.id)
             self._forget(body.id)
-            await self.router.multicast(whole, Op.REMOVE_SUB, SubscriptionId(body.id))
+            box = self.box_of(stored.record.sparql) if stored is not None else whole
+            await self.router.multicast(box, Op.REMOVE_SUB, SubscriptionId(body.id))
             return SubscriptionId(body.id)
         admin = self.is_admin(conn)
         if not body.ticket and not admin:
@@ -239,6 +240,10 @@ class Delivery:
                                             Leases(tuple((ident, expires) for ident in idents)))
             except EventCloudError as exc:
                 log.warning("peer %s: could not renew its subscribers' leases: %s", self.state.id, exc)
+
+    def box_of(self, sparql: str) -> Box:
+        """The box of a subscription's indexing pattern: the peers that store it."""
+        return self.state.space.pattern_box(parse_cached(sparql).pattern_terms(0))
 
     async def _local_clock(self, body: Empty) -> int:
         return self.clock.now()
@@ -283,11 +288,12 @@ class Delivery:
             return
         session.closed = True
         session.wakeup.set()
-        for ident in list(session.subscriptions):
+        for ident, stored in list(session.subscriptions.items()):
             self._forget(ident)
             with trio.move_on_after(self.retry_window * 2):
                 try:
-                    await self.router.multicast(self.state.space.whole_space(), Op.REMOVE_SUB, SubscriptionId(ident))
+                    await self.router.multicast(self.box_of(stored.record.sparql), Op.REMOVE_SUB,
+                                                SubscriptionId(ident))
                 except EventCloudError as exc:
                     log.warning("could not remove subscription %s of a closed connection: %s", ident, exc)
 

@@ -76,4 +76,5 @@ class Dispatcher:
             raise RequestError(f"unknown routed operation {op_name!r}", ErrorCode.UNKNOWN_OP)
         if not isinstance(raw, dict):
             raise BadRequest(f"the body of routed operation {op_name!r} must be a map")
+        self.counters[f"run:{op_name}"] += 1
         return await handler(REQUESTS[op].from_wire(raw, trusted=True))

@@ -31,7 +31,7 @@ import msgpack
 import trio
 
 from eventcloud.errors import ErrorCode, EventCloudError, RemoteError, RequestError
-from eventcloud.overlay import Point
+from eventcloud.overlay import Box, Point
 from eventcloud.wire.codec import point_from_wire, point_to_wire
 from eventcloud.wire.hlc import unpack
 from eventcloud.wire.messages import (
@@ -45,7 +45,7 @@ from peers.reconstruction import reconstruct
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.store import AsyncStore
-from peers.subscriptions import Subscriptions
+from peers.subscriptions import Subscriptions, parse_cached
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +330,7 @@ class Homes:
         if body.lease_ms > 0:
             expires = self.physical_ms() + body.lease_ms
             await self.store.write([mb.lease(body.id, expires)])
-            await self.router.multicast(self.state.space.whole_space(), Op.LEASE_SUB, Leases(((body.id, expires),)))
+            await self.router.multicast(self._stored_on(box), Op.LEASE_SUB, Leases(((body.id, expires),)))
             return expires
         await self._end(box, "cancelled")
         return 0
@@ -344,10 +344,18 @@ class Homes:
         self._unremoved.add(box.id)
         await self._remove_everywhere(box.id)
 
+    def _stored_on(self, box: mb.Mailbox | None) -> Box:
+        """The box of the peers that store a durable subscription (its indexing pattern's)."""
+        try:
+            return self.state.space.pattern_box(parse_cached(box.record["sparql"]).pattern_terms(0))
+        except Exception:  # no record left, or an unreadable one: every peer
+            return self.state.space.whole_space()
+
     async def _remove_everywhere(self, ident: str) -> None:
         try:
             with trio.fail_after(self.retry_window * 2):
-                await self.router.multicast(self.state.space.whole_space(), Op.REMOVE_SUB, SubscriptionId(ident))
+                box = self._stored_on(self.store.sync.mailboxes.get(ident))
+                await self.router.multicast(box, Op.REMOVE_SUB, SubscriptionId(ident))
             self._unremoved.discard(ident)
         except (EventCloudError, trio.TooSlowError) as exc:
             log.info("peer %s: subscription %s not removed everywhere yet (%s); retried", self.state.id, ident, exc)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections import Counter, OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Union
 
 import trio
@@ -191,6 +191,10 @@ class Matcher:
         sub = self.subscriptions.parse(record)
         if not self.state.zone.intersects(self.subscriptions.box(sub)):
             return 0
+        known = self.subscriptions.get(record.id)
+        # Stamped with this peer's clock when first stored here: it matches the events whose quads
+        # arrive here after it (their stamps are larger), and none that arrived before.
+        record = replace(record, t=known.t if known is not None else self.clock.now())
         stored = await self.subscriptions.add(record)
         if stored is None:
             return 0

@@ -156,6 +156,11 @@ class Membership:
                 mutations.append(notified(graph))
         mutations += [decide(d.key, d.decision, point_to_wire(d.point)) for d in data.decisions]
         mutations += [mb.install(packed) for packed in data.mailboxes]
+        # Our clock must pass every stamp we take over: events arriving later are stamped after
+        # the subscriptions and events handed to us (what matching compares).
+        stamps = [m.published for m in data.events] + [r.t for r in data.subscriptions]
+        if stamps:
+            self.clock.observe(max(stamps))
         if mutations:
             await self.store.write(mutations)
         await self.subscriptions.install(data.subscriptions)

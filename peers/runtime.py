@@ -235,6 +235,11 @@ class _PeerRuntime:
         self.store = store_ = ReplicatedStore(peer_store, config.offloaded, replication)
         self.subscriptions = subscriptions = Subscriptions(state, store_, counters, tombstone_ttl=config.tombstone_ttl,
                                                            taxonomy=load_taxonomy(data_dir) or taxonomy)
+        # A restarted peer or a stand-in started from a replica's copy stamps what arrives after
+        # every event and subscription it holds (matching compares those stamps).
+        held = [s.t for s in subscriptions] + [i.published for i in store_.events().values()]
+        if held:
+            clock.observe(max(held))
         self.schema = Schema(state, router, clock, subscriptions, counters, data_dir=data_dir, offload=offload,
                              sync_every=config.schema_sync_every,
                              rng=random.Random(None if config.seed is None else config.seed + 1))

@@ -259,8 +259,11 @@ class Storage:
 
     async def _store(self, mine: list[tuple[IRI, list[Quad], Delivery, list[Quad]]]) -> None:
         """Store the quads this peer owns of several events, in one durable write."""
-        results = await self.store.write([add(graph.value, own, d.size, d.published, committed=d.tx is None, tx=d.tx)
-                                          for graph, own, d, _ in mine])
+        # Each owner stamps an event with its own clock as it arrives (a retry keeps the first
+        # stamp): a subscription stored here earlier has a smaller stamp, one stored later a larger
+        # one, which is all matching compares (docs/pubsub.md, "Timing").
+        results = await self.store.write([add(graph.value, own, d.size, self.clock.now(), committed=d.tx is None,
+                                              tx=d.tx) for graph, own, d, _ in mine])
         for (graph, own, delivery, quads), (fresh, _) in zip(mine, results):
             self.counters["quads_stored"] += len(fresh)
             whole = _whole_event(graph, quads) if delivery.whole else None

@@ -35,16 +35,18 @@ class Overlay:
         self.peers: list[RunningPeer] = []
         self.seed = seed
 
-    async def add_peer(self, data_dir: Any = None, **knobs: Any) -> RunningPeer:
-        """Start one more peer (joining the first); `knobs` override PeerConfig fields."""
+    async def add_peer(self, data_dir: Any = None, *, skew_ms: int = 0, **knobs: Any) -> RunningPeer:
+        """Start one more peer (joining the first); `knobs` override PeerConfig fields; `skew_ms`
+        sets its wall clock that far ahead (or behind) of the others."""
         join = self.peers[0].address if self.peers else None
         config = replace(self.config, join=join, data_dir=data_dir, seed=self.seed * 1000 + len(self.peers), **knobs)
-        running: RunningPeer = await self.nursery.start(self._run, config)
+        running: RunningPeer = await self.nursery.start(self._run, config, skew_ms)
         self.peers.append(running)
         return running
 
-    async def _run(self, config: PeerConfig, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        await run_peer(config, self.network, physical_ms=trio_ms, task_status=task_status)
+    async def _run(self, config: PeerConfig, skew_ms: int = 0, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        physical_ms = trio_ms if not skew_ms else (lambda: trio_ms() + skew_ms)
+        await run_peer(config, self.network, physical_ms=physical_ms, task_status=task_status)
 
     @asynccontextmanager
     async def client(self, index: int = 0, source: str = "test") -> AsyncIterator[Client]:

@@ -27,7 +27,8 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def cluster(tmp_path):
-    with LocalCluster(4, data_dir=tmp_path / "cluster") as running:
+    # a restart here must find its zone untaken, however loaded the machine: no takeover within 60 s
+    with LocalCluster(4, data_dir=tmp_path / "cluster", extra=["--failure-timeout", "60"]) as running:
         yield running
 
 

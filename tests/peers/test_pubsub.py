@@ -9,13 +9,14 @@ notifications carry exactly the event's quads; no pair twice; nothing after unsu
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 import trio
 
-from eventcloud.client import ClientError, Notification
-from eventcloud.rdf.model import XSD, CompoundEvent, Literal, event_graph, make_quad
-from eventcloud.testing import open_overlay
+from eventcloud.client import ClientError, Notification, connect
+from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
+from eventcloud.testing import open_overlay, trio_ms
 from tests.helpers import (
     ALGORITHMS, EXO as EX, PS_PREDICATES as PREDICATES, PS_SUBJECTS as SUBJECTS, check_delivered, collect,
     notification_solutions, oracle_solutions, random_pubsub_event as random_event, random_subscription,
@@ -252,3 +253,47 @@ async def test_a_subscriber_that_stops_reading_does_not_stall_the_peers():
             assert await client.count() == 1500  # every publication was stored all the same
         sock.close()
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_subscribe_reaches_its_box_only_and_keeps_happen_before_with_skewed_clocks(autojump_clock, algorithm):
+    """Subscribe stores the subscription on the peers of its indexing box only (no whole-space
+    clock round), yet an event acknowledged before `subscribe` was called is never notified and
+    one published after it returned always is, even through a peer whose clock runs 40 s ahead."""
+    query = (f"SELECT ?s ?o WHERE {{ GRAPH ?g {{ ?s <{EX}p2> ?o . ?o <{EX}p0> ?x . ?x <{EX}p1> ?y }} }}")
+    async with open_overlay(12, algorithm, seed=5) as overlay:
+        fast = await overlay.add_peer(skew_ms=40_000)
+        slow = await overlay.add_peer(skew_ms=-20_000)
+        lagging = await overlay.add_peer(skew_ms=-30_000)   # hears of nobody's clock before publishing
+
+        def chain(tag: str, i: int) -> CompoundEvent:
+            g = event_graph(tag, 100 + i, i)
+            a, b, c = (IRI(f"{EX}{tag}{i}{n}") for n in ("a", "b", "c"))
+            return CompoundEvent(g, (make_quad(g, a, PREDICATES[2], b), make_quad(g, b, PREDICATES[0], c),
+                                     make_quad(g, c, PREDICATES[1], a)))
+
+        async with connect(fast.address, transport=overlay.network, source="fast",
+                           physical_ms=lambda: trio_ms() + 40_000) as early, \
+                connect(slow.address, transport=overlay.network, source="slow",
+                        physical_ms=lambda: trio_ms() - 20_000) as subscriber, \
+                connect(lagging.address, transport=overlay.network, source="lag",
+                        physical_ms=lambda: trio_ms() - 30_000) as late:
+            before = [chain("before", i) for i in range(6)]
+            for event in before:
+                await early.publish(event)          # acknowledged before subscribe is called
+            counts = [Counter(p.counters) for p in overlay.peers]
+            sub = await subscriber.subscribe(query, kind="signal")
+            box = overlay.peers[0].state.space.pattern_box((None, None, PREDICATES[2], None))
+            in_box = {p.id for p in overlay.peers if p.state.zone.intersects(box)}
+            stored = {p.id for p, c in zip(overlay.peers, counts) if p.counters["run:store_sub"] > c["run:store_sub"]}
+            assert stored == in_box and len(in_box) < len(overlay.peers)
+            assert all(p.counters["run:clock"] == c["run:clock"] for p, c in zip(overlay.peers, counts))
+            frames = sum(sum(v for k, v in p.counters.items() if k.startswith("out:")) -
+                         sum(v for k, v in c.items() if k.startswith("out:")) for p, c in zip(overlay.peers, counts))
+            assert frames <= 2 * len(in_box) + 8, (frames, len(in_box))
+            after = [chain("after", i) for i in range(6)]
+            for i, event in enumerate(after):
+                await (early, subscriber, late)[i % 3].publish(event)
+            got: list[Notification] = []
+            await collect(sub, len(after), got, seconds=30)
+            assert sorted(n.event for n in got) == sorted(e.graph.value for e in after)

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from eventcloud.cli.demo import citybench_dir
 from eventcloud.rdf.files import read_events
 from eventcloud.rdf.model import IRI, RDF, CompoundEvent, Literal, Quad
 from eventcloud.sparql.filters.fulltext import tokenize
@@ -26,7 +27,8 @@ from eventcloud.sparql.filters.values import canonical_term
 
 __all__ = ["DATA", "SSN", "SAO", "TL", "CT", "TextCorpus", "load_corpus"]
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "citybench"
+# $EVENTCLOUD_CITYBENCH, or shared/data/citybench beside the checkout (as the demo finds it)
+DATA = citybench_dir() or Path(__file__).resolve().parents[2] / "shared" / "data" / "citybench"
 SSN = "http://purl.oclc.org/NET/ssnx/ssn#"
 SAO = "http://purl.oclc.org/NET/sao/"
 TL = "http://purl.org/NET/c4dm/timeline.owl#"

@@ -18,11 +18,13 @@ from pathlib import Path
 
 import trio
 
+from eventcloud.cli.demo import citybench_dir
 from eventcloud.client import connect
 from eventcloud.rdf.citybench import read_stream
 from peers.cluster import LocalCluster
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "citybench"
+# $EVENTCLOUD_CITYBENCH, or shared/data/citybench beside the checkout (as the demo finds it)
+DATA = citybench_dir() or Path(__file__).resolve().parents[2] / "shared" / "data" / "citybench"
 QUERIES = {
     "COUNT(*)": "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }",
     "SELECT * LIMIT 3": "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 3",
@@ -51,6 +53,9 @@ def events(limit_quads: int, data: Path) -> list:
 async def run(args: argparse.Namespace) -> int:
     evs = events(args.quads, Path(args.data))
     total = sum(len(e) for e in evs)
+    if not total:
+        print(f"no CityBench stream found in {args.data} (set EVENTCLOUD_CITYBENCH)", file=sys.stderr)
+        return 2
     print(f"{len(evs):,} CityBench events, {total:,} quads", file=sys.stderr)
     cluster = LocalCluster(args.peers, seed=1)
     await trio.to_thread.run_sync(cluster.start)

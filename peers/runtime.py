@@ -191,7 +191,7 @@ class _Persistence:
     async def save(self) -> None:
         self.state.clock = self.clock.last
         if self.data_dir is not None:
-            await self.offload.run(save_state, self.data_dir, self.state)
+            await self.offload.run(save_state, self.data_dir, self.state.to_json())  # a snapshot
         await self.replication.state_changed()
 
     def retire(self) -> None:

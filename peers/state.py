@@ -126,13 +126,15 @@ def load_state(data_dir: Path) -> PeerState | None:
         raise StateError(f"corrupt peer state {path}: {message}; move it away to start this peer afresh") from None
 
 
-def save_state(data_dir: Path, state: PeerState) -> None:
-    """Write the state atomically and durably (blocking: call it off the event loop)."""
+def save_state(data_dir: Path, state: PeerState | dict[str, Any]) -> None:
+    """Write the state atomically and durably (blocking: call it off the event loop, with
+    `state.to_json()` taken in the loop: the loop goes on changing the state meanwhile)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = state_path(data_dir)
     tmp = path.with_suffix(".tmp")
+    snapshot = state if isinstance(state, dict) else state.to_json()
     with open(tmp, "w") as handle:
-        json.dump(state.to_json(), handle, indent=1)
+        json.dump(snapshot, handle, indent=1)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)

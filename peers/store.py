@@ -144,7 +144,9 @@ class PeerStore:
         return dict(self._events)
 
     def pending(self) -> dict[str, EventInfo]:
-        return {g: i for g, i in self._events.items() if not i.committed}
+        # dict() copies in one step of the interpreter: a write running in a worker thread may
+        # change the events meanwhile (iterating the live dict would fail)
+        return {g: i for g, i in dict(self._events).items() if not i.committed}
 
     def decision(self, key: str) -> str | None:
         found = self._decisions.get(key)

@@ -14,6 +14,7 @@ import trio
 
 from eventcloud.cli.credentials import CredentialError, read_admin_token, read_secret
 from eventcloud.cli.render import root_cause
+from eventcloud.errors import EventCloudError
 
 __all__ = ["peer", "cluster"]
 
@@ -58,7 +59,13 @@ def peer(args: argparse.Namespace) -> int:
     try:
         trio.run(serve)
     except Exception as exc:  # startup failures: bad join address, corrupt state, port in use
-        print(f"eventcloud peer: {root_cause(exc)}", file=sys.stderr)
+        cause = root_cause(exc)
+        if not isinstance(cause, (EventCloudError, OSError)):  # a bug: keep what is needed to fix it
+            logging.getLogger("eventcloud.peer").error("the peer stopped on an unexpected error", exc_info=exc)
+            print(f"eventcloud peer: internal error (please report it, with the traceback above): "
+                  f"{type(cause).__name__}: {cause}", file=sys.stderr)
+            return 1
+        print(f"eventcloud peer: {cause}", file=sys.stderr)
         return 1
     return 0
 

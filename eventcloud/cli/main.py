@@ -35,6 +35,12 @@ def _daemon(name: str) -> Callable:
     return run
 
 
+def _gateway(args) -> int:  # type: ignore[no-untyped-def]
+    from eventcloud.cli.gateway import gateway
+
+    return gateway(args)
+
+
 def _demo(args) -> int:  # type: ignore[no-untyped-def]
     from eventcloud.cli.demo import demo
 
@@ -43,7 +49,7 @@ def _demo(args) -> int:  # type: ignore[no-untyped-def]
 
 #: command name -> function of the parsed arguments returning the exit code
 COMMANDS: dict[str, Callable] = {
-    "peer": _daemon("peer"), "cluster": _daemon("cluster"), "demo": _demo,
+    "peer": _daemon("peer"), "cluster": _daemon("cluster"), "demo": _demo, "gateway": _gateway,
     **{name: _client(name) for name in ("publish", "query", "find", "delete", "status", "leave")},
     "subscribe": _client("subscribe", "eventcloud.cli.subscriptions"),
     "subscriptions": _client("subscriptions", "eventcloud.cli.subscriptions"),

@@ -179,6 +179,26 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             q.add_argument("--admin", action="store_true", help="cancel any subscription with the admin token")
 
+    p = sub.add_parser("gateway", help="serve the overlay over HTTP: SPARQL, publishing, SSE/WebSocket, dashboard",
+                       description="An HTTP gateway in front of the peers given: the SPARQL 1.1 Protocol at /sparql, "
+                                   "publishing by POST /events, live subscriptions over Server-Sent Events "
+                                   "(/subscriptions/stream?query=…) and WebSocket (/ws), GET /status and a dashboard "
+                                   "at /. With an admin token, every route but the dashboard's page and /health needs "
+                                   "`Authorization: Bearer TOKEN`. See docs/web.md.")
+    add_client_options(p, address=_address)
+    p.add_argument("--listen", type=_address, default="127.0.0.1:8080", help="HOST:PORT to serve HTTP on [127.0.0.1:8080]")
+    p.add_argument("--cors", action="append", metavar="ORIGIN",
+                   help="allow browsers on this origin (e.g. https://app.example) to call the gateway; * for any; "
+                        "repeat for several")
+    p.add_argument("--max-body", type=int, default=64 * 1024 * 1024, metavar="BYTES",
+                   help="largest request body accepted (publishing) [64 MiB]")
+    p.add_argument("--ack-delay", type=float, default=30.0, metavar="SECONDS",
+                   help="a streamed notification is acknowledged to the overlay this long after it was sent, so a "
+                        "client reconnecting within it loses nothing [30]")
+    p.add_argument("--linger", type=float, default=300.0, metavar="SECONDS",
+                   help="an ad-hoc SSE subscription whose client left is kept this long for it to resume [300]")
+    p.add_argument("--log-level", default="warning", help="debug, info, warning, error [warning]")
+
     p = sub.add_parser("demo", help="the main job: a local cluster, a subscriber and a publisher",
                        description="Start a local cluster, subscribe to high sensor readings, publish real Aarhus "
                                    "sensor observations (CityBench) and print the notifications as they arrive.")

@@ -159,11 +159,13 @@ def parse_events(
     timestamp_ms: int | None = None,
     base_iri: str | None = None,
     sequence: int = 0,
+    default_graph: IRI | None = None,
 ) -> list[CompoundEvent]:
     """Parse a whole document, then cut it into events; `name` only labels errors and the source.
 
     `sequence` goes into the generated graph IRI, so that several inputs parsed with the same
-    source and timestamp still get distinct events.
+    source and timestamp still get distinct events. `default_graph`, when given, is the graph
+    IRI of the default graph's triples instead of a generated one.
     """
     if format not in FORMATS:
         raise RDFInputError(name, None, f"unknown RDF format {format!r}; expected one of {', '.join(sorted(FORMATS))}")
@@ -175,6 +177,8 @@ def parse_events(
         if isinstance(graph_name, ox.NamedNode):
             graph = _iri(graph_name.value, name, terms)
         else:  # the default graph
+            if generated is None and default_graph is not None:
+                generated = default_graph
             if generated is None:
                 generated = event_graph(source or _source_from_name(name), _stamp(timestamp_ms, name), sequence)
             graph = generated

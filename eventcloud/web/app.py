@@ -311,7 +311,7 @@ class Gateway:
             return sub, {"subscription": sub.id, "kind": sub.kind, "after": sub.resumed_after,
                          "expires": sub.expires, "resumed": True}
 
-        await self._stream(send, receive, opener, cors)
+        await self._stream(send, receive, opener, cors, ident=ident)
 
     async def adhoc_stream(self, request: Request, match: dict[str, str], send: Send, receive: Receive,
                            cors: list[tuple[str, str]]) -> None:
@@ -320,7 +320,7 @@ class Gateway:
         key = stream_key(fields["sparql"], fields["kind"], request.header("authorization") or
                          request.param("access_token") or "")
         cookie_name = f"eventcloud-sse-{key}"
-        held = self.streams.find(key, _cookie(request, cookie_name)) if after is not None else None
+        held = await self.streams.find(key, _cookie(request, cookie_name)) if after is not None else None
         lease = self.settings.lease
 
         async def opener(client: Any) -> Any:
@@ -346,10 +346,11 @@ class Gateway:
                 self.streams.held[sub.id] = Held(sub.id, sub.ticket, key, renewed_at=trio.current_time())
 
         cookie = [("set-cookie", f"{cookie_name}={{id}}; Path=/subscriptions/stream; HttpOnly; SameSite=Lax")]
-        await self._stream(send, receive, opener, cors, remember, cookie)
+        await self._stream(send, receive, opener, cors, remember, cookie, ident=held.id if held else None)
 
     async def _stream(self, send: Send, receive: Receive, opener: Any, cors: list[tuple[str, str]],
-                      on_open: Any = None, cookie: list[tuple[str, str]] | None = None) -> None:
+                      on_open: Any = None, cookie: list[tuple[str, str]] | None = None,
+                      ident: str | None = None) -> None:
         headers = list(cors)
         opened: dict[str, Any] = {}
 
@@ -361,7 +362,7 @@ class Gateway:
                 headers.append((name, value.format(id=sub.id)))
 
         try:
-            await self.streams.sse(send, receive, opener, headers, opened_with)
+            await self.streams.sse(send, receive, opener, headers, opened_with, ident)
         except HttpError as exc:
             if opened:  # the stream had started: nothing more can be said over HTTP
                 log.info("gateway: stream of %s ended: %s", opened["id"], exc.message)

@@ -91,21 +91,27 @@ class Streams:
         self.lease = lease
         self.keepalive = keepalive
         self.retry_ms = retry_ms
+        self.release_wait = 5.0
         self.held: dict[str, Held] = {}
         self.attached: set[str] = set()     # subscription ids streamed through this gateway now
         self.notifications = 0              # sent over SSE and WebSocket, for /status
 
     # --- ad-hoc subscriptions ---------------------------------------------------------------------
 
-    def find(self, key: str, cookie: str | None) -> Held | None:
-        """The ad-hoc subscription a reconnecting stream of `key` continues; 409 when several could be."""
+    async def find(self, key: str, cookie: str | None) -> Held | None:
+        """The ad-hoc subscription a reconnecting stream of `key` continues (None: none is kept);
+        409 when several could be. A reconnection may overtake the end of the stream it replaces:
+        the one candidate still streamed is waited for (`release_wait` seconds)."""
         if cookie and cookie in self.held and self.held[cookie].key == key:
             return self.held[cookie]
-        waiting = [h for h in self.held.values() if h.key == key and not h.attached]
+        candidates = [h for h in self.held.values() if h.key == key]
+        waiting = [h for h in candidates if not h.attached]
         if len(waiting) > 1:
             raise HttpError(409, f"{len(waiting)} streams of this query await their subscriber: reconnect to "
                                  f"/subscriptions/ID/stream with the id and ticket of the `subscribed` event")
-        return waiting[0] if waiting else None
+        if waiting:
+            return waiting[0]
+        return candidates[0] if len(candidates) == 1 else None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Cancel ad-hoc subscriptions left alone past `linger`; renew the leases of attached ones."""
@@ -126,7 +132,12 @@ class Streams:
                 except HttpError as exc:
                     log.info("gateway: subscription %s: %s", held.id, exc.message)
 
-    def claim(self, ident: str) -> None:
+    async def claim(self, ident: str) -> None:
+        """Mark a subscription streamed here; a stream of it that is ending is waited for, one
+        still going after `release_wait` seconds makes this 409."""
+        with trio.move_on_after(self.release_wait):
+            while ident in self.attached:
+                await trio.sleep(0.05)
         if ident in self.attached:
             raise HttpError(409, f"subscription {ident} is already streamed through this gateway; close that "
                                  f"stream first")
@@ -145,29 +156,40 @@ class Streams:
     # --- Server-Sent Events -----------------------------------------------------------------------
 
     async def sse(self, send: Send, receive: Receive, opener: Opener, headers: list[tuple[str, str]],
-                  on_open: Callable[[Subscription, dict[str, Any]], None] | None = None) -> None:
+                  on_open: Callable[[Subscription, dict[str, Any]], None] | None = None,
+                  ident: str | None = None) -> None:
         """Open the subscription on a connection of its own, then stream until the client leaves or
-        the subscription ends. Failures before the first byte are raised as HttpError."""
-        async with self.overlay.session() as client:
-            with translated():
-                sub, header = await opener(client)
-            self.claim(sub.id)
-            if on_open is not None:
-                on_open(sub, header)
-            last = header.get("after", 0) or 0
-            try:
-                await send({"type": "http.response.start", "status": 200, "headers": [
-                    (k.encode("latin-1"), v.encode("latin-1")) for k, v in
-                    [("content-type", "text/event-stream; charset=utf-8"), *sse.HEADERS, *headers]]})
-                await send({"type": "http.response.body", "more_body": True,
-                            "body": sse.event(header, id=last, name="subscribed", retry_ms=self.retry_ms)})
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_watch_disconnect, receive, nursery.cancel_scope)
-                    last = await self._pump_sse(send, sub, last)
-                    nursery.cancel_scope.cancel()
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            finally:
-                self.release(sub.id, last)
+        the subscription ends. Failures before the first byte are raised as HttpError. `ident`:
+        the subscription's id when known before opening it (a resumption)."""
+        if ident is not None:
+            await self.claim(ident)
+        claimed = ident
+        try:
+            async with self.overlay.session() as client:
+                with translated():
+                    sub, header = await opener(client)
+                if claimed is None:
+                    await self.claim(sub.id)
+                    claimed = sub.id
+                if on_open is not None:
+                    on_open(sub, header)
+                last = header.get("after", 0) or 0
+                try:
+                    await send({"type": "http.response.start", "status": 200, "headers": [
+                        (k.encode("latin-1"), v.encode("latin-1")) for k, v in
+                        [("content-type", "text/event-stream; charset=utf-8"), *sse.HEADERS, *headers]]})
+                    await send({"type": "http.response.body", "more_body": True,
+                                "body": sse.event(header, id=last, name="subscribed", retry_ms=self.retry_ms)})
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(_watch_disconnect, receive, nursery.cancel_scope)
+                        last = await self._pump_sse(send, sub, last)
+                        nursery.cancel_scope.cancel()
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                finally:
+                    self.release(sub.id, last)
+        finally:
+            if claimed is not None and claimed in self.attached:
+                self.release(claimed, 0)
 
     async def _pump_sse(self, send: Send, sub: Subscription, last: int) -> int:
         acks = DelayedAcks(self.ack_delay)
@@ -277,7 +299,7 @@ class _WsSession:
             after = sub.resumed_after
             if request.after is not None:
                 sub.ack(request.after)
-        self.streams.claim(sub.id)
+        await self.streams.claim(sub.id)
         scope = trio.CancelScope()
         self.subs[sub.id] = (sub, request.alias, request.durable, scope)
         body = {"spuid": sub.id, "alias": request.alias, "kind": sub.kind, "durable": request.durable,

@@ -9,43 +9,33 @@ Requests (https://www.w3.org/TR/sparql11-protocol/#query-operation):
 stored event (each a named graph, the default graph their union).
 
 Results: SELECT and ASK as SPARQL JSON (the default), XML, CSV or TSV; CONSTRUCT and DESCRIBE
-as N-Triples (the default), Turtle, N-Quads or RDF/XML; chosen by Accept, or by a `format`
-parameter (json, xml, csv, tsv, ntriples, turtle, nquads, rdfxml) for links and browsers.
+as N-Triples (the default), Turtle, N-Quads, RDF/XML or JSON-LD; chosen by Accept, or by a `format`
+parameter (json, xml, csv, tsv, ntriples, turtle, nquads, rdfxml, jsonld) for links and browsers.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import pyoxigraph as ox
-
+from eventcloud.rdf.results import graph_bytes, solutions_bytes
 from eventcloud.web.http import HttpError, Request, Response, negotiate
 
 __all__ = ["query_of", "render", "SOLUTION_TYPES", "GRAPH_TYPES", "UPDATE_WORDS"]
 
-#: media type -> pyoxigraph results format, in order of preference (the first is the default)
-SOLUTION_TYPES: dict[str, Any] = {
-    "application/sparql-results+json": ox.QueryResultsFormat.JSON,
-    "application/sparql-results+xml": ox.QueryResultsFormat.XML,
-    "text/csv": ox.QueryResultsFormat.CSV,
-    "text/tab-separated-values": ox.QueryResultsFormat.TSV,
-    "application/json": ox.QueryResultsFormat.JSON,
-    "application/xml": ox.QueryResultsFormat.XML,
-    "text/xml": ox.QueryResultsFormat.XML,
+#: media type -> results format (eventcloud.rdf.results), in order of preference (the first is the default)
+SOLUTION_TYPES: dict[str, str] = {
+    "application/sparql-results+json": "json", "application/sparql-results+xml": "xml", "text/csv": "csv",
+    "text/tab-separated-values": "tsv", "application/json": "json", "application/xml": "xml", "text/xml": "xml",
 }
-GRAPH_TYPES: dict[str, Any] = {
-    "application/n-triples": ox.RdfFormat.N_TRIPLES,
-    "text/turtle": ox.RdfFormat.TURTLE,
-    "application/n-quads": ox.RdfFormat.N_QUADS,
-    "application/rdf+xml": ox.RdfFormat.RDF_XML,
-    "text/plain": ox.RdfFormat.N_TRIPLES,
-    "application/x-turtle": ox.RdfFormat.TURTLE,
+GRAPH_TYPES: dict[str, str] = {
+    "application/n-triples": "ntriples", "text/turtle": "turtle", "application/n-quads": "nquads",
+    "application/rdf+xml": "rdfxml", "application/ld+json": "jsonld", "text/plain": "ntriples",
+    "application/x-turtle": "turtle",
 }
 _FORMAT_PARAM = {"json": "application/sparql-results+json", "xml": "application/sparql-results+xml",
                  "csv": "text/csv", "tsv": "text/tab-separated-values", "ntriples": "application/n-triples",
                  "nt": "application/n-triples", "turtle": "text/turtle", "ttl": "text/turtle",
-                 "nquads": "application/n-quads", "rdfxml": "application/rdf+xml"}
+                 "nquads": "application/n-quads", "rdfxml": "application/rdf+xml", "jsonld": "application/ld+json"}
 _CHARSET = {"application/sparql-results+json", "application/json", "text/csv", "text/tab-separated-values",
             "text/turtle", "application/n-triples", "application/n-quads", "text/plain", "application/x-turtle"}
 #: Words that start a SPARQL Update request: refused with a pointer to publishing.
@@ -116,24 +106,5 @@ def render(request: Request, result: Any) -> Response:
     graph = isinstance(result, str)
     chosen = wanted_type(request, graph)
     content_type = f"{chosen}; charset=utf-8" if chosen in _CHARSET else chosen
-    if graph:
-        body = _graph(result, GRAPH_TYPES[chosen])
-    elif SOLUTION_TYPES[chosen] == ox.QueryResultsFormat.JSON:
-        body = json.dumps(result, ensure_ascii=False).encode("utf-8")
-    else:
-        body = _solutions(result, SOLUTION_TYPES[chosen])
+    body = graph_bytes(result, GRAPH_TYPES[chosen]) if graph else solutions_bytes(result, SOLUTION_TYPES[chosen])
     return Response(200, body, content_type, [("vary", "Accept")])
-
-
-def _graph(ntriples: str, fmt: Any) -> bytes:
-    if fmt == ox.RdfFormat.N_TRIPLES:
-        return ntriples.encode("utf-8")
-    triples = ox.parse(ntriples, ox.RdfFormat.N_TRIPLES)
-    if fmt == ox.RdfFormat.N_QUADS:  # triples in the default graph: N-Quads lines without a graph
-        return ntriples.encode("utf-8")
-    return ox.serialize(triples, format=fmt) or b""
-
-
-def _solutions(results: dict[str, Any], fmt: Any) -> bytes:
-    parsed = ox.parse_query_results(json.dumps(results), ox.QueryResultsFormat.JSON)
-    return parsed.serialize(format=fmt) or b""

@@ -163,11 +163,12 @@ async def publish(args: argparse.Namespace) -> int:
     stored = f"{_plural(done[0], 'event')} ({_plural(done[1], 'quad')}) in {seconds:.2f} s{_rate(done[0], seconds)}"
     if interrupted or failure:
         why = "interrupted" if interrupted else failure[0]
-        of = f" of {total_events:,}" if total_events else ""
-        maybe = (f"; {_plural(in_flight[0], 'event')} in flight may be stored too, each whole"
+        of = f" of {total_events}" if total_events else ""
+        maybe = (f"; {_plural(in_flight[0], 'more event')} in flight may be stored too, each whole"
                  if in_flight[0] else "")
-        print(f"eventcloud publish: {why}: published {stored}{of}, each stored whole{maybe}; publishing the same "
-              f"input again completes it (stored events are retries, never notified twice)", file=sys.stderr)
+        print(f"eventcloud publish: {why}: published {done[0]}{of} events ({_plural(done[1], 'quad')}) in "
+              f"{seconds:.2f} s, each stored whole{maybe}; publishing the same input again completes it (stored "
+              f"events are retries, never notified twice)", file=sys.stderr)
         return 130 if interrupted else 1
     print(f"published {stored}")
     return 0

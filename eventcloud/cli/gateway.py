@@ -4,6 +4,7 @@ subscriptions, the dashboard) in the foreground, in front of the peers given."""
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import signal
 import sys
@@ -11,6 +12,7 @@ import sys
 import trio
 
 from eventcloud.cli.credentials import CredentialError, client_options
+from eventcloud.cli.render import root_cause
 
 __all__ = ["gateway"]
 
@@ -48,8 +50,11 @@ def gateway(args: argparse.Namespace) -> int:
 
     try:
         trio.run(main)
-    except OSError as exc:
-        if exc.errno in (98, 48):  # EADDRINUSE (Linux, BSD)
+    except (OSError, BaseExceptionGroup) as failure:
+        exc = root_cause(failure)
+        if not isinstance(exc, OSError):
+            raise
+        if exc.errno == errno.EADDRINUSE:
             print(f"eventcloud gateway: cannot listen on {args.listen}: address already in use (another gateway "
                   f"or program serves there; pick another port, or :0 for any free one)", file=sys.stderr)
         else:

@@ -80,7 +80,7 @@ def test_ctrl_c_of_publish_says_what_was_stored_and_each_event_is_whole(cluster,
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     no_traceback(err)
-    found = re.search(r"interrupted: published (\d+) events \((\d+) quads\).* of 4000, each stored whole", err)
+    found = re.search(r"interrupted: published (\d+) of 4000 events \((\d+) quads\) in [\d.]+ s, each stored whole", err)
     assert found, err
     published = int(found.group(1))
     assert 0 < published < 4000 and int(found.group(2)) == 3 * published

@@ -104,7 +104,8 @@ def _field(body: dict[str, Any], name: str, kind: type, alias: Any, default: Any
     if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise WsError(f"`{name}` must be an integer, got {json.dumps(value)[:40]}", alias)
     if kind is not int and not isinstance(value, kind):
-        raise WsError(f"`{name}` must be a {kind.__name__}, got {json.dumps(value)[:40]}", alias)
+        what = {str: "string", bool: "boolean (true or false)"}.get(kind, kind.__name__)
+        raise WsError(f"`{name}` must be a {what}, got {json.dumps(value)[:40]}", alias)
     return value
 
 

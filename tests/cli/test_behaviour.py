@@ -272,3 +272,23 @@ def test_a_big_file_is_read_with_bounded_memory_and_progress(tmp_path):
     assert "checking" in err and "%" in err and "MB" in err, err  # progress while parsing
     assert "127.0.0.1:1" in err and "Traceback" not in err
     assert big_mb - tiny_mb < 30, f"{size_mb:.0f} MB file: peak {big_mb:.0f} MB vs {tiny_mb:.0f} MB for a tiny one"
+
+
+def test_ctrl_c_of_the_demo_says_what_happened_and_stops_its_cluster(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "demo", "--peers", "2", "--events", "3000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "notification" in line and "==" not in line:
+            break
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Fatal Python error" not in err, err
+    assert re.search(r"== interrupted: \d+ of 3000 events published \(each stored whole\), \d+ notifications", out), out
+    peers = re.search(r"peers (\S+), (\S+)\n", "".join(lines)).groups()
+    for address in peers:  # the cluster was stopped
+        host, port = address.rsplit(":", 1)
+        with socket.socket() as probe:
+            assert probe.connect_ex((host, int(port))) != 0, f"{address} still serves"

@@ -301,3 +301,29 @@ async def test_a_peer_down_is_502_and_health_503(nursery, cluster):
         health = await http.get("/health")
         assert health.status_code == 503 and health.json()["ok"] is False
 
+
+
+async def test_the_gateway_outlives_its_overlay(nursery, tmp_path):
+    """Its one peer stopped: 502 naming it, the health check 503; restarted: served again,
+    without restarting the gateway."""
+    from peers.cluster import LocalCluster
+
+    single = LocalCluster(1, data_dir=tmp_path / "one", secure=False)
+    await trio.to_thread.run_sync(single.start)
+    try:
+        served = await serve(nursery, [single.entry], None)
+        async with served.client() as http:
+            assert (await http.get("/sparql", params={"query": ASK})).status_code == 200
+            await trio.to_thread.run_sync(single.stop_peer, 0)
+            with trio.fail_after(30):
+                while (reply := await http.get("/sparql", params={"query": ASK})).status_code == 200:
+                    await trio.sleep(0.2)
+            assert reply.status_code in (502, 503) and single.entry in reply.text, reply.text
+            assert (await http.get("/health")).status_code == 503
+            await trio.to_thread.run_sync(single.start_peer, 0)
+            with trio.fail_after(60):
+                while (reply := await http.get("/sparql", params={"query": ASK})).status_code != 200:
+                    await trio.sleep(0.3)
+            assert (await http.get("/health")).json()["ok"] is True
+    finally:
+        await trio.to_thread.run_sync(single.stop)

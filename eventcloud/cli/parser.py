@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="An HTTP gateway in front of the peers given: the SPARQL 1.1 Protocol at /sparql, "
                                    "publishing by POST /events, live subscriptions over Server-Sent Events "
                                    "(/subscriptions/stream?query=…) and WebSocket (/ws), GET /status and a dashboard "
-                                   "at /. With an admin token, every route but the dashboard's page and /health needs "
+                                   "at /. With an admin token, every route but the dashboard's page, /health and /status needs "
                                    "`Authorization: Bearer TOKEN`. See docs/web.md.")
     add_client_options(p, address=_address)
     p.add_argument("--listen", type=_address, default="127.0.0.1:8080", help="HOST:PORT to serve HTTP on [127.0.0.1:8080]")

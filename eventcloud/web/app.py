@@ -15,8 +15,8 @@ that translate HTTP to SDK calls (docs/web.md describes every route).
     DELETE /subscriptions/{id}                    cancel it (ticket)
     WebSocket /ws                                 SEPA-like subscribe/unsubscribe/notifications
 
-When the gateway has an admin token, every route but the dashboard's files, /health and CORS
-preflights needs `Authorization: Bearer TOKEN` (or `access_token=TOKEN` in the URL, for
+When the gateway has an admin token, every route but the dashboard's files, /health, /status and
+CORS preflights needs `Authorization: Bearer TOKEN` (or `access_token=TOKEN` in the URL, for
 EventSource and WebSocket in browsers): none is 401, a wrong one 403.
 """
 
@@ -46,7 +46,9 @@ __all__ = ["Gateway", "GatewaySettings"]
 
 _STATIC = {"dashboard.html": "text/html; charset=utf-8", "dashboard.js": "text/javascript; charset=utf-8",
            "dashboard.css": "text/css; charset=utf-8"}
-_PUBLIC = ("/", "/dashboard", "/health", "/favicon.ico")
+#: Open without a token: the page, liveness, and the overlay's shape (any client of a peer may ask
+#: for its status too); everything that reads or writes data, or subscribes, needs the token.
+_PUBLIC = ("/", "/dashboard", "/dashboard/", "/health", "/status")
 _ID = r"(?P<id>[A-Za-z0-9_-]{1,128})"
 
 

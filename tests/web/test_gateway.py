@@ -234,7 +234,8 @@ async def gateway(nursery, cluster):
 
 async def test_bearer_token_on_every_route_but_the_page(gateway):
     async with httpx.AsyncClient(base_url=gateway.url) as anonymous:
-        for method, path in (("GET", "/status"), ("GET", "/sparql?query=ASK{}"), ("POST", "/events"),
+        for method, path in (("GET", "/sparql?query=ASK{}"), ("POST", "/sparql"), ("POST", "/events"),
+                             ("DELETE", "/events?graph=http://x/g"), ("POST", "/subscriptions"),
                              ("GET", "/subscriptions"), ("GET", "/subscriptions/stream?query=x"),
                              ("DELETE", "/subscriptions/abc"), ("GET", "/no/such/route")):
             reply = await anonymous.request(method, path)
@@ -242,11 +243,13 @@ async def test_bearer_token_on_every_route_but_the_page(gateway):
             assert reply.status_code == expected, (method, path, reply.text)
             if expected == 401:
                 assert reply.headers["www-authenticate"].startswith("Bearer") and "Bearer" in reply.text
-        reply = await anonymous.get("/status", headers={"authorization": "Bearer not-the-token"})
+        reply = await anonymous.get("/sparql", params={"query": ASK}, headers={"authorization": "Bearer not-the-token"})
         assert reply.status_code == 403 and "wrong token" in reply.text
-        reply = await anonymous.get("/status", params={"access_token": gateway.token})
+        reply = await anonymous.get("/sparql", params={"query": ASK}, headers={"authorization": "Basic abc"})
+        assert reply.status_code == 401 and "Bearer" in reply.text
+        reply = await anonymous.get("/sparql", params={"query": ASK, "access_token": gateway.token})
         assert reply.status_code == 200
-        for path in ("/", "/dashboard", "/static/dashboard.js", "/health"):
+        for path in ("/", "/dashboard", "/static/dashboard.js", "/health", "/status"):
             assert (await anonymous.get(path)).status_code == 200, path
 
 

@@ -54,6 +54,7 @@ function messages(peer) {
 function render(status, now) {
   state.status = status;
   const g = status.gateway || {};
+  if (g.auth && !state.token) $("token-form").hidden = false;  // subscribing will need it
   setState($("overlay-state"), `overlay through ${g.entry || "?"} · zones partition the space: ` +
            (status.partition ? "yes" : "NO"), status.partition ? "ok" : "bad");
   const rates = {};
@@ -193,6 +194,7 @@ function subscribe(event) {
       const asking = new AbortController();  // only to read why the stream was refused
       fetch("/subscriptions/stream?" + params, { headers: headers(), signal: asking.signal }).then(async (reply) => {
         if (reply.ok) { asking.abort(); return; }
+        if (reply.status === 401 || reply.status === 403) $("token-form").hidden = false;
         addNotification(`${reply.status}: ${(await reply.text()).trim()}`, true);
       }).catch(() => {});
       stop();

@@ -330,11 +330,13 @@ class Gateway:
                 sub = await client.resume(held.id, held.ticket, after, auto_ack=False)
                 sub.ack(after)
                 return sub, {"subscription": sub.id, "kind": sub.kind, "after": sub.resumed_after,
-                             "ticket": held.ticket, "resumed": True, "stream": f"/subscriptions/{sub.id}/stream"}
+                             "ticket": held.ticket, "resumed": True, "stream": f"/subscriptions/{sub.id}/stream",
+                             "resume": f"/subscriptions/{sub.id}/stream?ticket={held.ticket}"}
             sub = await client.subscribe(fields["sparql"], kind=fields["kind"], durable=True, lease=lease,
                                          auto_ack=False)
             header = {"subscription": sub.id, "kind": sub.kind, "after": 0, "ticket": sub.ticket, "resumed": False,
-                      "stream": f"/subscriptions/{sub.id}/stream"}
+                      "stream": f"/subscriptions/{sub.id}/stream",
+                      "resume": f"/subscriptions/{sub.id}/stream?ticket={sub.ticket}"}
             if after is not None:
                 header["notice"] = (f"Last-Event-ID {after} belongs to no subscription this gateway keeps for this "
                                     f"query (it ended, or the gateway restarted): this is a new subscription, and "
@@ -382,7 +384,7 @@ class Gateway:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
-        if request.path not in ("/ws", "/subscriptions/ws"):
+        if request.path not in ("/ws", "/subscribe", "/subscriptions/ws"):  # /subscribe: SEPA's path
             await send({"type": "websocket.close", "code": 1008, "reason": f"no WebSocket at {request.path}: use /ws"})
             return
         given = request.header("authorization") or (f"Bearer {request.param('access_token')}"

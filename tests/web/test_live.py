@@ -86,6 +86,13 @@ async def test_sse_resumes_after_last_event_id_without_loss_or_repeat(gateway):
                 hello = await anext(events)
                 assert hello.data["subscription"] == ident
                 await read_notifications(events, len(published) - len(received), received)
+        # and through the resource URL the `subscribed` event gives, with the ticket in it
+        last = received[-1][0]
+        published += await publish(publisher, tag, range(20, 23))
+        async with http.stream("GET", hello.data["resume"], headers={"last-event-id": str(last)}) as response:
+            events = sse_events(response)
+            assert (await anext(events)).data["after"] == last
+            await read_notifications(events, len(published) - len(received), received)
     check_exactly_once(received, published)
 
 
@@ -176,7 +183,7 @@ async def test_websocket_subscribe_notify_unsubscribe(gateway):
 
 async def test_websocket_durable_subscription_resumed_on_a_new_socket(gateway):
     tag = uuid.uuid4().hex[:8]
-    ws_url = gateway.url.replace("http://", "ws://") + f"/ws?access_token={gateway.token}"
+    ws_url = gateway.url.replace("http://", "ws://") + f"/subscribe?access_token={gateway.token}"  # SEPA's path
     async with gateway.client() as http:
         async with open_websocket_url(ws_url) as ws:
             await ws.send_message(json.dumps({"subscribe": {"sparql": subscription(tag), "durable": True}}))

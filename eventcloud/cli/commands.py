@@ -277,7 +277,7 @@ async def status(args: argparse.Namespace) -> int:
     space = result.space
     rows = []
     for p in result.peers:
-        span = "  ".join(f"{axis[0]}{interval_text(space, lo, hi, 8)}"
+        span = "  ".join(f"{axis[0]} {interval_text(space, lo, hi, 8)}"
                          for axis, (lo, hi) in zip(("graph", "subject", "predicate", "object"), p.zone.bounds))
         rows.append([p.id, p.address + (" (down)" if p.down else ""), f"{p.quads:,}", f"{p.subscriptions:,}",
                      str(len(p.neighbours)), span])

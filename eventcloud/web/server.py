@@ -20,7 +20,7 @@ from eventcloud.web.app import Gateway
 __all__ = ["serve_gateway"]
 
 
-async def serve_gateway(gateway: Gateway, listen: str, *, certfile: str | None = None, keyfile: str | None = None,
+async def serve_gateway(gateway: Gateway, listen: str, *,
                         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Run the gateway (its overlay connection, then the HTTP server) until cancelled; started
     with the base URL it serves, e.g. http://127.0.0.1:8080."""
@@ -31,8 +31,6 @@ async def serve_gateway(gateway: Gateway, listen: str, *, certfile: str | None =
     config.keep_alive_timeout = 75
     config.graceful_timeout = 1
     config.websocket_ping_interval = 20
-    if certfile:
-        config.certfile, config.keyfile = certfile, keyfile
     async with trio.open_nursery() as nursery:
         await nursery.start(gateway.run)
         binds: Any = await nursery.start(serve, gateway, config)

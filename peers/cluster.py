@@ -100,8 +100,10 @@ class LocalCluster:
     def start_peer(self, index: int, command: list[str] | None = None) -> str:
         """Start peer `index` (again, with the same command, after a stop)."""
         cmd = command or (self.commands[index] if index < len(self.commands) else self.command(index))
+        # a session of its own: Ctrl-C in a terminal reaches the cluster's owner, which stops the
+        # peers in order, and never a peer still starting Python (a fatal error in site.py)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
         address = self._await_address(proc, index)
         if index < len(self.processes):
             self.processes[index] = proc

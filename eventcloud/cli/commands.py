@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from typing import Any
@@ -14,57 +15,162 @@ import trio
 
 from eventcloud.cli.credentials import client_options
 from eventcloud.cli.render import cell, partition_report, quads_text, table
-from eventcloud.client import connect
+from eventcloud.client import ClientError, connect
 
 
-def _progress(done: int, total: int, started: float, width: int = 30) -> None:
-    filled = int(width * done / total) if total else width
-    rate = done / max(time.perf_counter() - started, 1e-9)
-    print(f"\r[{'#' * filled}{' ' * (width - filled)}] {done}/{total} events  {rate:,.0f}/s",
-          end="" if done < total else "\n", file=sys.stderr, flush=True)
+class Progress:
+    """A line on stderr, redrawn at most 5 times a second (and only on a terminal or for big jobs)."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self._last = 0.0
+        self._drawn = False
+
+    def line(self, text: str, force: bool = False) -> None:
+        now = time.perf_counter()
+        if self.show and (force or now - self._last >= 0.2):
+            self._last = now
+            self._drawn = True
+            print(f"\r{text}\x1b[K", end="", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self._drawn:
+            print(file=sys.stderr, flush=True)
+            self._drawn = False
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _rate(count: int, seconds: float) -> str:
+    if seconds < 0.05:
+        return ""
+    rate = count / seconds
+    return f" ({rate:.0f} events/s)" if rate >= 10 else f" ({rate:.2g} events/s)"
 
 
 async def publish(args: argparse.Namespace) -> int:
-    from eventcloud.rdf.files import RDFInputError, read_events
+    """Publish files, directories or stdin: checked first (nothing is published from a malformed
+    file), then streamed in batches with bounded memory, at --rate events/s if given. Ctrl-C stops
+    it and says what was stored."""
+    from eventcloud.cli.inputs import events_of, expand
+    from eventcloud.rdf.files import RDFInputError
 
-    events = []
-    for index, path in enumerate(args.files):
-        try:  # the sequence number keeps graph IRIs of triple files read in one millisecond apart
-            events.extend(read_events(path, args.format, source=args.source, sequence=index,
-                                      timestamp_ms=int(time.time() * 1000)))
+    try:
+        inputs = expand(args.files, args.format)
+    except RDFInputError as exc:
+        print(f"eventcloud publish: {exc} (nothing was published)", file=sys.stderr)
+        return 1
+    stamp = int(time.time() * 1000)
+    big = sum(i.size or 0 for i in inputs) > 8 * 1024 * 1024
+    progress = Progress(args.progress or sys.stderr.isatty() or big)
+    total_events = total_quads = None
+    if all(i.path is not None for i in inputs):  # stdin is read once: it streams unchecked
+        total_events = total_quads = 0
+        try:
+            for index, item in enumerate(inputs):
+                size = item.size or 0
+
+                def checked(handle: Any, item: Any = item, size: int = size) -> None:
+                    where = handle.tell() if size else 0
+                    progress.line(f"checking {item.label}: {where * 100 // max(size, 1)}% "
+                                  f"({where / 1e6:,.1f} of {size / 1e6:,.1f} MB), {_plural(total_events, 'event')}")
+
+                for event in events_of(item, source=args.source, timestamp_ms=stamp, sequence=index,
+                                       position=checked):
+                    total_events += 1
+                    total_quads += len(event)
         except RDFInputError as exc:
+            progress.done()
             print(f"eventcloud publish: {exc} (nothing was published)", file=sys.stderr)
             return 1
-        except OSError as exc:
-            print(f"eventcloud publish: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        progress.done()
+        if total_events == 0:
+            print("eventcloud publish: no events in the input (nothing was published)", file=sys.stderr)
             return 1
-    total_quads = sum(len(e) for e in events)
+
+    done = [0, 0]          # events, quads acknowledged
+    in_flight = [0]
     started = time.perf_counter()
-    show = sys.stderr.isatty() or len(events) >= 100
-    done = 0
-    batches = [events[i:i + args.batch] for i in range(0, len(events), max(1, args.batch))]
+    batch = max(1, min(args.batch, int(args.rate // 10) or 1)) if args.rate else args.batch
+    failure: list[str] = []
+    interrupted = False
+
+    def produce() -> Any:
+        for index, item in enumerate(inputs):
+            chunk: list = []
+            for event in events_of(item, source=args.source, timestamp_ms=stamp, sequence=index):
+                chunk.append(event)
+                if len(chunk) >= batch:
+                    yield chunk
+                    chunk = []
+            if chunk:
+                yield chunk
+
     async with connect(args.peer, source=args.source, **client_options(args)) as client:
         send, receive = trio.open_memory_channel[Any](0)
 
-        async def worker(receive: trio.MemoryReceiveChannel) -> None:
-            nonlocal done
+        async def worker(receive: trio.MemoryReceiveChannel, stop: trio.CancelScope) -> None:
             async with receive:
-                async for batch in receive:
-                    await client.publish_batch(batch)
-                    done += len(batch)
-                    if show:
-                        _progress(done, len(events), started)
+                async for events in receive:
+                    in_flight[0] += len(events)
+                    try:
+                        await client.publish_batch(events)
+                    except ClientError as exc:
+                        failure.append(exc.message)
+                        stop.cancel()
+                        return
+                    in_flight[0] -= len(events)
+                    done[0] += len(events)
+                    done[1] += sum(len(e) for e in events)
+                    of = f"/{total_events:,}" if total_events else ""
+                    progress.line(f"published {done[0]:,}{of} events{_rate(done[0], time.perf_counter() - started)}")
+
+        async def feed() -> None:
+            sent = 0
+            async with send:
+                for events in produce():
+                    if args.rate:
+                        await trio.sleep_until(trio.current_time() + max(0.0, started + sent / args.rate
+                                                                        - time.perf_counter()))
+                    await send.send(events)
+                    sent += len(events)
+                    await trio.sleep(0)
 
         async with trio.open_nursery() as nursery:
-            for _ in range(max(1, args.concurrency)):
-                nursery.start_soon(worker, receive.clone())
-            async with send:
-                for batch in batches:
-                    await send.send(batch)
-            receive.close()
+            async def on_interrupt() -> None:
+                nonlocal interrupted
+                with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        interrupted = True
+                        nursery.cancel_scope.cancel()
+                        return
+
+            nursery.start_soon(on_interrupt)
+            async with trio.open_nursery() as work:
+                for _ in range(max(1, args.concurrency)):
+                    work.start_soon(worker, receive.clone(), work.cancel_scope)
+                try:
+                    await feed()
+                except RDFInputError as exc:  # stdin, found malformed while streaming
+                    failure.append(str(exc))
+                    work.cancel_scope.cancel()
+                receive.close()
+            nursery.cancel_scope.cancel()
+    progress.done()
     seconds = time.perf_counter() - started
-    print(f"published {len(events)} events ({total_quads} quads) in {seconds:.2f} s "
-          f"({len(events) / max(seconds, 1e-9):,.0f} events/s)")
+    stored = f"{_plural(done[0], 'event')} ({_plural(done[1], 'quad')}) in {seconds:.2f} s{_rate(done[0], seconds)}"
+    if interrupted or failure:
+        why = "interrupted" if interrupted else failure[0]
+        of = f" of {total_events}" if total_events else ""
+        maybe = (f"; {_plural(in_flight[0], 'more event')} in flight may be stored too, each whole"
+                 if in_flight[0] else "")
+        print(f"eventcloud publish: {why}: published {done[0]}{of} events ({_plural(done[1], 'quad')}) in "
+              f"{seconds:.2f} s, each stored whole{maybe}; publishing the same input again completes it (stored "
+              f"events are retries, never notified twice)", file=sys.stderr)
+        return 130 if interrupted else 1
+    print(f"published {stored}")
     return 0
 
 
@@ -99,12 +205,34 @@ async def delete(args: argparse.Namespace) -> int:
 
 
 async def query(args: argparse.Namespace) -> int:
+    from eventcloud.rdf.results import GRAPH_FORMATS, graph_bytes, solutions_bytes
+
+    text = query_text(args)
     async with connect(args.peer, **client_options(args)) as client:
-        result = await client.query(args.sparql)
-    if isinstance(result, str):
-        sys.stdout.write(result)
-    elif args.format == "json":
-        print(json.dumps(result, indent=1))
+        result = await client.query(text)
+    form = args.format
+    if isinstance(result, str):  # CONSTRUCT / DESCRIBE: RDF
+        if form in ("table", "ntriples"):
+            sys.stdout.write(result)
+        elif form == "json" or form in GRAPH_FORMATS:
+            sys.stdout.buffer.write(graph_bytes(result, "jsonld" if form == "json" else form))
+            sys.stdout.flush()
+        else:
+            print(f"eventcloud query: a CONSTRUCT/DESCRIBE result is a graph: use --format ntriples, turtle, nquads, "
+                  f"rdfxml or json (JSON-LD), not {form}", file=sys.stderr)
+            return 2
+        return 0
+    if form in GRAPH_FORMATS:
+        print(f"eventcloud query: a SELECT/ASK result is solutions: use --format table, json, csv, tsv or xml, "
+              f"not {form}", file=sys.stderr)
+        return 2
+    if form == "json":
+        print(json.dumps(result, indent=1, ensure_ascii=False))
+    elif form in ("csv", "tsv", "xml"):
+        sys.stdout.buffer.write(solutions_bytes(result, form))
+        if form == "xml":
+            sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()
     elif "boolean" in result:
         print("true" if result["boolean"] else "false")
     else:
@@ -114,18 +242,45 @@ async def query(args: argparse.Namespace) -> int:
     return 0
 
 
+def query_text(args: argparse.Namespace) -> str:
+    """The query: the argument, `-` (stdin), `@FILE`, or --file FILE."""
+    from eventcloud.client import ClientError
+
+    given = args.sparql
+    path = args.file
+    if given is not None and path is not None:
+        raise ClientError("give the query as an argument or with --file, not both")
+    if given is None and path is None:
+        raise ClientError("give the query: as an argument, `-` to read it from stdin, @FILE or --file FILE")
+    if given == "-":
+        return sys.stdin.read()
+    if given is not None and given.startswith("@"):
+        path = given[1:]
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return handle.read()
+        except OSError as exc:
+            raise ClientError(f"cannot read the query file {path}: {exc.strerror or exc}") from None
+    return given  # type: ignore[return-value]
+
+
 async def status(args: argparse.Namespace) -> int:
+    from eventcloud.overlay.labels import interval_text
+
     async with connect(args.peer, **client_options(args)) as client:
         result = await client.status()
     ok, report = partition_report(result)
     if args.format == "json":
         print(json.dumps({**result.to_wire(), "partition": ok}, indent=1))
         return 0
-    top = result.space.top
+    space = result.space
     rows = []
     for p in result.peers:
-        span = " ".join(f"[{lo / top:.3f},{hi / top:.3f})" for lo, hi in p.zone.bounds)
-        rows.append([p.id, p.address, str(p.quads), str(p.subscriptions), str(len(p.neighbours)), span])
-    table(["peer", "address", "quads", "subs", "neighbours", "zone (graph subject predicate object)"], rows)
+        span = "  ".join(f"{axis[0]} {interval_text(space, lo, hi, 8)}"
+                         for axis, (lo, hi) in zip(("graph", "subject", "predicate", "object"), p.zone.bounds))
+        rows.append([p.id, p.address + (" (down)" if p.down else ""), f"{p.quads:,}", f"{p.subscriptions:,}",
+                     str(len(p.neighbours)), span])
+    table(["peer", "address", "quads", "subs", "neighbours", "zone (g s p o: from, to)"], rows)
     print(f"algorithm: {result.algorithm}; mapping: {result.space.mapping}; {report}")
     return 0

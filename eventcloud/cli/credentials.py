@@ -17,11 +17,12 @@ from typing import Any
 from eventcloud.errors import ErrorCode, InputError
 
 __all__ = ["CredentialError", "read_secret", "read_admin_token", "add_client_options", "client_options", "SECRET_ENV", "TOKEN_ENV",
-           "TLS_CA_ENV"]
+           "TLS_CA_ENV", "PEER_ENV"]
 
 SECRET_ENV = "EVENTCLOUD_SECRET"
 TOKEN_ENV = "EVENTCLOUD_ADMIN_TOKEN"
 TLS_CA_ENV = "EVENTCLOUD_TLS_CA"
+PEER_ENV = "EVENTCLOUD_PEER"
 
 
 class CredentialError(InputError):
@@ -68,8 +69,9 @@ def read_admin_token(path: Path | None) -> str | None:
 def add_client_options(p: argparse.ArgumentParser, peer_help: str = "an entry peer",
                        address: Any = str) -> None:
     """The options every client command shares: where to connect and how to prove who we are."""
-    p.add_argument("--peer", type=address, required=True, action="append", metavar="HOST:PORT",
-                   help=f"{peer_help}; give it more than once for other peers to fail over to")
+    p.add_argument("--peer", type=address, action="append", metavar="HOST:PORT",
+                   help=f"{peer_help}; give it more than once for other peers to fail over to (or set {PEER_ENV}="
+                        f"HOST:PORT[,HOST:PORT…])")
     p.add_argument("--admin-token-file", type=Path, metavar="FILE",
                    help=f"file holding the admin token, for leave, delete, schema load and subscriptions list (or set "
                         f"{TOKEN_ENV})")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import signal
 import sys
@@ -60,12 +61,18 @@ def peer(args: argparse.Namespace) -> int:
         trio.run(serve)
     except Exception as exc:  # startup failures: bad join address, corrupt state, port in use
         cause = root_cause(exc)
-        if not isinstance(cause, (EventCloudError, OSError)):  # a bug: keep what is needed to fix it
+        if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+            print(f"eventcloud peer: cannot listen on {args.listen}: address already in use (another peer or "
+                  f"program serves there; pick another port, or port 0 for any free one)", file=sys.stderr)
+        elif isinstance(cause, OSError) and cause.errno == errno.EADDRNOTAVAIL:
+            print(f"eventcloud peer: cannot listen on {args.listen}: no such address on this machine",
+                  file=sys.stderr)
+        elif not isinstance(cause, (EventCloudError, OSError)):  # a bug: keep what is needed to fix it
             logging.getLogger("eventcloud.peer").error("the peer stopped on an unexpected error", exc_info=exc)
             print(f"eventcloud peer: internal error (please report it, with the traceback above): "
                   f"{type(cause).__name__}: {cause}", file=sys.stderr)
-            return 1
-        print(f"eventcloud peer: {cause}", file=sys.stderr)
+        else:
+            print(f"eventcloud peer: {cause}", file=sys.stderr)
         return 1
     return 0
 
@@ -86,12 +93,18 @@ def cluster(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+    def started(index: int, total: int) -> None:
+        print(f"  peer {index}/{total} up", file=sys.stderr, flush=True)
+        if stop["now"]:
+            raise ClusterError(f"interrupted while starting ({index} of {total} peers were up; all stopped)")
+
     try:
-        cluster.start(progress=lambda i, n: print(f"  peer {i}/{n} up", file=sys.stderr, flush=True))
+        cluster.start(progress=started)
     except ClusterError as exc:
         cluster.stop()
         print(f"eventcloud cluster: {exc}", file=sys.stderr)
-        return 1
+        return 130 if stop["now"] else 1
     print(cluster.entry, flush=True)
     print(f"eventcloud cluster: {args.peers} peers ({args.algorithm}) at {', '.join(cluster.addresses)}; "
           f"Ctrl-C stops them", file=sys.stderr, flush=True)
@@ -99,12 +112,15 @@ def cluster(args: argparse.Namespace) -> int:
         print(f"eventcloud cluster: cluster secret in {cluster.secret_file} (more peers: eventcloud peer "
               f"--secret-file {cluster.secret_file} --join {cluster.entry} …); admin token for leave and delete "
               f"in {cluster.admin_token_file} (--admin-token-file)", file=sys.stderr, flush=True)
+    reported: dict[int, object] = {}  # peer index -> the process whose exit was reported
     try:
         while not stop["now"]:
             time.sleep(0.2)
             for index, proc in enumerate(cluster.processes):
-                if proc.poll() is not None and not stop["now"]:
-                    print(f"eventcloud cluster: peer {index} exited with code {proc.returncode}", file=sys.stderr)
+                if proc.poll() is not None and not stop["now"] and reported.get(index) is not proc:
+                    reported[index] = proc  # once per process: a peer restarted later is watched again
+                    print(f"eventcloud cluster: peer {index} ({cluster.addresses[index]}) exited with code "
+                          f"{proc.returncode}", file=sys.stderr, flush=True)
     finally:
         cluster.stop()
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +69,30 @@ async def demo(args: argparse.Namespace) -> int:
                     if received >= expected:
                         return
 
-            with trio.move_on_after(60):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(listen)
-                    for event in events:
-                        await publisher.publish(event)
+            published = 0
+            interrupted = False
+
+            async def on_interrupt(scope: trio.CancelScope) -> None:
+                nonlocal interrupted
+                with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        interrupted = True
+                        scope.cancel()
+                        return
+
+            async with trio.open_nursery() as outer:
+                outer.start_soon(on_interrupt, outer.cancel_scope)
+                with trio.move_on_after(60):
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(listen)
+                        for event in events:
+                            await publisher.publish(event)
+                            published += 1
+                outer.cancel_scope.cancel()
+            if interrupted:
+                print(f"== interrupted: {published} of {len(events)} events published (each stored whole), "
+                      f"{received} notifications received; stopping the cluster", flush=True)
+                return 130
             count = await publisher.query("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")
             stored = count["results"]["bindings"][0]["n"]["value"]
             print(f"== {received} notifications for {expected} matching events; {stored} quads stored "

@@ -7,14 +7,18 @@ Each command is a thin shell over the SDK (`eventcloud.client`) or, for `peer` a
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from typing import Callable, Sequence
 
 import trio
 
+from eventcloud.cli.credentials import PEER_ENV
 from eventcloud.cli.parser import build_parser
 from eventcloud.cli.render import root_cause
 from eventcloud.errors import EventCloudError
+from eventcloud.net.transport import AddressError, parse_address
 
 __all__ = ["main", "COMMANDS"]
 
@@ -35,6 +39,12 @@ def _daemon(name: str) -> Callable:
     return run
 
 
+def _gateway(args) -> int:  # type: ignore[no-untyped-def]
+    from eventcloud.cli.gateway import gateway
+
+    return gateway(args)
+
+
 def _demo(args) -> int:  # type: ignore[no-untyped-def]
     from eventcloud.cli.demo import demo
 
@@ -43,12 +53,44 @@ def _demo(args) -> int:  # type: ignore[no-untyped-def]
 
 #: command name -> function of the parsed arguments returning the exit code
 COMMANDS: dict[str, Callable] = {
-    "peer": _daemon("peer"), "cluster": _daemon("cluster"), "demo": _demo,
+    "peer": _daemon("peer"), "cluster": _daemon("cluster"), "demo": _demo, "gateway": _gateway,
     **{name: _client(name) for name in ("publish", "query", "find", "delete", "status", "leave")},
     "subscribe": _client("subscribe", "eventcloud.cli.subscriptions"),
     "subscriptions": _client("subscriptions", "eventcloud.cli.subscriptions"),
     "schema": _client("schema", "eventcloud.cli.schema"),
 }
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe (`eventcloud … | head`): nothing more to say, and no error at exit
+    when Python flushes stdout (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _peers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--peer, else $EVENTCLOUD_PEER (comma-separated), for every command that talks to a peer."""
+    if getattr(args, "peer", "") is not None:
+        return
+    text = os.environ.get(PEER_ENV, "").strip()
+    if not text:
+        parser.error(f"give an entry peer with --peer HOST:PORT (or set {PEER_ENV}=HOST:PORT)")
+    peers = [p.strip() for p in text.split(",") if p.strip()]
+    for peer in peers:
+        try:
+            parse_address(peer)
+        except AddressError as exc:
+            parser.error(f"{PEER_ENV}: {exc}")
+    args.peer = peers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -58,13 +100,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("subscribe needs the SPARQL text, or --resume ID (not both)")
     if getattr(args, "after", None) is not None and args.resume is None:
         parser.error("--after goes with --resume")
+    _peers(parser, args)
     try:
-        return COMMANDS[args.command](args)
-    except (EventCloudError, BaseExceptionGroup) as exc:
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a reader gone (`| head`) shows here at the latest, not at exit
+        return code
+    except BaseException as exc:  # every way out is one line, never a traceback, unless it is a bug
+        leaves = _leaves(exc)
+        if any(isinstance(leaf, BrokenPipeError) for leaf in leaves):
+            _quiet_stdout()
+            return 141  # as a shell reports a command killed by SIGPIPE
+        if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+            print(f"eventcloud {args.command}: interrupted", file=sys.stderr)
+            return 130
         cause = root_cause(exc)
-        if not isinstance(cause, EventCloudError):
+        if isinstance(cause, EventCloudError):
+            print(f"eventcloud {args.command}: {cause.message}", file=sys.stderr)
+            return 1
+        if isinstance(cause, SystemExit):
             raise
-        print(f"eventcloud {args.command}: {cause.message}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+        raise

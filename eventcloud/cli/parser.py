@@ -19,6 +19,30 @@ def _address(text: str) -> str:
     return text
 
 
+def _at_least(minimum: float, kind: type = int):  # type: ignore[no-untyped-def]
+    """An argparse type: a number of `kind` not below `minimum`."""
+    def parse(text: str):  # type: ignore[no-untyped-def]
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value < minimum or value != value:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _positive_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of events per second above 0, got {text}")
+    return value
+
+
 def _security_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--secret-file", type=Path, metavar="FILE",
                    help=f"file holding the cluster secret every peer of the overlay shares (or set {SECRET_ENV}); "
@@ -85,9 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Start N peer processes on this machine (the first on --port, the others on "
                                    "the next ports; --port 0 picks free ports). Prints the entry address on its "
                                    "first line, runs until interrupted, then stops every peer.")
-    p.add_argument("--peers", type=int, default=4, help="number of peers [4]")
+    p.add_argument("--peers", type=_at_least(1), default=4, help="number of peers [4]")
     p.add_argument("--data-dir", type=Path, help="directory for the peers' data (default: a temporary one, removed at exit)")
-    p.add_argument("--port", type=int, default=0, help="port of the first peer [0 = free ports]")
+    p.add_argument("--port", type=_at_least(0), default=0, help="port of the first peer [0 = free ports]")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on [127.0.0.1]")
     p.add_argument("--algorithm", choices=("osma", "csma"), default="osma", help="matching algorithm [osma]")
     p.add_argument("--mapping", choices=("local-name", "identity"), default="local-name", help="coordinate mapping [local-name]")
@@ -99,24 +123,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", type=Path, metavar="FILE", help="... and this private key (PEM)")
     p.add_argument("--tls-ca", type=Path, metavar="FILE", help="... verifying peers against this CA (PEM)")
 
-    p = sub.add_parser("publish", help="publish the events of RDF files",
+    p = sub.add_parser("publish", help="publish the events of RDF files, CityBench streams or stdin",
                        description="Publish compound events read from RDF files: N-Quads/TriG (each named graph is "
-                                   "one event) or Turtle/N-Triples/RDF-XML (each file is one event). A malformed file "
-                                   "is reported with its line and nothing of it is published.")
+                                   "one event; they stream, an event's quads must be together) or Turtle/N-Triples/"
+                                   "N3/RDF-XML (each file is one event); CityBench sensor streams (.stream, .csv: one "
+                                   "event per reading, an SSN observation naming its sensor and property); a directory "
+                                   "(its files with those extensions); - for stdin (N-Quads unless --format). Files are "
+                                   "checked first: nothing of a malformed file is published. Big files stream with "
+                                   "bounded memory and show progress; --rate replays at a given pace; Ctrl-C stops and "
+                                   "says what was stored.")
     add_client_options(p, address=_address)
-    p.add_argument("--format", help="input format (default: from the extension): nquads, trig, turtle, ntriples, n3, rdfxml")
+    p.add_argument("--format", choices=("nquads", "trig", "turtle", "ntriples", "n3", "rdfxml", "citybench"),
+                   help="input format (default: from the extension)")
     p.add_argument("--source", default="cli", help="source id used to name events without a graph [cli]")
-    p.add_argument("--concurrency", type=int, default=4, help="requests in flight at once [4]")
-    p.add_argument("--batch", type=int, default=50, help="events per request (each stays atomic) [50]")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("--concurrency", type=_at_least(1), default=4, help="requests in flight at once [4]")
+    p.add_argument("--batch", type=_at_least(1), default=50, help="events per request (each stays atomic) [50]")
+    p.add_argument("--rate", type=_positive_rate, metavar="EVENTS_PER_S",
+                   help="publish at this pace (a replay of sensor streams), not as fast as possible")
+    p.add_argument("--progress", action="store_true",
+                   help="show progress on stderr even when it is not a terminal (it is shown there, and for inputs "
+                        "over 8 MB)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="file, directory, or - for stdin")
 
     p = sub.add_parser("query", help="run a one-time SPARQL query over everything stored",
                        description="Run a one-time SPARQL 1.1 query (SELECT, ASK, CONSTRUCT, aggregates) over all "
                                    "stored quads. Use GRAPH ?g { … } to see events' graphs; the default graph is "
                                    "the union of all events.")
     add_client_options(p, address=_address)
-    p.add_argument("--format", choices=("table", "json"), default="table", help="table, or SPARQL 1.1 JSON results [table]")
-    p.add_argument("sparql", help="the query text")
+    p.add_argument("--format", default="table",
+                   choices=("table", "json", "csv", "tsv", "xml", "ntriples", "turtle", "nquads", "rdfxml"),
+                   help="SELECT/ASK: table, json, csv, tsv or xml (SPARQL 1.1 results formats); CONSTRUCT/DESCRIBE: "
+                        "ntriples (also for table), turtle, nquads, rdfxml or json (JSON-LD) [table]")
+    p.add_argument("--file", metavar="FILE", help="read the query from FILE")
+    p.add_argument("sparql", nargs="?", help="the query text; - reads it from stdin, @FILE from a file")
 
     p = sub.add_parser("find", help="find stored quads by pattern (or count them)",
                        description="Print the stored quads matching a pattern as N-Quads; each of -g -s -p -o "
@@ -151,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=("signal", "bindings", "event"), default="bindings",
                    help="signal (id and event), bindings (all solutions) or event (all quads) [bindings]")
     p.add_argument("--format", choices=("jsonl", "nquads", "table"), default="jsonl", help="[jsonl]")
-    p.add_argument("--count", type=int, help="exit after this many notifications")
+    p.add_argument("--count", type=_at_least(0), metavar="N",
+                   help="exit after N notifications (0: once the subscription is active, e.g. to make a durable one)")
     p.add_argument("--durable", action="store_true",
                    help="keep notifications while nobody listens; resume with --resume ID (ticket in the state dir)")
     p.add_argument("--lease", type=float, help="durable: seconds until it ends unless renewed [a day]")
@@ -192,10 +232,30 @@ def build_parser() -> argparse.ArgumentParser:
     add_client_options(q, address=_address)
     q.add_argument("--format", dest="format_out", choices=("table", "turtle", "json"), default="table", help="[table]")
 
+    p = sub.add_parser("gateway", help="serve the overlay over HTTP: SPARQL, publishing, SSE/WebSocket, dashboard",
+                       description="An HTTP gateway in front of the peers given: the SPARQL 1.1 Protocol at /sparql, "
+                                   "publishing by POST /events, live subscriptions over Server-Sent Events "
+                                   "(/subscriptions/stream?query=…) and WebSocket (/ws), GET /status and a dashboard "
+                                   "at /. With an admin token, every route but the dashboard's page, /health and /status needs "
+                                   "`Authorization: Bearer TOKEN`. See docs/web.md.")
+    add_client_options(p, address=_address)
+    p.add_argument("--listen", type=_address, default="127.0.0.1:8080", help="HOST:PORT to serve HTTP on [127.0.0.1:8080]")
+    p.add_argument("--cors", action="append", metavar="ORIGIN",
+                   help="allow browsers on this origin (e.g. https://app.example) to call the gateway; * for any; "
+                        "repeat for several")
+    p.add_argument("--max-body", type=int, default=64 * 1024 * 1024, metavar="BYTES",
+                   help="largest request body accepted (publishing) [64 MiB]")
+    p.add_argument("--ack-delay", type=float, default=30.0, metavar="SECONDS",
+                   help="a streamed notification is acknowledged to the overlay this long after it was sent, so a "
+                        "client reconnecting within it loses nothing [30]")
+    p.add_argument("--linger", type=float, default=300.0, metavar="SECONDS",
+                   help="an ad-hoc SSE subscription whose client left is kept this long for it to resume [300]")
+    p.add_argument("--log-level", default="warning", help="debug, info, warning, error [warning]")
+
     p = sub.add_parser("demo", help="the main job: a local cluster, a subscriber and a publisher",
                        description="Start a local cluster, subscribe to high sensor readings, publish real Aarhus "
                                    "sensor observations (CityBench) and print the notifications as they arrive.")
-    p.add_argument("--peers", type=int, default=4, help="[4]")
-    p.add_argument("--events", type=int, default=60, help="events to publish [60]")
+    p.add_argument("--peers", type=_at_least(1), default=4, help="[4]")
+    p.add_argument("--events", type=_at_least(1), default=60, help="events to publish [60]")
     p.add_argument("--algorithm", choices=("osma", "csma"), default="osma", help="[osma]")
     return parser

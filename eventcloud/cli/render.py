@@ -36,6 +36,14 @@ def notification_json(note: Notification) -> dict[str, Any]:
     return out
 
 
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+#: Datatypes whose values a table shows as bare numbers (68971, not "68971"^^xsd:integer).
+PLAIN_NUMBERS = frozenset(_XSD + t for t in (
+    "integer", "decimal", "double", "float", "long", "int", "short", "byte", "nonNegativeInteger",
+    "positiveInteger", "negativeInteger", "nonPositiveInteger", "unsignedLong", "unsignedInt", "unsignedShort",
+    "unsignedByte", "boolean"))
+
+
 def quads_text(quads: Sequence[Quad]) -> str:
     return "".join(q.n_quads() + "\n" for q in quads)
 
@@ -49,6 +57,8 @@ def cell(binding: dict[str, Any] | None) -> str:
         value = json.dumps(binding["value"], ensure_ascii=False)
         if "xml:lang" in binding:
             return f"{value}@{binding['xml:lang']}"
+        if binding.get("datatype") in PLAIN_NUMBERS:  # counts and measures read as numbers
+            return binding["value"]
         if "datatype" in binding and not binding["datatype"].endswith("#string"):
             return f"{value}^^<{binding['datatype']}>"
         return value

@@ -92,6 +92,8 @@ async def subscribe(args: argparse.Namespace) -> int:
             what = f"durable, ticket in {state.path}" if durable else args.kind
             print(f"# subscription {sub.id} {header['status']} ({what}); Ctrl-C to stop", file=sys.stderr,
                   flush=True)
+        if args.count == 0:  # made (and, if durable, kept with its ticket): nothing to wait for
+            return 0
         count = 0
         try:
             async for note in sub:

@@ -24,11 +24,12 @@ and variables cannot be RDF events and are refused.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import xml.parsers.expat
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Iterator, TextIO
+from typing import Any, BinaryIO, Iterable, Iterator, TextIO
 
 import pyoxigraph as ox
 
@@ -53,6 +54,7 @@ __all__ = [
     "events_from_rdflib",
     "guess_format",
     "iter_events",
+    "stream_events",
     "parse_events",
     "read_events",
     "write_nquads",
@@ -159,11 +161,13 @@ def parse_events(
     timestamp_ms: int | None = None,
     base_iri: str | None = None,
     sequence: int = 0,
+    default_graph: IRI | None = None,
 ) -> list[CompoundEvent]:
     """Parse a whole document, then cut it into events; `name` only labels errors and the source.
 
     `sequence` goes into the generated graph IRI, so that several inputs parsed with the same
-    source and timestamp still get distinct events.
+    source and timestamp still get distinct events. `default_graph`, when given, is the graph
+    IRI of the default graph's triples instead of a generated one.
     """
     if format not in FORMATS:
         raise RDFInputError(name, None, f"unknown RDF format {format!r}; expected one of {', '.join(sorted(FORMATS))}")
@@ -175,6 +179,8 @@ def parse_events(
         if isinstance(graph_name, ox.NamedNode):
             graph = _iri(graph_name.value, name, terms)
         else:  # the default graph
+            if generated is None and default_graph is not None:
+                generated = default_graph
             if generated is None:
                 generated = event_graph(source or _source_from_name(name), _stamp(timestamp_ms, name), sequence)
             graph = generated
@@ -199,6 +205,75 @@ def iter_events(
         yield from read_events(
             path, format, source=source, timestamp_ms=timestamp_ms, base_iri=base_iri, sequence=index
         )
+
+
+def stream_events(
+    source_file: str | Path | BinaryIO,
+    format: str,
+    *,
+    name: str | None = None,
+    source: str | None = None,
+    timestamp_ms: int | None = None,
+    base_iri: str | None = None,
+    sequence: int = 0,
+) -> Iterator[CompoundEvent]:
+    """Events of a quad document (N-Quads, TriG) one at a time, holding one event in memory.
+
+    An event ends where the next graph starts, so each graph's quads must be contiguous (as
+    writers produce them); a graph that comes back after another one is refused with its line,
+    since publishing it twice would make its second part a retry of the first. Triples of the
+    default graph form one event (given at its end). Events are the same as `parse_events`
+    gives; a syntax error is raised when reached, after the events before it.
+    """
+    if format not in QUAD_FORMATS:
+        raise RDFInputError(name, None, f"only quad formats stream (nquads, trig), not {format!r}")
+    label = name or str(getattr(source_file, "name", source_file))
+    terms: dict[Any, Term] = {}
+    finished: set[bytes] = set()
+    current: Any = None
+    quads: list[ox.Quad] = []
+    default: list[ox.Quad] = []
+    kwargs: dict[str, Any] = {"path": source_file} if isinstance(source_file, (str, Path)) else {"input": source_file}
+
+    def done(graph_name: Any, group: list[ox.Quad]) -> CompoundEvent:
+        if isinstance(graph_name, ox.BlankNode):
+            raise RDFInputError(label, None, f"blank node _:{graph_name.value} used as a graph name; events need an IRI")
+        finished.add(_digest(graph_name.value))
+        if len(terms) > 100_000:  # a memo, not a store: keep memory bounded on big files
+            terms.clear()
+        return _build_event(_iri(graph_name.value, label, terms), group, label, terms)
+
+    try:
+        for quad in ox.parse(format=_OX_FORMATS[format], base_iri=base_iri, **kwargs):
+            graph_name = quad.graph_name
+            if isinstance(graph_name, ox.DefaultGraph):
+                default.append(quad)
+                continue
+            if graph_name != current:
+                if quads:
+                    yield done(current, quads)
+                if isinstance(graph_name, ox.NamedNode) and _digest(graph_name.value) in finished:
+                    raise RDFInputError(label, None, f"graph <{graph_name.value}> comes back after other graphs: an "
+                                                     f"event's quads must be together (sort the file by graph)")
+                current, quads = graph_name, []
+            quads.append(quad)
+    except RDFInputError:
+        raise
+    except SyntaxError as exc:
+        raise _syntax_error(exc, b"", format, label) from None
+    except OSError as exc:
+        raise RDFInputError(label, None, f"cannot read file: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise RDFInputError(label, None, str(exc)) from None
+    if quads:
+        yield done(current, quads)
+    if default:
+        graph = event_graph(source or _source_from_name(label), _stamp(timestamp_ms, label), sequence)
+        yield _build_event(graph, default, label, terms)
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=12).digest()
 
 
 def write_nquads(events: Iterable[CompoundEvent], out: TextIO) -> int:

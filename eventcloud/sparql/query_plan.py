@@ -53,7 +53,10 @@ def analyse(text: str) -> tuple[list[Pattern], Any]:
     try:
         query = prepareQuery(text)
     except Exception as exc:  # rdflib raises pyparsing and several other error types
-        raise QueryPlanError(f"invalid SPARQL: {exc}") from None
+        from eventcloud.sparql.hints import hint
+
+        named = hint(text)
+        raise QueryPlanError(f"invalid SPARQL: {named}: {exc}" if named else f"invalid SPARQL: {exc}") from None
     patterns: dict[Pattern, None] = {}
     widen = False
 

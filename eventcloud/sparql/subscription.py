@@ -281,6 +281,11 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None) -> Subscript
         line_text = text.split("\n")[exc.lineno - 1] if 0 < exc.lineno <= text.count("\n") + 1 else exc.line
         near = f" near {line_text.strip()[:60]!r}" if line_text.strip() else ""
         line, column = shifts.original(exc.lineno, exc.col)
+        from eventcloud.sparql.hints import hint
+
+        named = hint(text)
+        if named:
+            raise SubscriptionError(f"syntax error: {named} ({exc.msg}{near})", "syntax error", line, column) from None
         raise SubscriptionError(f"syntax error: {exc.msg}{near}", "syntax error", line, column) from None
     except Exception as exc:  # rdflib raises plain exceptions for some lexical errors
         raise SubscriptionError(f"syntax error: {exc}", "syntax error") from None

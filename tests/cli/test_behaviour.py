@@ -1,0 +1,294 @@
+"""The CLI as a new user meets it (issue 15): every way out is one line, never a traceback
+(Ctrl-C, a closed pipe, bad arguments); messages name what is wrong; inputs from stdin, files,
+directories and CityBench streams; result formats; big inputs with bounded memory."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyoxigraph as ox
+import pytest
+import rdflib
+from rdflib.query import Result
+
+from peers.cluster import LocalCluster
+
+pytestmark = pytest.mark.processes
+
+EX = "http://cli.example/"
+CITYBENCH = Path(__file__).resolve().parents[3] / "shared" / "data" / "citybench"
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def cli(*args: str, timeout: float = 120, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "eventcloud", *args], capture_output=True, text=True,
+                          timeout=timeout, input=stdin, env=env or ENV)
+
+
+def shell(command: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def no_traceback(text: str) -> None:
+    assert "Traceback" not in text and "Error:" not in text.replace("error: ", ""), text[-2000:]
+
+
+def nquads(events: int, quads: int = 3, tag: str = "e") -> str:
+    return "".join(f'<{EX}s{i}> <{EX}p{k}> "{i}-{k}" <{EX}{tag}/{i}> .\n' for i in range(events) for k in range(quads))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalCluster(2, data_dir=tmp_path_factory.mktemp("cluster")) as running:
+        yield running
+
+
+EVENTCLOUD = f"{sys.executable} -m eventcloud"
+
+
+def test_bad_arguments_are_one_line(cluster, tmp_path):
+    for args, words in ((("cluster", "--peers", "0"), "--peers: must be at least 1"),
+                        (("publish", "--peer", cluster.entry, "--batch", "0", "x.nq"), "--batch: must be at least 1"),
+                        (("publish", "--peer", cluster.entry, "--rate", "0", "x.nq"), "--rate: must be a number"),
+                        (("subscribe", "--peer", cluster.entry, "--count", "-1", "SELECT"), "--count: must be at least 0"),
+                        (("status",), "EVENTCLOUD_PEER"),
+                        (("demo", "--peers", "zero"), "'zero' is not an integer")):
+        done = cli(*args, env={k: v for k, v in ENV.items() if k != "EVENTCLOUD_PEER"})
+        assert done.returncode == 2 and words in done.stderr, (args, done.stderr)
+        no_traceback(done.stderr)
+    done = cli("query", "--peer", cluster.entry)
+    assert done.returncode == 1 and "give the query" in done.stderr
+
+
+def test_ctrl_c_of_publish_says_what_was_stored_and_each_event_is_whole(cluster, tmp_path):
+    path = tmp_path / "many.nq"
+    path.write_text(nquads(4000, tag="ctrl-c"))
+    proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "publish", "--peer", cluster.entry, "--rate", "400",
+                             str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    no_traceback(err)
+    found = re.search(r"interrupted: published (\d+) of 4000 events \((\d+) quads\) in [\d.]+ s, each stored whole", err)
+    assert found, err
+    published = int(found.group(1))
+    assert 0 < published < 4000 and int(found.group(2)) == 3 * published
+    done = cli("query", "--peer", cluster.entry, "--format", "json",
+               f"SELECT ?g (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?s ?p ?o }} FILTER(STRSTARTS(STR(?g), "
+               f"'{EX}ctrl-c/')) }} GROUP BY ?g")
+    counts = [int(b["n"]["value"]) for b in json.loads(done.stdout)["results"]["bindings"]]
+    assert set(counts) == {3}, "a partial event"  # each event whole
+    assert published <= len(counts) <= published + 4 * 50  # plus what was in flight, whole
+
+
+def test_ctrl_c_while_a_cluster_starts_leaves_no_fatal_error(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", "3", "--data-dir",
+                             str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            start_new_session=True)
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the whole foreground process group
+    out, err = proc.communicate(timeout=90)
+    assert "Fatal Python error" not in err and "Traceback" not in err, err
+    assert proc.returncode in (0, 130), err
+
+
+def test_a_closed_pipe_ends_quietly(cluster, tmp_path):
+    path = tmp_path / "pipe.nq"
+    path.write_text(nquads(3000, tag="pipe"))
+    assert cli("publish", "--peer", cluster.entry, str(path)).returncode == 0
+    for command in (f"{EVENTCLOUD} find --peer {cluster.entry} | head -1",
+                    f"{EVENTCLOUD} status --peer {cluster.entry} --format json | head -1",
+                    f"{EVENTCLOUD} query --peer {cluster.entry} --format csv 'SELECT * WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}'"
+                    f" | head -2",
+                    f"{EVENTCLOUD} demo --peers 2 --events 12 | head -2"):
+        done = shell(command)
+        assert done.stdout.strip(), command
+        assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, (command, done.stderr)
+
+
+def test_subscribe_head_and_count_zero(cluster):
+    sparql = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p0> ?o }} }}"
+    done = cli("subscribe", "--peer", cluster.entry, "--count", "0", sparql, timeout=30)
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "active"
+    proc = subprocess.Popen(["bash", "-c", f"{EVENTCLOUD} subscribe --peer {cluster.entry} \"{sparql}\" | head -2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    time.sleep(3)
+    for attempt in range(5):
+        cli("publish", "--peer", cluster.entry, "-", stdin=nquads(2, tag=f"head{attempt}-{time.time()}"))
+        if proc.poll() is not None:
+            break
+        time.sleep(1)
+    out, err = proc.communicate(timeout=30)
+    assert len(out.splitlines()) == 2 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_cluster_reports_a_peer_exit_once(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", "2", "--data-dir",
+                             str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    entry = proc.stdout.readline().strip()
+    assert entry, proc.stderr.read()
+    status = json.loads(cli("status", "--peer", entry, "--format", "json").stdout)
+    other = next(p["address"] for p in status["peers"] if p["address"] != entry)
+    assert cli("leave", "--peer", other, "--admin-token-file", str(tmp_path / "c" / "admin.token")).returncode == 0
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert err.count("exited with code") == 1 and f"({other}) exited with code 0" in err, err
+
+
+def test_messages_name_the_function_and_the_address(cluster, tmp_path):
+    typo = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s ?p ?o }} FILTER(contians(?o, 'x')) }}"
+    for command in ("subscribe", "query"):
+        done = cli(command, "--peer", cluster.entry, typo, timeout=30)
+        assert done.returncode == 1 and "unknown function `contians`" in done.stderr and "CONTAINS" in done.stderr
+        no_traceback(done.stderr)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = cli("peer", "--listen", address, "--data-dir", str(tmp_path / "p"), timeout=30)
+        assert done.returncode == 1 and address in done.stderr and "already in use" in done.stderr, done.stderr
+        done = cli("gateway", "--peer", cluster.entry, "--listen", address, timeout=30)
+        assert done.returncode == 1 and address in done.stderr and "already in use" in done.stderr, done.stderr
+    for text in (done.stderr,):
+        no_traceback(text)
+
+
+def test_publish_wording_directories_stdin_and_files(cluster, tmp_path):
+    one = tmp_path / "one.nq"
+    one.write_text(nquads(1, tag="one"))
+    done = cli("publish", "--peer", cluster.entry, str(one))
+    assert re.fullmatch(r"published 1 event \(3 quads\) in \d+\.\d\d s( \([\d.]+ events/s\))?\n", done.stdout), done.stdout
+    assert "0 events/s" not in done.stdout
+    folder = tmp_path / "folder"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.nq").write_text(nquads(2, tag="dir-a"))
+    (folder / "sub" / "b.ttl").write_text(f"<{EX}t> <{EX}p> 1 .")
+    (folder / "notes.txt").write_text("not RDF")
+    done = cli("publish", "--peer", cluster.entry, str(folder))
+    assert done.returncode == 0 and "published 3 events (7 quads)" in done.stdout, done.stderr
+    (tmp_path / "empty").mkdir()
+    done = cli("publish", "--peer", cluster.entry, str(tmp_path / "empty"))
+    assert done.returncode == 1 and "is a directory holding no file" in done.stderr
+    done = cli("publish", "--peer", cluster.entry, "-", stdin=nquads(4, tag="stdin"))
+    assert done.returncode == 0 and "published 4 events (12 quads)" in done.stdout
+    done = cli("publish", "--peer", cluster.entry, "--format", "turtle", "--source", "pipe", "-",
+               stdin=f"<{EX}x> <{EX}p> 'turtle' .")
+    assert done.returncode == 0 and "published 1 event (1 quad)" in done.stdout
+    bad = tmp_path / "bad.nq"
+    bad.write_text(nquads(3, tag="bad") + "<broken\n")
+    done = cli("publish", "--peer", cluster.entry, str(bad))
+    assert done.returncode == 1 and "bad.nq:10" in done.stderr and "nothing was published" in done.stderr
+    unsorted = tmp_path / "unsorted.nq"
+    unsorted.write_text(nquads(2, tag="u") + nquads(1, tag="u").replace("p0", "p9"))
+    done = cli("publish", "--peer", cluster.entry, str(unsorted))
+    assert done.returncode == 1 and "comes back after other graphs" in done.stderr
+
+
+def test_query_sources_formats_and_plain_counts(cluster, tmp_path):
+    path = tmp_path / "q.nq"
+    path.write_text(nquads(5, tag="query"))
+    assert cli("publish", "--peer", cluster.entry, str(path)).returncode == 0
+    select = f"SELECT ?s ?o WHERE {{ GRAPH ?g {{ ?s <{EX}p1> ?o }} FILTER(STRSTARTS(STR(?g), '{EX}query/')) }}"
+    (tmp_path / "q.rq").write_text(select)
+    env = {**ENV, "EVENTCLOUD_PEER": cluster.entry}
+    by_arg = cli("query", "--format", "json", select, env=env)
+    for variant in (cli("query", "--format", "json", "-", stdin=select, env=env),
+                    cli("query", "--format", "json", f"@{tmp_path / 'q.rq'}", env=env),
+                    cli("query", "--format", "json", "--file", str(tmp_path / "q.rq"), env=env)):
+        assert variant.returncode == 0 and json.loads(variant.stdout) == json.loads(by_arg.stdout), variant.stderr
+    expected = {(f"{EX}s{i}", f"{i}-1") for i in range(5)}
+    for fmt, parse in (("csv", lambda b: {(r["s"], r["o"]) for r in csv.DictReader(io.StringIO(b.decode()))}),
+                       ("tsv", lambda b: {(str(r.s), str(r.o)) for r in Result.parse(io.BytesIO(b), format="tsv")}),
+                       ("xml", lambda b: {(r["s"].value, r["o"].value) for r in
+                                          ox.parse_query_results(b, ox.QueryResultsFormat.XML)})):
+        done = subprocess.run([sys.executable, "-m", "eventcloud", "query", "--format", fmt, select],
+                              capture_output=True, env=env, timeout=60)
+        assert done.returncode == 0 and parse(done.stdout) == expected, (fmt, done.stderr)
+    done = cli("query", f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?s <{EX}p1> ?o }} }}", env=env)
+    assert "^^" not in done.stdout and re.search(r"^\d+\s*$", done.stdout, re.M), done.stdout
+    construct = f"CONSTRUCT {{ ?s <{EX}p1> ?o }} WHERE {{ GRAPH ?g {{ ?s <{EX}p1> ?o }} FILTER(STRSTARTS(STR(?g), '{EX}query/')) }}"
+    done = cli("query", "--format", "json", construct, env=env)
+    graph = rdflib.Graph().parse(data=done.stdout, format="json-ld")
+    assert {(str(s), str(o)) for s, _, o in graph} == expected
+    done = cli("query", "--format", "turtle", construct, env=env)
+    assert len(rdflib.Graph().parse(data=done.stdout, format="turtle")) == 5
+    done = cli("query", "--format", "csv", construct, env=env)
+    assert done.returncode == 2 and "graph" in done.stderr
+    done = cli("status", env=env)
+    assert done.returncode == 0 and re.search(r'\["", "[^"]*"\)|\["[^"]*", end\)', done.stdout), done.stdout
+    assert not re.search(r"[0-9a-f]{30}", done.stdout)
+
+
+@pytest.mark.skipif(not CITYBENCH.is_dir(), reason="needs shared/data/citybench (the CityBench data)")
+def test_publish_a_citybench_stream_at_a_rate(cluster, tmp_path):
+    rows = (CITYBENCH / "AarhusTrafficData158324.stream").read_text().splitlines()
+    part = tmp_path / "AarhusTrafficData158324.stream"
+    part.write_text("\n".join(rows[:21]) + "\n")  # the header and 20 readings
+    started = time.monotonic()
+    done = cli("publish", "--peer", cluster.entry, "--rate", "10", str(part))
+    took = time.monotonic() - started
+    assert done.returncode == 0 and "published 20 events" in done.stdout, done.stderr
+    assert took >= 1.9, f"20 events at 10/s took {took:.1f} s"
+    done = cli("query", "--peer", cluster.entry, "--format", "json",
+               "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?o <http://purl.oclc.org/NET/ssnx/ssn#observedBy> "
+               "<http://www.insight-centre.org/dataset/SampleEventService#AarhusTrafficData158324> } }")
+    assert int(json.loads(done.stdout)["results"]["bindings"][0]["n"]["value"]) >= 60  # 3 readings a row
+
+
+def test_a_big_file_is_read_with_bounded_memory_and_progress(tmp_path):
+    """The check pass streams: the peak memory of publishing a 40 MB file (up to the failed
+    connection) stays near that of a tiny one; the old reader held 4x the file."""
+    big = tmp_path / "big.nq"
+    with open(big, "w") as handle:
+        for chunk in range(40):
+            handle.write(nquads(3000, 4, tag=f"big{chunk}"))
+    tiny = tmp_path / "tiny.nq"
+    tiny.write_text(nquads(2))
+    size_mb = big.stat().st_size / 1e6
+    assert size_mb > 35
+
+    def peak_rss_mb(path: Path) -> tuple[float, str]:
+        proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "publish", "--peer", "127.0.0.1:1", "--progress",
+                                 str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+        _, status, usage = os.wait4(proc.pid, 0)
+        err = proc.stderr.read().decode()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return usage.ru_maxrss / 1024, err
+
+    tiny_mb, _ = peak_rss_mb(tiny)
+    big_mb, err = peak_rss_mb(big)
+    assert "checking" in err and "%" in err and "MB" in err, err  # progress while parsing
+    assert "127.0.0.1:1" in err and "Traceback" not in err
+    assert big_mb - tiny_mb < 30, f"{size_mb:.0f} MB file: peak {big_mb:.0f} MB vs {tiny_mb:.0f} MB for a tiny one"
+
+
+def test_ctrl_c_of_the_demo_says_what_happened_and_stops_its_cluster(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "demo", "--peers", "2", "--events", "3000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "notification" in line and "==" not in line:
+            break
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Fatal Python error" not in err, err
+    assert re.search(r"== interrupted: \d+ of 3000 events published \(each stored whole\), \d+ notifications", out), out
+    peers = re.search(r"peers (\S+), (\S+)\n", "".join(lines)).groups()
+    for address in peers:  # the cluster was stopped
+        host, port = address.rsplit(":", 1)
+        with socket.socket() as probe:
+            assert probe.connect_ex((host, int(port))) != 0, f"{address} still serves"

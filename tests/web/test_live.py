@@ -1,0 +1,206 @@
+"""Live subscriptions through the gateway against a real overlay: SSE streams that are cut and
+resumed with Last-Event-ID (counting lost and repeated notifications), durable subscriptions
+made with POST and streamed by id, and WebSocket sessions (SEPA-like messages)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import pytest
+import trio
+from trio_websocket import ConnectionRejected, open_websocket_url
+
+from tests.web.conftest import sse_events
+
+pytestmark = pytest.mark.processes
+
+EX = "http://live.example/"
+READING = f"{EX}reading"
+
+
+def subscription(tag: str) -> str:
+    return f"SELECT ?s ?v WHERE {{ GRAPH ?g {{ ?s <{READING}> ?v ; <{EX}tag> \"{tag}\" }} }}"
+
+
+async def publish(http: httpx.AsyncClient, tag: str, numbers: range) -> list[str]:
+    """One event per number, each matching `subscription(tag)`; their graph IRIs."""
+    graphs = [f"{EX}{tag}/event/{n}" for n in numbers]
+    body = "".join(f'<{EX}s{n}> <{READING}> "{n}" <{g}> .\n<{EX}s{n}> <{EX}tag> "{tag}" <{g}> .\n'
+                   for n, g in zip(numbers, graphs))
+    reply = await http.post("/events", content=body, headers={"content-type": "application/n-quads"})
+    assert reply.status_code == 200, reply.text
+    return graphs
+
+
+async def read_notifications(events, want: int, into: list[tuple[int, str]], limit: float = 30) -> None:
+    with trio.fail_after(limit):
+        while want > 0:
+            event = await anext(events)
+            assert event.event == "message", event
+            into.append((int(event.id), event.data["event"]))
+            assert event.data["sequence"] == int(event.id)
+            want -= 1
+
+
+def check_exactly_once(received: list[tuple[int, str]], published: list[str]) -> None:
+    numbers = [n for n, _ in received]
+    graphs = [g for _, g in received]
+    lost = set(published) - set(graphs)
+    repeated = len(graphs) - len(set(graphs))
+    assert (len(lost), repeated) == (0, 0), f"lost {sorted(lost)}, repeated {repeated}"
+    assert numbers == list(range(1, len(published) + 1))
+
+
+async def test_sse_resumes_after_last_event_id_without_loss_or_repeat(gateway):
+    tag = uuid.uuid4().hex[:8]
+    query = subscription(tag)
+    received: list[tuple[int, str]] = []
+    async with gateway.client() as http, gateway.client() as publisher:
+        async with http.stream("GET", "/subscriptions/stream", params={"query": query}) as response:
+            assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+            events = sse_events(response)
+            hello = await anext(events)
+            assert hello.event == "subscribed" and hello.id == "0" and hello.data["resumed"] is False
+            ident = hello.data["subscription"]
+            published = await publish(publisher, tag, range(0, 10))
+            await read_notifications(events, 4, received)
+        # the connection is cut with six notifications in flight; six more are published meanwhile
+        published += await publish(publisher, tag, range(10, 16))
+        last = received[-1][0]
+        async with http.stream("GET", "/subscriptions/stream", params={"query": query},
+                               headers={"last-event-id": str(last)}) as response:
+            events = sse_events(response)
+            hello = await anext(events)
+            assert hello.data["subscription"] == ident and hello.data["resumed"] is True
+            assert hello.data["after"] == last
+            await read_notifications(events, 6, received)
+        # a client without the cookie (curl) resumes the same stream too
+        last = received[-1][0]
+        published += await publish(publisher, tag, range(16, 20))
+        async with httpx.AsyncClient(base_url=gateway.url, headers=gateway.auth, timeout=30) as curl:
+            async with curl.stream("GET", "/subscriptions/stream", params={"query": query},
+                                   headers={"last-event-id": str(last)}) as response:
+                events = sse_events(response)
+                hello = await anext(events)
+                assert hello.data["subscription"] == ident
+                await read_notifications(events, len(published) - len(received), received)
+        # and through the resource URL the `subscribed` event gives, with the ticket in it
+        last = received[-1][0]
+        published += await publish(publisher, tag, range(20, 23))
+        async with http.stream("GET", hello.data["resume"], headers={"last-event-id": str(last)}) as response:
+            events = sse_events(response)
+            assert (await anext(events)).data["after"] == last
+            await read_notifications(events, len(published) - len(received), received)
+    check_exactly_once(received, published)
+
+
+async def test_durable_subscription_created_by_post_and_streamed_by_id(gateway):
+    tag = uuid.uuid4().hex[:8]
+    async with gateway.client() as http:
+        reply = await http.post("/subscriptions", json={"sparql": subscription(tag), "kind": "event"})
+        assert reply.status_code == 201, reply.text
+        created = reply.json()
+        ident, ticket = created["id"], created["ticket"]
+        assert reply.headers["location"] == created["stream"] == f"/subscriptions/{ident}/stream"
+        # published before anyone streams: kept by the overlay, numbered from 1
+        published = await publish(http, tag, range(0, 5))
+        received: list[tuple[int, str]] = []
+        async with http.stream("GET", created["stream"], params={"ticket": ticket}) as response:
+            assert response.status_code == 200
+            events = sse_events(response)
+            assert (await anext(events)).data["resumed"] is True
+            with trio.fail_after(30):
+                event = await anext(events)
+            assert event.data["kind"] == "event" and len(event.data["quads"]) == 2
+            received.append((int(event.id), event.data["event"]))
+            await read_notifications(events, 1, received)
+        published += await publish(http, tag, range(5, 8))
+        async with http.stream("GET", created["stream"], params={"lastEventId": received[-1][0]},
+                               headers={"eventcloud-ticket": ticket}) as response:
+            events = sse_events(response)
+            assert (await anext(events)).data["after"] == received[-1][0]
+            await read_notifications(events, len(published) - len(received), received)
+        check_exactly_once(received, published)
+        # wrong ticket, renew, cancel, then gone
+        reply = await http.get(created["stream"], params={"ticket": "not-the-ticket"})
+        assert reply.status_code == 403, reply.text
+        reply = await http.post(f"/subscriptions/{ident}/renew", params={"ticket": ticket, "lease": 600})
+        assert reply.status_code == 200 and reply.json()["expires"] > 0
+        reply = await http.get("/subscriptions")
+        assert any(s["id"] == ident for s in reply.json()["subscriptions"])
+        reply = await http.delete(f"/subscriptions/{ident}", headers={"eventcloud-ticket": ticket})
+        assert reply.status_code == 204
+        reply = await http.get(created["stream"], params={"ticket": ticket})
+        assert reply.status_code in (404, 410) and "cancel" in reply.text.lower(), reply.text
+        reply = await http.get(created["stream"], headers={"last-event-id": "seven"}, params={"ticket": ticket})
+        assert reply.status_code == 400 and "Last-Event-ID" in reply.text
+
+
+async def test_websocket_subscribe_notify_unsubscribe(gateway):
+    tag = uuid.uuid4().hex[:8]
+    ws_url = gateway.url.replace("http://", "ws://") + "/ws"
+    async with gateway.client() as http:
+        async with open_websocket_url(f"{ws_url}?access_token={gateway.token}") as ws:
+            await ws.send_message(json.dumps({"subscribe": {"sparql": subscription(tag), "alias": "mine"}}))
+            with trio.fail_after(30):
+                reply = json.loads(await ws.get_message())
+            assert reply["subscribed"]["alias"] == "mine"
+            spuid = reply["subscribed"]["spuid"]
+            published = await publish(http, tag, range(0, 3))
+            seen = []
+            with trio.fail_after(30):
+                while len(seen) < 3:
+                    note = json.loads(await ws.get_message())["notification"]
+                    assert note["spuid"] == spuid and note["alias"] == "mine"
+                    assert note["addedResults"]["head"]["vars"] == ["s", "v"]
+                    seen.append((note["sequence"], note["event"]))
+            check_exactly_once(seen, published)
+            await ws.send_message(json.dumps({"subscribe": {"sparql": "SELECT ?s WHERE { ?s ?p ?o }", "alias": 2}}))
+            error = json.loads(await ws.get_message())["error"]
+            assert error["status_code"] == 400 and error["alias"] == 2 and "GRAPH" in error["error_description"]
+            await ws.send_message("not json")
+            assert json.loads(await ws.get_message())["error"]["status_code"] == 400
+            await ws.send_message(json.dumps({"unsubscribe": {"spuid": spuid}}))
+            assert json.loads(await ws.get_message()) == {"unsubscribed": {"spuid": spuid, "alias": "mine"}}
+            await publish(http, tag, range(3, 5))
+            with trio.move_on_after(1.5):
+                extra = await ws.get_message()
+                pytest.fail(f"a notification after unsubscribe: {extra}")
+        # the token: wrong at the handshake is refused, missing is asked for per message
+        with pytest.raises(ConnectionRejected) as refused:
+            async with open_websocket_url(f"{ws_url}?access_token=wrong"):
+                pass
+        assert refused.value.status_code == 403
+        async with open_websocket_url(ws_url) as ws:
+            await ws.send_message(json.dumps({"subscribe": {"sparql": subscription(tag)}}))
+            assert json.loads(await ws.get_message())["error"]["status_code"] == 401
+            await ws.send_message(json.dumps({"subscribe": {"sparql": subscription(tag),
+                                                            "authorization": f"Bearer {gateway.token}"}}))
+            assert "subscribed" in json.loads(await ws.get_message())
+
+
+async def test_websocket_durable_subscription_resumed_on_a_new_socket(gateway):
+    tag = uuid.uuid4().hex[:8]
+    ws_url = gateway.url.replace("http://", "ws://") + f"/subscribe?access_token={gateway.token}"  # SEPA's path
+    async with gateway.client() as http:
+        async with open_websocket_url(ws_url) as ws:
+            await ws.send_message(json.dumps({"subscribe": {"sparql": subscription(tag), "durable": True}}))
+            opened = json.loads(await ws.get_message())["subscribed"]
+            published = await publish(http, tag, range(0, 4))
+            with trio.fail_after(30):
+                first = json.loads(await ws.get_message())["notification"]
+        published += await publish(http, tag, range(4, 6))
+        seen = [(first["sequence"], first["event"])]
+        async with open_websocket_url(ws_url) as ws:
+            await ws.send_message(json.dumps({"resume": {"spuid": opened["spuid"], "ticket": opened["ticket"],
+                                                         "after": first["sequence"]}}))
+            assert json.loads(await ws.get_message())["subscribed"]["after"] == first["sequence"]
+            with trio.fail_after(30):
+                while len(seen) < len(published):
+                    note = json.loads(await ws.get_message())["notification"]
+                    seen.append((note["sequence"], note["event"]))
+            await ws.send_message(json.dumps({"unsubscribe": {"spuid": opened["spuid"]}}))
+            assert "unsubscribed" in json.loads(await ws.get_message())
+        check_exactly_once(seen, published)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from eventcloud.overlay import (
-    Box, CoordinateSpace, Neighbour, Point, Zone, announced, climb, crowd_split, cut_for, evenly, multicast_children,
+    Box, CoordinateSpace, Neighbour, Point, Zone, announced, climb, cut_for, evenly, multicast_children,
     multicast_root, next_hop, split_for_join,
 )
 from eventcloud.rdf.model import Quad
@@ -55,8 +55,6 @@ DIMS = 4
 MAX_HOPS = 256
 SIZES = (64, 256, 1000, 4000, 10000)
 RULES = ("before", "after")
-import os
-CROWDED = int(os.environ.get("CROWDED", "10000"))
 
 
 def can_bound(n: int) -> float:
@@ -150,40 +148,28 @@ class SimOverlay:
         point = self.random_point()
         owner, hops = self.route(bootstrap, point)
         requests = hops
-        crowded = None
         if self.rule == "after":
-            seen = {owner}
             for _ in range(self.probes - 1):
                 other, hops = self.route(bootstrap, self.random_point())
                 requests += hops + 1     # the route, then the owner's load report
-                seen.add(other)
                 if len(self.held[other]) > len(self.held[owner]):
                     owner = other
             for _ in range(self.climb_steps):
                 loads = {k: len(self.held[k]) for k in self.tables[owner]}
-                seen.update(loads)
                 requests += len(loads)   # one load request per neighbour
                 step = climb(owner, len(self.held[owner]), loads)
                 if step == owner:
                     break
                 owner = step
-            degree, busiest = max((len(self.tables[k]), k) for k in seen)
-            if degree >= CROWDED:
-                crowded = busiest
         self.join_requests += requests + 1
-        if crowded is not None:
-            zone = self.zones[crowded]
-            choice = crowd_split(zone, [n.zone for n in self.tables[crowded].values()],
-                                 [self.points[i] for i in evenly(self.held[crowded])])
-            if choice is not None:
-                return self._split(crowded, (choice.dim, choice.at))
         return self._split(owner)
 
-    def _split(self, owner: int, cut=None) -> int:
+    def _split(self, owner: int) -> int:
         newcomer = len(self.zones)
         zone, held = self.zones[owner], self.held[owner]
-        if self.rule == "after" and cut is None:
-            cut = cut_for(zone, [self.points[i] for i in evenly(held)], crowded=[n.zone for n in self.tables[owner].values()] if os.environ.get("CONFORM") else ())
+        cut = None
+        if self.rule == "after":
+            cut = cut_for(zone, [self.points[i] for i in evenly(held)])
         plan = split_for_join(str(owner), str(owner), zone, {str(k): n for k, n in self.tables[owner].items()},
                               str(newcomer), str(newcomer), cut=cut)
         dim = plan.upper.splits[-1]

@@ -9,7 +9,7 @@
 """
 
 from eventcloud.errors import GeometryError
-from eventcloud.overlay.balance import MIN_SHARE, SplitChoice, climb, crowd_split, cut_for, evenly, median_split
+from eventcloud.overlay.balance import MIN_SHARE, SplitChoice, climb, cut_for, evenly, median_split
 from eventcloud.overlay.coordinates import (
     DIMENSIONS, MAPPINGS, Box, CoordinateSpace, Interval, Point, local_name,
 )
@@ -25,5 +25,5 @@ __all__ = [
     "DIMENSIONS", "MAPPINGS", "Point", "Interval", "Box", "CoordinateSpace", "GeometryError", "local_name",
     "Zone", "next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
     "Neighbour", "SplitPlan", "MergePlan", "split_for_join", "merge_for_leave", "heirs", "announced", "verified",
-    "SplitChoice", "median_split", "cut_for", "crowd_split", "climb", "evenly", "MIN_SHARE",
+    "SplitChoice", "median_split", "cut_for", "climb", "evenly", "MIN_SHARE",
 ]

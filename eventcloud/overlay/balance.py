@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence, TypeVar
+from typing import Mapping, Sequence, TypeVar
 
 from eventcloud.errors import GeometryError
 from eventcloud.overlay.coordinates import DIMENSIONS, Point
@@ -70,8 +70,7 @@ def evenly(items: Sequence[K], limit: int = SAMPLE) -> Sequence[K]:
     return [items[int(i * step)] for i in range(limit)]
 
 
-def median_split(zone: Zone, points: Sequence[Point], *, min_share: float = MIN_SHARE,
-                 crowded: Iterable[Zone] = ()) -> SplitChoice | None:
+def median_split(zone: Zone, points: Sequence[Point], *, min_share: float = MIN_SHARE) -> SplitChoice | None:
     """Where to cut `zone` so that its points (the quads it holds, or a sample) split evenly.
 
     None when fewer than two distinct values exist along every dimension (no cut leaves both
@@ -85,32 +84,15 @@ def median_split(zone: Zone, points: Sequence[Point], *, min_share: float = MIN_
     counts = zone.splits_along()
     turn = len(zone.splits) % _NDIM
     preferred = [c for c in candidates if c.share >= min_share]
-    crowded = list(crowded)
-
-    def crowding(c: SplitChoice) -> int:
-        """Crowded neighbours that would abut both halves (one more neighbour each)."""
-        if not crowded or CONFORM:
-            return 0
-        lower, upper = zone.split_at(c.dim, c.at)
-        return sum(1 for z in crowded if lower.is_neighbour(z) and upper.is_neighbour(z))
-
     if preferred:
-        if LEAD:
-            least = min(counts[c.dim] for c in preferred)
-            return min(preferred, key=lambda c: (counts[c.dim] > least + LEAD, -DISTINCT[c.dim], counts[c.dim]))
-        if CONFORM and crowded:
-            def longer(dim: int) -> float:
-                mine = (zone.bounds[dim][1] - zone.bounds[dim][0]).bit_length()
-                return mine - sum((z.bounds[dim][1] - z.bounds[dim][0]).bit_length() for z in crowded) / len(crowded)
-            return min(preferred, key=lambda c: (-longer(c.dim), counts[c.dim], (c.dim - turn) % _NDIM))
-        return min(preferred, key=lambda c: (DISTINCT.get(c.dim, 10**9) < MIN_DISTINCT, crowding(c), counts[c.dim], (c.dim - turn) % _NDIM))
+        return min(preferred, key=lambda c: (counts[c.dim], (c.dim - turn) % _NDIM))
     return max(candidates, key=lambda c: (c.share, -counts[c.dim], -((c.dim - turn) % _NDIM)))
 
 
-def cut_for(zone: Zone, points: Sequence[Point], *, min_share: float = MIN_SHARE, **kw) -> tuple[int, int]:
+def cut_for(zone: Zone, points: Sequence[Point], *, min_share: float = MIN_SHARE) -> tuple[int, int]:
     """The (dimension, position) a join cuts `zone` at: `median_split` of its points, else the
     midpoint of the next dimension in turn that is at least 2 wide (GeometryError if none is)."""
-    choice = median_split(zone, points, min_share=min_share, **kw) if points else None
+    choice = median_split(zone, points, min_share=min_share) if points else None
     if choice is not None:
         return choice.dim, choice.at
     turn = len(zone.splits)
@@ -122,42 +104,12 @@ def cut_for(zone: Zone, points: Sequence[Point], *, min_share: float = MIN_SHARE
     raise GeometryError(f"zone too small to split along any dimension: {zone.bounds}")
 
 
-import os
-DISTINCT = {}
-LEAD = int(os.environ.get("LEAD", "0"))
-CONFORM = os.environ.get("CONFORM")
-MIN_DISTINCT = int(os.environ.get("MIN_DISTINCT", "0"))
-WINDOW = float(os.environ.get("WINDOW", "0"))
-RADIX = int(os.environ.get("RADIX", "2"))
-
-
 def _median_cut(dim: int, points: Sequence[Point]) -> SplitChoice | None:
     """The cut along `dim` nearest the median that leaves both sides a point, or None."""
     values = sorted(p[dim] for p in points)
     n = len(values)
-    DISTINCT[dim] = len(set(values))
     if n < 2 or values[0] == values[-1]:
         return None
-    if WINDOW:
-        i_lo = max(1, -int(-n * (0.5 - WINDOW) // 1))
-        i_hi = min(n - 1, int(n * (0.5 + WINDOW)))
-        a, b = values[i_lo - 1], values[i_hi]
-        if a < b:
-            if RADIX == 2:
-                k = (a ^ b).bit_length() - 1
-                c = (b >> k) << k
-            else:
-                m = values[n // 2]
-                k = 1
-                while True:
-                    step = RADIX ** k
-                    if (b // step) * step <= a:
-                        break
-                    k += 1
-                step = RADIX ** (k - 1)
-                c = max(-(-(a + 1) // step) * step, min(b // step * step, (m + step // 2) // step * step))
-            lower = bisect_left(values, c)
-            return SplitChoice(dim, c, lower, n - lower)
     median = values[n // 2]
     options = []
     below = bisect_left(values, median)       # cut at the median value: it goes up
@@ -168,33 +120,6 @@ def _median_cut(dim: int, points: Sequence[Point]) -> SplitChoice | None:
         options.append((values[through], through))
     at, lower = min(options, key=lambda o: abs(2 * o[1] - n))
     return SplitChoice(dim, at, lower, n - lower)
-
-
-def crowd_split(zone: Zone, neighbours: Iterable[Zone], points: Sequence[Point]) -> SplitChoice | None:
-    """The cut that best divides a crowded zone's neighbours between its halves, each half keeping
-    at least one point (None if no cut does)."""
-    neighbours = list(neighbours)
-    best: tuple[tuple, SplitChoice] | None = None
-    for dim in range(_NDIM):
-        lo, hi = zone.bounds[dim]
-        values = sorted(p[dim] for p in points if zone.contains(p))
-        if not values:
-            return None
-        positions = {b for z in neighbours for b in z.bounds[dim] if lo < b < hi}
-        median = _median_cut(dim, points)
-        if median is not None:
-            positions.add(median.at)
-        for at in positions:
-            lower_n = bisect_left(values, at)
-            if lower_n == 0 or lower_n == len(values):
-                continue
-            lower, upper = zone.split_at(dim, at)
-            dl = sum(1 for z in neighbours if lower.is_neighbour(z))
-            du = sum(1 for z in neighbours if upper.is_neighbour(z))
-            key = (max(dl, du), -min(lower_n, len(values) - lower_n))
-            if best is None or key < best[0]:
-                best = (key, SplitChoice(dim, at, lower_n, len(values) - lower_n))
-    return None if best is None else best[1]
 
 
 def climb(current: K, load: int, neighbour_loads: Mapping[K, int]) -> K:

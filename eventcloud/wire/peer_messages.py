@@ -231,6 +231,17 @@ class JoinGrant(Body):
 
 
 @message
+class Load(Body):
+    """`load` / `load_local`: how busy a peer is, so a joiner can pick whom to split (docs/overlay.md)."""
+
+    id: str = field(STR)
+    address: str = field(STR)
+    quads: int = field(INT)
+    zone: Zone = field(ZONE)
+    neighbours: tuple[str, ...] = field(LIST(STR), default=())   # their addresses, where the climb goes on
+
+
+@message
 class JoinCommit(Body):
     id: str = field(STR)
 

@@ -36,12 +36,12 @@ from eventcloud.overlay import (
     CoordinateSpace, Neighbour, Point, Zone, announced, climb, cut_for, evenly, heirs, lowest_corner,
     merge_for_leave, split_for_join, verified,
 )
-from eventcloud.rdf.model import Quad
+from eventcloud.rdf.model import IRI, Quad
 from eventcloud.wire.codec import point_from_wire, point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    Announce, Decision, Empty, EventMeta, Handover, JoinCommit, JoinGrant, JoinRequest, Left, Load, OverlayInfo,
-    PeerId, Routed, Table, TakeOver,
+    Announce, Decision, Empty, EventMeta, Handover, JoinCommit, JoinData, JoinGrant, JoinRequest, Left, Load,
+    OverlayInfo, PeerId, Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
 from peers.replication import Replication
@@ -60,6 +60,9 @@ DEPARTED_FOR = 600.0
 #: Random points a joiner probes for the busiest owner, and the most steps it climbs from there.
 JOIN_PROBES = 4
 CLIMB_STEPS = 16
+#: Bytes of term text per handover chunk: a split hands the newcomer its quads in chunks this
+#: size (the first in the grant, the rest with `join_data`), far under the frame limit.
+HANDOVER_CHUNK = 4 << 20
 
 
 class _PendingJoin:
@@ -69,6 +72,7 @@ class _PendingJoin:
         self.zone = zone                  # the owner's zone before the split (to undo it)
         self.table = table
         self.quads = quads                # handed over, dropped here at commit
+        self.events: dict[str, EventMeta] = {}   # their events' metadata, sent with each chunk
         self.announce_to = announce_to
         self.timer = trio.CancelScope()
 
@@ -101,7 +105,7 @@ class Membership:
     def handlers(self) -> dict[Op, Any]:
         return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit, Op.NEIGHBOURS: self._on_neighbours,
                 Op.TAKE_OVER: self._on_take_over, Op.TABLE: self._on_table, Op.LEAVE: self._on_leave,
-                Op.LOAD: self._on_load}
+                Op.LOAD: self._on_load, Op.JOIN_DATA: self._on_join_data}
 
     def routed(self) -> dict[Op, Any]:
         return {Op.JOIN_SPLIT: self._local_join_split, Op.LOAD_LOCAL: self._local_load}
@@ -155,6 +159,14 @@ class Membership:
         state.zone = grant.zone
         state.neighbours = dict(grant.neighbours)
         await self._install(grant.data)
+        offset, total = len(grant.data.quads), len(grant.data.quads) + grant.remaining
+        while offset < total:  # the rest of the zone's quads, chunk by chunk
+            chunk = Handover.from_wire(await self.router.call(grant.owner_address, Op.JOIN_DATA,
+                                                              JoinData(state.id, offset)))
+            if not chunk.quads:
+                raise RequestError(f"the join's handover stopped at {offset} of {total} quads", ErrorCode.UNAVAILABLE)
+            await self._install(chunk)
+            offset += len(chunk.quads)
         await self.replication.ensure()  # the zone on two peers before its old owner drops it
         await self.persist()
         await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
@@ -267,23 +279,52 @@ class Membership:
             await self.persist()
             quads, data = await self._handover(plan.upper, held)
             pending.quads = quads
+            pending.events = {m.graph: m for m in data.events}
+            first = self._chunk(pending, 0)
+            data = Handover(first.quads, first.events, data.subscriptions, data.decisions, data.mailboxes)
             grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, data,
-                              state.overlay, state.replicas)
+                              state.overlay, state.replicas, remaining=len(quads) - len(first.quads))
             return grant, pending
+
+    @staticmethod
+    def _chunk(pending: _PendingJoin, offset: int) -> Handover:
+        """The handed-over quads from `offset` on, up to HANDOVER_CHUNK bytes of text (at least
+        one), with their events' metadata."""
+        end, size = offset, 0
+        while end < len(pending.quads) and (end == offset or size < HANDOVER_CHUNK):
+            size += sum(len(t.value) if isinstance(t, IRI) else len(t.lexical) + 16 for t in pending.quads[end]) + 16
+            end += 1
+        quads = tuple(pending.quads[offset:end])
+        graphs = {q.g.value for q in quads}
+        return Handover(quads, tuple(m for g, m in pending.events.items() if g in graphs))
+
+    async def _on_join_data(self, conn: RpcConnection, body: JoinData) -> Handover:
+        """The next chunk of a pending join's quads; each one gives the newcomer another
+        `join_timeout` before the split is undone."""
+        pending = self._pending.get(body.id)
+        if pending is None:
+            raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
+                               ErrorCode.NOT_FOUND)
+        if not 0 <= body.offset < len(pending.quads):
+            raise RequestError(f"offset {body.offset} outside the handover's {len(pending.quads)} quads",
+                               ErrorCode.BAD_REQUEST)
+        pending.timer.deadline = trio.current_time() + self.join_timeout
+        return self._chunk(pending, body.offset)
 
     async def _expire_join(self, new_id: str, pending: _PendingJoin) -> None:
         """Undo a split whose newcomer never committed (it died mid-join)."""
+        pending.timer.deadline = trio.current_time() + self.join_timeout  # pushed on by each chunk served
         with pending.timer:
-            await trio.sleep(self.join_timeout)
-            if self._pending.get(new_id) is not pending:
-                return
-            del self._pending[new_id]
-            log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
-            async with self.lock:
-                self.state.zone = pending.zone
-                self.state.neighbours = pending.table
-                await self.persist()
-            self._join_gate.release()
+            await trio.sleep_forever()
+        if self._pending.get(new_id) is not pending:  # committed (the commit cancelled the timer)
+            return
+        del self._pending[new_id]
+        log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
+        async with self.lock:
+            self.state.zone = pending.zone
+            self.state.neighbours = pending.table
+            await self.persist()
+        self._join_gate.release()
 
     async def _on_join_commit(self, conn: RpcConnection, body: JoinCommit) -> Empty:
         state = self.state

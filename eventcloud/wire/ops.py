@@ -57,6 +57,7 @@ class Op(StrEnum):
     MAILBOX_DELIVER = "mailbox_deliver"
     SCHEMA_FETCH = "schema_fetch"
     LOAD = "load"
+    JOIN_DATA = "join_data"
     # routed operations (inside ROUTE, or run by MCAST on every peer of a box)
     MCAST = "mcast"
     JOIN_SPLIT = "join_split"
@@ -92,7 +93,7 @@ CLIENT_OPS = frozenset({
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
                       Op.TABLE, Op.PROBE, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
-                      Op.REPLICA_STATUS, Op.MAILBOX_DELIVER, Op.SCHEMA_FETCH, Op.LOAD})
+                      Op.REPLICA_STATUS, Op.MAILBOX_DELIVER, Op.SCHEMA_FETCH, Op.LOAD, Op.JOIN_DATA})
 ROUTED_OPS = frozenset({
     Op.MCAST, Op.JOIN_SPLIT, Op.LOAD_LOCAL, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
     Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE, Op.MAILBOX_OPEN,

@@ -228,6 +228,15 @@ class JoinGrant(Body):
     data: Handover = field(NESTED(Handover))
     overlay: str = field(STR, default="")
     replicas: int = field(INT, default=1)
+    remaining: int = field(INT, default=0)   # quads still to fetch with join_data after `data`'s
+
+
+@message
+class JoinData(Body):
+    """`join_data`: the next quads of a pending join's handover, from `offset` on."""
+
+    id: str = field(STR)
+    offset: int = field(INT)
 
 
 @message

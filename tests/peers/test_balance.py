@@ -76,3 +76,25 @@ async def test_joins_into_an_empty_overlay_keep_the_midpoint_rule(autojump_clock
             for dim, ((lo, hi), (wlo, whi)) in enumerate(zip(zone.bounds, whole)):
                 width = hi - lo
                 assert (whi - wlo) % width == 0 and lo % width == 0, (dim, zone)  # dyadic pieces of the axis
+
+
+async def test_a_join_hands_a_large_zone_over_in_chunks(autojump_clock, monkeypatch):
+    import peers.membership
+
+    monkeypatch.setattr(peers.membership, "HANDOVER_CHUNK", 2000)  # bytes of text: a few quads a chunk
+    events = readings(60)
+    total = sum(len(e.quads) for e in events)
+    async with open_overlay(1, seed=9) as overlay:
+        async with overlay.client(0, "loader") as client:
+            for event in events:
+                await client.publish(event)
+        for _ in range(3):
+            await overlay.add_peer()
+        async with overlay.client(2, "checker") as client:
+            status = await client.status()
+            assert sum(p.quads for p in status.peers) == total and min(p.quads for p in status.peers) > 0
+            assert count_of(await client.query(COUNT)) == total
+            for event in events[::7]:
+                assert set(await client.find(event.graph, None, None, None)) == set(event.quads)
+        fetched = sum(p.counters["in:join_data"] for p in overlay.peers)
+        assert fetched > 3 * 5, f"the handovers were not chunked ({fetched} join_data requests)"

@@ -98,6 +98,7 @@ class SimOverlay:
     tables: dict[int, dict[int, Neighbour]] = field(default_factory=dict)
     held: dict[int, list[int]] = field(default_factory=dict)
     join_requests: int = 0
+    next_id: int = 1
 
     def __post_init__(self) -> None:
         self.zones[0] = Zone(self.space.whole_space())
@@ -144,7 +145,7 @@ class SimOverlay:
 
     def join(self) -> int:
         """One newcomer joins through a random peer; returns its id."""
-        bootstrap = self.rng.randrange(len(self.zones))
+        bootstrap = self._any_peer()
         point = self.random_point()
         owner, hops = self.route(bootstrap, point)
         requests = hops
@@ -164,8 +165,14 @@ class SimOverlay:
         self.join_requests += requests + 1
         return self._split(owner)
 
+    def _any_peer(self) -> int:
+        while True:  # ids are dense unless peers left
+            key = self.rng.randrange(self.next_id)
+            if key in self.zones:
+                return key
+
     def _split(self, owner: int) -> int:
-        newcomer = len(self.zones)
+        newcomer, self.next_id = self.next_id, self.next_id + 1
         zone, held = self.zones[owner], self.held[owner]
         cut = None
         if self.rule == "after":

@@ -1,10 +1,17 @@
 """Overlay membership: join by splitting the owner of a point, graceful leave by merging into a
 neighbour, announcements and stabilisation that keep neighbour tables exact.
 
-Join (new peer N, owner O of a random point):
-  1. N asks any peer to route ``join_split`` to the point; O splits its zone
-     (`overlay.split_for_join`), keeps the lower half, grants N the upper half with N's
-     neighbour table, the overlay settings and the data of N's half.
+Join (new peer N; docs/overlay.md, "Balanced joins"):
+  0. N picks whom to split: it routes ``load_local`` to `JOIN_PROBES` random points (each
+     owner reports its quad count, zone and neighbours), keeps the busiest, then climbs: asks
+     that peer's neighbours for their load (``load``) and moves to the busiest while it holds
+     more (`overlay.climb`), at most `CLIMB_STEPS` times. With no data anywhere it keeps the
+     first random point, as before.
+  1. N asks any peer to route ``join_split`` to a point of the chosen zone; its owner O cuts
+     its zone at the median of its quads (`overlay.cut_for`: the dimension split least often
+     among those that cut the data evenly; the midpoint when O holds no data), keeps the
+     lower part, grants N the upper part with N's neighbour table, the overlay settings and
+     the data of N's part.
   2. N stores the data, persists its state and calls ``join_commit`` on O; O then drops the
      handed-over quads and subscriptions and tells its old neighbours about both zones.
 One join at a time per owner, from split to commit; a split whose newcomer never commits is
@@ -26,14 +33,15 @@ from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, Geomet
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
-    CoordinateSpace, Neighbour, Zone, announced, heirs, merge_for_leave, split_for_join, verified,
+    CoordinateSpace, Neighbour, Point, Zone, announced, climb, cut_for, evenly, heirs, lowest_corner,
+    merge_for_leave, split_for_join, verified,
 )
-from eventcloud.rdf.model import Quad
+from eventcloud.rdf.model import IRI, Quad
 from eventcloud.wire.codec import point_from_wire, point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    Announce, Decision, Empty, EventMeta, Handover, JoinCommit, JoinGrant, JoinRequest, Left, OverlayInfo, PeerId,
-    Routed, Table, TakeOver,
+    Announce, Decision, Empty, EventMeta, Handover, JoinCommit, JoinData, JoinGrant, JoinRequest, Left, Load,
+    OverlayInfo, PeerId, Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
 from peers.replication import Replication
@@ -49,6 +57,12 @@ __all__ = ["Membership"]
 
 #: How long a peer that left is remembered as departed (not crashed).
 DEPARTED_FOR = 600.0
+#: Random points a joiner probes for the busiest owner, and the most steps it climbs from there.
+JOIN_PROBES = 4
+CLIMB_STEPS = 16
+#: Bytes of term text per handover chunk: a split hands the newcomer its quads in chunks this
+#: size (the first in the grant, the rest with `join_data`), far under the frame limit.
+HANDOVER_CHUNK = 4 << 20
 
 
 class _PendingJoin:
@@ -58,6 +72,7 @@ class _PendingJoin:
         self.zone = zone                  # the owner's zone before the split (to undo it)
         self.table = table
         self.quads = quads                # handed over, dropped here at commit
+        self.events: dict[str, EventMeta] = {}   # their events' metadata, sent with each chunk
         self.announce_to = announce_to
         self.timer = trio.CancelScope()
 
@@ -94,10 +109,22 @@ class Membership:
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit, Op.NEIGHBOURS: self._on_neighbours,
-                Op.TAKE_OVER: self._on_take_over, Op.TABLE: self._on_table, Op.LEAVE: self._on_leave}
+                Op.TAKE_OVER: self._on_take_over, Op.TABLE: self._on_table, Op.LEAVE: self._on_leave,
+                Op.LOAD: self._on_load, Op.JOIN_DATA: self._on_join_data}
 
     def routed(self) -> dict[Op, Any]:
-        return {Op.JOIN_SPLIT: self._local_join_split}
+        return {Op.JOIN_SPLIT: self._local_join_split, Op.LOAD_LOCAL: self._local_load}
+
+    def load(self) -> Load:
+        state = self.state
+        return Load(state.id, state.address, self.store.count(), state.zone,
+                    tuple(sorted({n.address for n in state.neighbours.values()})))
+
+    async def _on_load(self, conn: RpcConnection, body: Empty) -> Load:
+        return self.load()
+
+    async def _local_load(self, body: Empty) -> dict[str, Any]:
+        return self.load().to_wire()
 
     async def run(self, *, stabilise_every: float, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
@@ -123,7 +150,7 @@ class Membership:
         try:
             info = OverlayInfo.from_wire(await self.router.call(bootstrap, Op.OVERLAY_INFO, Empty()))
             space: CoordinateSpace = info.space
-            point = tuple(self.rng.randrange(space.top) for _ in range(4))
+            point = await self._join_point(bootstrap, space)
             reply = Routed.from_wire(await self.router.call(bootstrap, Op.ROUTE, {
                 "point": point_to_wire(point), "op": Op.JOIN_SPLIT.value,
                 "body": JoinRequest(state.id, state.address).to_wire()}))
@@ -137,10 +164,60 @@ class Membership:
         state.zone = grant.zone
         state.neighbours = dict(grant.neighbours)
         await self._install(grant.data)
+        offset, total = len(grant.data.quads), len(grant.data.quads) + grant.remaining
+        while offset < total:  # the rest of the zone's quads, chunk by chunk
+            chunk = Handover.from_wire(await self.router.call(grant.owner_address, Op.JOIN_DATA,
+                                                              JoinData(state.id, offset)))
+            if not chunk.quads:
+                raise RequestError(f"the join's handover stopped at {offset} of {total} quads", ErrorCode.UNAVAILABLE)
+            await self._install(chunk)
+            offset += len(chunk.quads)
         await self.replication.ensure()  # the zone on two peers before its old owner drops it
         await self.persist()
         await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
         log.info("peer %s joined: zone %s", state.id, state.zone)
+
+    async def _join_point(self, bootstrap: str, space: CoordinateSpace) -> Point:
+        """A point of the zone to split: the busiest of a few random owners, then the busiest
+        neighbour while there is a busier one (the first random point if no peer holds data)."""
+        first: Point = tuple(self.rng.randrange(space.top) for _ in range(4))  # type: ignore[assignment]
+        points = [first] + [tuple(self.rng.randrange(space.top) for _ in range(4)) for _ in range(JOIN_PROBES - 1)]
+        best: Load | None = None
+        for point in points:
+            try:
+                reply = Routed.from_wire(await self.router.call(bootstrap, Op.ROUTE, {
+                    "point": point_to_wire(point), "op": Op.LOAD_LOCAL.value, "body": Empty().to_wire()}))
+                load = Load.from_wire(reply.result)
+            except EventCloudError as exc:  # an older peer, or one on the way is down: probe less
+                log.info("peer %s: a load probe failed (%s)", self.state.id, exc)
+                continue
+            if best is None or load.quads > best.quads:
+                best = load
+        if best is None or best.quads == 0:
+            return first
+        for _ in range(CLIMB_STEPS):
+            loads = await self._loads(best.neighbours)
+            step = climb(best.id, best.quads, {ident: load.quads for ident, load in loads.items()})
+            if step == best.id:
+                break
+            best = loads[step]
+        return lowest_corner(best.zone, space.whole_space())
+
+    async def _loads(self, addresses: tuple[str, ...]) -> dict[str, Load]:
+        """The load of each peer at `addresses` that answers (in parallel)."""
+        found: dict[str, Load] = {}
+
+        async def one(address: str) -> None:
+            try:
+                load = Load.from_wire(await self.router.call(address, Op.LOAD, Empty()))
+            except EventCloudError:
+                return
+            found[load.id] = load
+
+        async with trio.open_nursery() as nursery:
+            for address in addresses:
+                nursery.start_soon(one, address)
+        return found
 
     async def _install(self, data: Handover) -> None:
         """Take a zone's content: quads with their events' state, decisions, subscriptions."""
@@ -165,9 +242,11 @@ class Membership:
             await self.store.write(mutations)
         await self.subscriptions.install(data.subscriptions)
 
-    async def _handover(self, zone: Zone) -> tuple[list[Quad], Handover]:
+    async def _handover(self, zone: Zone, held: list[Quad] | None = None) -> tuple[list[Quad], Handover]:
         space = self.state.space
-        quads = [q for q in await self.store.find(None, None, None, None) if zone.contains(space.point(q))]
+        if held is None:
+            held = await self.store.find(None, None, None, None)
+        quads = [q for q in held if zone.contains(space.point(q))]
         events = {}
         for q in quads:
             info = self.store.event_info(q.g)
@@ -197,34 +276,65 @@ class Membership:
     async def _split_for(self, new_id: str, new_address: str) -> tuple[JoinGrant, _PendingJoin]:
         state = self.state
         async with self.lock:
+            held = await self.store.find(None, None, None, None)
             try:
+                cut = cut_for(state.zone, [state.space.point(q) for q in evenly(held)])
                 plan = split_for_join(state.id, state.address, state.zone, state.neighbours, new_id, new_address,
-                                      state.incarnation)
+                                      state.incarnation, cut=cut)
             except GeometryError as exc:
                 raise RequestError(f"cannot split zone for a join: {exc.message}", ErrorCode.UNAVAILABLE) from None
             pending = _PendingJoin(state.zone, dict(state.neighbours), [], plan.announce_to)
             state.zone = plan.lower
             state.neighbours = plan.owner_table
             await self.persist()
-            quads, data = await self._handover(plan.upper)
+            quads, data = await self._handover(plan.upper, held)
             pending.quads = quads
+            pending.events = {m.graph: m for m in data.events}
+            first = self._chunk(pending, 0)
+            data = Handover(first.quads, first.events, data.subscriptions, data.decisions, data.mailboxes)
             grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, data,
-                              state.overlay, state.replicas)
+                              state.overlay, state.replicas, remaining=len(quads) - len(first.quads))
             return grant, pending
+
+    @staticmethod
+    def _chunk(pending: _PendingJoin, offset: int) -> Handover:
+        """The handed-over quads from `offset` on, up to HANDOVER_CHUNK bytes of text (at least
+        one), with their events' metadata."""
+        end, size = offset, 0
+        while end < len(pending.quads) and (end == offset or size < HANDOVER_CHUNK):
+            size += sum(len(t.value) if isinstance(t, IRI) else len(t.lexical) + 16 for t in pending.quads[end]) + 16
+            end += 1
+        quads = tuple(pending.quads[offset:end])
+        graphs = {q.g.value for q in quads}
+        return Handover(quads, tuple(m for g, m in pending.events.items() if g in graphs))
+
+    async def _on_join_data(self, conn: RpcConnection, body: JoinData) -> Handover:
+        """The next chunk of a pending join's quads; each one gives the newcomer another
+        `join_timeout` before the split is undone."""
+        pending = self._pending.get(body.id)
+        if pending is None:
+            raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
+                               ErrorCode.NOT_FOUND)
+        if not 0 <= body.offset < len(pending.quads):
+            raise RequestError(f"offset {body.offset} outside the handover's {len(pending.quads)} quads",
+                               ErrorCode.BAD_REQUEST)
+        pending.timer.deadline = trio.current_time() + self.join_timeout
+        return self._chunk(pending, body.offset)
 
     async def _expire_join(self, new_id: str, pending: _PendingJoin) -> None:
         """Undo a split whose newcomer never committed (it died mid-join)."""
+        pending.timer.deadline = trio.current_time() + self.join_timeout  # pushed on by each chunk served
         with pending.timer:
-            await trio.sleep(self.join_timeout)
-            if self._pending.get(new_id) is not pending:
-                return
-            del self._pending[new_id]
-            log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
-            async with self.lock:
-                self.state.zone = pending.zone
-                self.state.neighbours = pending.table
-                await self.persist()
-            self._join_gate.release()
+            await trio.sleep_forever()
+        if self._pending.get(new_id) is not pending:  # committed (the commit cancelled the timer)
+            return
+        del self._pending[new_id]
+        log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
+        async with self.lock:
+            self.state.zone = pending.zone
+            self.state.neighbours = pending.table
+            await self.persist()
+        self._join_gate.release()
 
     async def _on_join_commit(self, conn: RpcConnection, body: JoinCommit) -> Empty:
         state = self.state
@@ -240,7 +350,13 @@ class Membership:
         moved = [mb.forget(box.id) for box in self.store.sync.mailboxes.all()
                  if not state.zone.contains(point_from_wire(box.record["home"]))]
         if by_graph or moved:
-            await self.store.write([remove(g, qs) for g, qs in by_graph.items()] + moved)
+            # A peer that was alone has no replica yet: it must not pick the newcomer, which
+            # serves nothing until this commit returns (it would wait for itself).
+            self.replication.joining.add(body.id)
+            try:
+                await self.store.write([remove(g, qs) for g, qs in by_graph.items()] + moved)
+            finally:
+                self.replication.joining.discard(body.id)
         await self.subscriptions.prune(state.zone)
         newcomer = state.neighbours[body.id]
         records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}

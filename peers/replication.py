@@ -84,6 +84,9 @@ class Replication:
         self.store: AsyncStore | None = None  # set by ReplicatedStore
         self._lock = trio.Lock()              # one full copy at a time
         self._later: list[list[Mutation]] = []  # non-durable writes, sent with the next batch
+        #: Peers still joining through this one: they serve nothing until their join commits, so
+        #: copying our zone to one of them would wait for the very commit we are handling.
+        self.joining: set[str] = set()
         self._pending_later = trio.Event()
 
     @property
@@ -141,7 +144,7 @@ class Replication:
         mine = self.local_peers()
         host = self.state.address.rpartition(":")[0]
         found = [(k, n.address) for k, n in self.state.neighbours.items()
-                 if k not in mine and not self.router.suspected(k, n.address)]
+                 if k not in mine and k not in self.joining and not self.router.suspected(k, n.address)]
         found.sort(key=lambda kv: (kv[1].rpartition(":")[0] == host, kv[0]))
         return found
 

@@ -2,12 +2,14 @@
 
     space = CoordinateSpace()                  # how terms become points (one per overlay)
     point = space.point(quad)                  # where a quad lives
-    lower, upper = zone.split()                # a join halves a zone
+    lower, upper = zone.split()                # a join into an empty zone halves it
+    cut = median_split(zone, points)           # a zone with data is cut at its median
     hop = next_hop(zone, neighbours, point)    # greedy routing (None: this zone owns it)
     children = multicast_children(zone, neighbours, box)   # who a box multicast continues to
 """
 
 from eventcloud.errors import GeometryError
+from eventcloud.overlay.balance import MIN_SHARE, SplitChoice, climb, cut_for, evenly, median_split
 from eventcloud.overlay.coordinates import (
     DIMENSIONS, MAPPINGS, Box, CoordinateSpace, Interval, Point, local_name,
 )
@@ -23,4 +25,5 @@ __all__ = [
     "DIMENSIONS", "MAPPINGS", "Point", "Interval", "Box", "CoordinateSpace", "GeometryError", "local_name",
     "Zone", "next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
     "Neighbour", "SplitPlan", "MergePlan", "split_for_join", "merge_for_leave", "heirs", "announced", "verified",
+    "SplitChoice", "median_split", "cut_for", "climb", "evenly", "MIN_SHARE",
 ]

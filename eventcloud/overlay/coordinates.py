@@ -78,7 +78,7 @@ class CoordinateSpace:
     mapping: str = "local-name"
     alphabet_lo: int = 0x20
     alphabet_hi: int = 0x7E
-    precision: int = 32
+    precision: int = 128
 
     def __post_init__(self) -> None:
         if self.mapping not in MAPPINGS:

@@ -4,8 +4,10 @@ The membership service (peers/membership.py) does the talking; these functions d
 takes the current zone and neighbour table of one peer and returns the new ones (and whom to
 tell), so every rule of CAN membership is tested here without a network:
 
-* `split_for_join`: the owner halves its zone, keeps the lower half and grants the upper one;
-  both tables are cut from the owner's table, each keeping the zones that abut its half.
+* `split_for_join`: the owner cuts its zone in two (at the median of its data when it holds
+  some, `overlay.balance.median_split`; else at the midpoint), keeps the lower part and grants
+  the upper one; both tables are cut from the owner's table, each keeping the zones that abut
+  its part.
 * `merge_for_leave`: a neighbour whose zone merges with the leaving zone into a box takes it;
   its new table is the union of both tables, cut to what abuts the merged zone.
 * `heirs`: the neighbours a leaving peer may hand its zone to, the sibling of its last split first.
@@ -57,9 +59,11 @@ class MergePlan:
 
 
 def split_for_join(owner_id: str, owner_address: str, zone: Zone, table: Mapping[str, Neighbour],
-                   newcomer_id: str, newcomer_address: str, owner_incarnation: int = 0) -> SplitPlan:
-    """Halve `zone` for a newcomer (GeometryError if it cannot be split)."""
-    lower, upper = zone.split()
+                   newcomer_id: str, newcomer_address: str, owner_incarnation: int = 0,
+                   cut: tuple[int, int] | None = None) -> SplitPlan:
+    """Split `zone` for a newcomer: along dimension `cut[0]` at `cut[1]`, or at the midpoint of
+    the next dimension in turn when `cut` is None (GeometryError if it cannot be split)."""
+    lower, upper = zone.split() if cut is None else zone.split_at(*cut)
     zones = {k: n.zone for k, n in table.items()}
     owner_table: Table = {k: table[k] for k in neighbours_of(lower, zones)}
     owner_table[newcomer_id] = Neighbour(newcomer_address, upper)

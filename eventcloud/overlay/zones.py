@@ -35,16 +35,34 @@ class Zone:
         """Halve along dimension len(splits) % 4 at the integer midpoint: (lower, upper).
 
         Dimensions are taken in turn, as in the original system, so zones stay roughly cubic.
+        This is the rule of a join into a zone that holds no data; a zone with data is split
+        where its data is (`overlay.balance.median_split`, then `split_at`).
         """
         dim = len(self.splits) % _NDIM
         lo, hi = self.bounds[dim]
         if hi - lo < 2:
             raise GeometryError(f"zone too small to split along {DIMENSIONS[dim]}: [{lo}, {hi})")
-        mid = (lo + hi) // 2
+        return self.split_at(dim, (lo + hi) // 2)
+
+    def split_at(self, dim: int, at: int) -> tuple["Zone", "Zone"]:
+        """Cut along `dim` at `at`: (lower [lo, at), upper [at, hi)); both halves non-empty."""
+        if not 0 <= dim < _NDIM:
+            raise GeometryError(f"no dimension {dim!r}: expected 0..{_NDIM - 1}")
+        lo, hi = self.bounds[dim]
+        if not lo < at < hi:
+            raise GeometryError(f"cannot split [{lo}, {hi}) along {DIMENSIONS[dim]} at {at}: "
+                                "the cut must leave both halves non-empty")
         splits = self.splits + (dim,)
-        lower = _replace(self.bounds, dim, (lo, mid))
-        upper = _replace(self.bounds, dim, (mid, hi))
+        lower = _replace(self.bounds, dim, (lo, at))
+        upper = _replace(self.bounds, dim, (at, hi))
         return Zone(lower, splits), Zone(upper, splits)
+
+    def splits_along(self) -> tuple[int, ...]:
+        """How many times this zone's history split it along each dimension."""
+        counts = [0] * _NDIM
+        for dim in self.splits:
+            counts[dim] += 1
+        return tuple(counts)
 
     def is_neighbour(self, other: "Zone") -> bool:
         """Abut in exactly one dimension and overlap in the other three (a shared 3-D face)."""

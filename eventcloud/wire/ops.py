@@ -56,9 +56,12 @@ class Op(StrEnum):
     REPLICA_STATUS = "replica_status"
     MAILBOX_DELIVER = "mailbox_deliver"
     SCHEMA_FETCH = "schema_fetch"
+    LOAD = "load"
+    JOIN_DATA = "join_data"
     # routed operations (inside ROUTE, or run by MCAST on every peer of a box)
     MCAST = "mcast"
     JOIN_SPLIT = "join_split"
+    LOAD_LOCAL = "load_local"
     DELIVER_LOCAL = "deliver_local"
     FIND_LOCAL = "find_local"
     COUNT_LOCAL = "count_local"
@@ -91,9 +94,9 @@ CLIENT_OPS = frozenset({
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
                       Op.TABLE, Op.PROBE, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
-                      Op.REPLICA_STATUS, Op.MAILBOX_DELIVER, Op.SCHEMA_FETCH})
+                      Op.REPLICA_STATUS, Op.MAILBOX_DELIVER, Op.SCHEMA_FETCH, Op.LOAD, Op.JOIN_DATA})
 ROUTED_OPS = frozenset({
-    Op.MCAST, Op.JOIN_SPLIT, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
+    Op.MCAST, Op.JOIN_SPLIT, Op.LOAD_LOCAL, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
     Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE, Op.MAILBOX_OPEN,
     Op.MAILBOX_ATTACH, Op.MAILBOX_ACK, Op.MAILBOX_NOTIFY, Op.MAILBOX_END, Op.LEASE_SUB, Op.SUBS_LOCAL,
     Op.SCHEMA_SET, Op.SCHEMA_LOCAL, Op.SPARQL_LOCAL,

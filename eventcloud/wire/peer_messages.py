@@ -228,6 +228,26 @@ class JoinGrant(Body):
     data: Handover = field(NESTED(Handover))
     overlay: str = field(STR, default="")
     replicas: int = field(INT, default=1)
+    remaining: int = field(INT, default=0)   # quads still to fetch with join_data after `data`'s
+
+
+@message
+class JoinData(Body):
+    """`join_data`: the next quads of a pending join's handover, from `offset` on."""
+
+    id: str = field(STR)
+    offset: int = field(INT)
+
+
+@message
+class Load(Body):
+    """`load` / `load_local`: how busy a peer is, so a joiner can pick whom to split (docs/overlay.md)."""
+
+    id: str = field(STR)
+    address: str = field(STR)
+    quads: int = field(INT)
+    zone: Zone = field(ZONE)
+    neighbours: tuple[str, ...] = field(LIST(STR), default=())   # their addresses, where the climb goes on
 
 
 @message

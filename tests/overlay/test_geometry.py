@@ -35,8 +35,8 @@ TINY = CoordinateSpace(mapping="identity", alphabet_lo=ord("a"), alphabet_hi=ord
 def test_space_defaults_and_derived_values() -> None:
     assert DIMENSIONS == ("graph", "subject", "predicate", "object")
     assert DEFAULT.radix == 0x7E - 0x20 + 2 == 96
-    assert DEFAULT.top == 96**32
-    assert DEFAULT.whole_space() == ((0, 96**32),) * 4
+    assert DEFAULT.top == 96**128  # 128 characters place a term (identity IRIs share long prefixes)
+    assert DEFAULT.whole_space() == ((0, 96**128),) * 4
     assert TINY.radix == 4 and TINY.top == 16
 
 
@@ -82,7 +82,7 @@ def test_coordinate_digits() -> None:
     # Clamping alone would put "\x7f" (above ASCII) below "~0"; the continuation rule keeps order.
     assert DEFAULT.coordinate(Literal("~0")) <= DEFAULT.coordinate(Literal("\x7f"))
     assert DEFAULT.coordinate(Literal("\x1f~")) <= DEFAULT.coordinate(Literal(" "))
-    assert DEFAULT.coordinate(Literal(" ")) == 1 * 96**31
+    assert DEFAULT.coordinate(Literal(" ")) == 1 * 96**127
     assert DEFAULT.coordinate(Literal("a")) < DEFAULT.coordinate(Literal("ab")) < DEFAULT.coordinate(Literal("b"))
 
 

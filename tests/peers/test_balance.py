@@ -1,0 +1,100 @@
+"""Balanced joins in the real daemon: data published first, peers joining afterwards split it evenly.
+
+Peers join an overlay whose only peer already holds all the data; each joiner probes a few
+random owners, climbs to the busiest and has it cut its zone at the median of its quads
+(docs/overlay.md, "Balanced joins"). Afterwards the busiest peer holds at most 3× the mean, no
+peer is empty, every quad is still found, and publish/subscribe still matches the oracle.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+
+from eventcloud.cli.demo import citybench_dir
+from eventcloud.overlay import CoordinateSpace
+from eventcloud.rdf.citybench import sample_events, synthetic_events
+from eventcloud.testing import open_overlay
+from tests.helpers import (
+    COUNT, check_delivered, count_of, oracle_solutions, random_pubsub_event, random_subscription,
+)
+
+
+def readings(n: int):
+    directory = citybench_dir()
+    return sample_events(directory, n) if directory is not None else synthetic_events(n)
+
+
+@pytest.mark.parametrize(("algorithm", "mapping"), [("osma", "identity"), ("csma", "local-name")])
+async def test_peers_joining_after_the_data_split_it_evenly(autojump_clock, algorithm, mapping):
+    events = readings(120)
+    total = sum(len(e.quads) for e in events)
+    async with open_overlay(1, algorithm, space=CoordinateSpace(mapping=mapping), seed=5) as overlay:
+        async with overlay.client(0, "loader") as client:
+            for event in events:
+                await client.publish(event)
+        for _ in range(7):
+            await overlay.add_peer()
+        async with overlay.client(5, "checker") as client:
+            status = await client.status()
+            loads = [p.quads for p in status.peers]
+            assert len(loads) == 8 and sum(loads) == total
+            mean = statistics.mean(loads)
+            assert min(loads) > 0, f"an empty peer: {loads}"
+            assert max(loads) <= 3 * mean, f"busiest {max(loads)} > 3 × mean {mean:.0f}: {loads}"
+            assert count_of(await client.query(COUNT)) == total
+            for event in events[::17]:
+                assert set(await client.find(event.graph, None, None, None)) == set(event.quads)
+            for running in overlay.peers:  # each quad on the owner of its point
+                state = running.state
+                for quad in running.storage.store.sync.find(None, None, None, None):
+                    assert state.zone.contains(state.space.point(quad))
+
+        rng = random.Random(11)
+        async with overlay.client(2, "subscriber") as subscriber, overlay.client(6, "publisher") as publisher:
+            subs = []
+            for _ in range(6):
+                text = random_subscription(rng)
+                subs.append((text, await subscriber.subscribe(text, kind="bindings")))
+            fresh = [random_pubsub_event(rng, i) for i in range(20)]
+            for event in fresh:
+                await publisher.publish(event)
+            for text, sub in subs:
+                expected = {e.graph.value: oracle_solutions(text, e) for e in fresh}
+                await check_delivered(sub, {g: s for g, s in expected.items() if s}, text)
+
+
+async def test_joins_into_an_empty_overlay_keep_the_midpoint_rule(autojump_clock):
+    """With no data anywhere a joiner splits the owner of its first random point at the midpoint,
+    exactly as before balanced joins (the probes find nothing to climb to)."""
+    async with open_overlay(4, seed=2) as overlay:
+        whole = overlay.peers[0].state.space.whole_space()
+        for running in overlay.peers:
+            zone = running.state.zone
+            for dim, ((lo, hi), (wlo, whi)) in enumerate(zip(zone.bounds, whole)):
+                width = hi - lo
+                assert (whi - wlo) % width == 0 and lo % width == 0, (dim, zone)  # dyadic pieces of the axis
+
+
+async def test_a_join_hands_a_large_zone_over_in_chunks(autojump_clock, monkeypatch):
+    import peers.membership
+
+    monkeypatch.setattr(peers.membership, "HANDOVER_CHUNK", 2000)  # bytes of text: a few quads a chunk
+    events = readings(60)
+    total = sum(len(e.quads) for e in events)
+    async with open_overlay(1, seed=9) as overlay:
+        async with overlay.client(0, "loader") as client:
+            for event in events:
+                await client.publish(event)
+        for _ in range(3):
+            await overlay.add_peer()
+        async with overlay.client(2, "checker") as client:
+            status = await client.status()
+            assert sum(p.quads for p in status.peers) == total and min(p.quads for p in status.peers) > 0
+            assert count_of(await client.query(COUNT)) == total
+            for event in events[::7]:
+                assert set(await client.find(event.graph, None, None, None)) == set(event.quads)
+        fetched = sum(p.counters["in:join_data"] for p in overlay.peers)
+        assert fetched > 3 * 5, f"the handovers were not chunked ({fetched} join_data requests)"

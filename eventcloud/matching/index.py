@@ -51,13 +51,14 @@ Pure code, no I/O. Results are in insertion order (re-adding a removed ident app
 from __future__ import annotations
 
 from operator import attrgetter, itemgetter
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from eventcloud.matching.constraints import EXTENSION_OPS, RANK, Constraint, Pair, conjuncts, simple_constraints
 from eventcloud.matching.isatable import ISA_OPS
-from eventcloud.matching.tables import Bucket, TableKit, Tables, Trigger, lookup as _lookup
+from eventcloud.matching.tables import Bucket, TableKit, Trigger, lookup as _lookup
+from eventcloud.matching.groups import SOLUTION_CAP, Group, Member, Solutions, first_checks
 from eventcloud.matching.joins import (
-    Node, canonical_key, empty_key, enumerate_solutions, exists, exists_from, join_checked, join_program, selectivity,
+    Node, canonical_key, empty_key, exists, join_program, selectivity,
 )
 from eventcloud.rdf.model import CompoundEvent, Quad
 from eventcloud.sparql.subscription import Subscription, Var
@@ -65,97 +66,8 @@ from eventcloud.sparql.taxonomy import Taxonomy
 
 __all__ = ["SubscriptionIndex", "SOLUTION_CAP"]
 
-#: Solutions of a group's join kept per event; members not decided by then run their own join.
-SOLUTION_CAP = 64
 
 _seq = attrgetter("seq")
-
-
-class _Group(Tables):
-    """Subscriptions with one join program: the same patterns in the same order, up to variable names.
-
-    `steps[k]` = (node, ((position, var id), …) to check, ((position, var id), …) to bind); var ids
-    count from 0 in binding order (the graph variable, when there is one, is 0 and bound first).
-    """
-
-    __slots__ = ("key", "steps", "graph_var", "trigger", "others", "plain", "filtered", "free", "size")
-
-    def __init__(self, key: tuple, steps: tuple, graph_var: bool) -> None:
-        super().__init__()
-        self.key = key
-        self.steps = steps
-        self.graph_var = graph_var
-        self.trigger: Node = steps[0][0]
-        self.others = tuple(n for n in dict.fromkeys(step[0] for step in steps) if n is not self.trigger)
-        self.plain: dict[_Entry, None] = {}      # no FILTER: any solution will do
-        self.filtered: dict[_Entry, None] = {}   # FILTERs, none tabled
-        self.free = 0                            # members not tabled at the trigger
-        self.size = 0
-
-    def solutions(self, graph: Any, rows: dict[Node, list[Quad]]) -> Iterator[tuple]:
-        values: list[Any] = [graph] if self.graph_var else []
-        return enumerate_solutions(self.steps, 0, values, rows)
-
-    def through(self, graph: Any, quad: Quad, rows: dict[Node, list[Quad]]) -> bool:
-        """Is there a solution whose first (trigger) step takes `quad`?"""
-        for node in self.others:
-            if node not in rows:
-                return False
-        return exists_from(self.steps, quad, [graph] if self.graph_var else [], rows)
-
-
-class _Entry:
-    """A stored subscription, compiled against its group."""
-
-    __slots__ = ("ident", "seq", "sub", "nodes", "group", "names", "filters", "simple", "level", "reg",
-                 "first_reg", "first_binds", "first_checks", "schedule")
-
-    def __init__(self, ident: str, seq: int, sub: Subscription) -> None:
-        self.ident = ident
-        self.seq = seq
-        self.sub = sub
-        self.schedule: tuple | None = None
-
-    def accepts(self, solution: tuple) -> bool:
-        bindings = dict(zip(self.names, solution))
-        for check in self.filters:
-            if not check(bindings):
-                return False
-        return True
-
-
-class _Solutions:
-    """A group's solutions on one event, enumerated lazily and kept up to SOLUTION_CAP."""
-
-    __slots__ = ("found", "more", "done")
-
-    def __init__(self, more: Iterator[tuple]) -> None:
-        self.found: list[tuple] = []
-        self.more = more
-        self.done = False
-
-    def at(self, i: int) -> tuple | None:
-        found = self.found
-        while len(found) <= i:
-            if self.done:
-                return None
-            solution = next(self.more, None)
-            if solution is None:
-                self.done = True
-                return None
-            found.append(solution)
-        return found[i]
-
-    def any_for(self, entry: _Entry, graph: Any, rows: dict[Node, list[Quad]]) -> bool:
-        for i in range(SOLUTION_CAP):
-            solution = self.at(i)
-            if solution is None:
-                return False
-            if entry.accepts(solution):
-                return True
-        if self.at(SOLUTION_CAP) is None:
-            return False
-        return _own_join(entry, graph, rows)  # many solutions: let the FILTERs prune early
 
 
 class SubscriptionIndex:
@@ -171,9 +83,9 @@ class SubscriptionIndex:
                  text_layout: str = "rtfm") -> None:
         self._kit = TableKit(taxonomy or Taxonomy.empty(), text_layout)
         self._share = share_joins
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Member] = {}
         self._nodes: dict[tuple, Node] = {}
-        self._groups: dict[tuple, _Group] = {}
+        self._groups: dict[tuple, Group] = {}
         # mask -> (key function over a quad, {constants: [nodes]})
         self._masks: dict[tuple[int, ...], tuple[Callable[[Quad], Any], dict[Any, list[Node]]]] = {}
         self._probes: tuple[tuple[Callable[[Quad], Any], dict[Any, list[Node]]], ...] = ()
@@ -210,7 +122,7 @@ class SubscriptionIndex:
             if entry.sub.uses_taxonomy:
                 sub = entry.sub = entry.sub.with_taxonomy(taxonomy)
                 entry.filters = sub.filters
-                entry.first_checks = _first_checks(sub)
+                entry.first_checks = first_checks(sub)
                 entry.schedule = None
                 rebound.append(entry.ident)
         return rebound
@@ -226,7 +138,7 @@ class SubscriptionIndex:
                 return
             self.remove(ident)
         self._counter += 1
-        entry = _Entry(ident, self._counter, sub)
+        entry = Member(ident, self._counter, sub)
         self._compile(entry)
         self._entries[ident] = entry
 
@@ -302,7 +214,7 @@ class SubscriptionIndex:
                 del self._masks[node.mask]
                 self._probes = tuple(self._masks.values())
 
-    def _compile(self, entry: _Entry) -> None:
+    def _compile(self, entry: Member) -> None:
         sub = entry.sub
         gname = sub.graph.name if type(sub.graph) is Var else None
         canon = [canonical_key(sub.graph, pattern) for pattern in sub.patterns]
@@ -337,7 +249,7 @@ class SubscriptionIndex:
         group_key = (gname is not None, tuple(steps)) if self._share else (entry.seq,)
         group = self._groups.get(group_key)
         if group is None:
-            group = self._groups[group_key] = _Group(group_key, tuple(steps), gname is not None)
+            group = self._groups[group_key] = Group(group_key, tuple(steps), gname is not None)
         entry.group = group
         entry.names = tuple(names)
         entry.filters = sub.filters
@@ -374,7 +286,7 @@ class SubscriptionIndex:
         first_names = canon[0][1]
         local = set(first_names) | ({gname} if gname else set())
         entry.first_binds = tuple((position, name) for name, position in first_names.items())
-        entry.first_checks = _first_checks(sub)
+        entry.first_checks = first_checks(sub)
         options = [t for t in tabled if t[0].var in first_names and t[1] <= local]
         first_choice = min(options, key=lambda t: RANK[t[0].op], default=None)
         if nodes[0].first is None:
@@ -414,8 +326,8 @@ class SubscriptionIndex:
         if not rows:
             return []
         graph = event.graph
-        groups: dict[_Group, None] = {}
-        tabled: list[tuple[list[_Entry], bool, Quad]] = []  # (entries, constraint decided exactly, quad probed)
+        groups: dict[Group, None] = {}
+        tabled: list[tuple[list[Member], bool, Quad]] = []  # (entries, constraint decided exactly, quad probed)
         cache: dict[int, Any] = {}
         for node, quads in rows.items():
             bucket = node.trigger
@@ -431,10 +343,10 @@ class SubscriptionIndex:
                     if maybe:
                         tabled.append((maybe, False, quad))
 
-        matched: dict[_Entry, None] = {}
-        states: dict[_Group, _Solutions | None] = {}
+        matched: dict[Member, None] = {}
+        states: dict[Group, Solutions | None] = {}
 
-        def solutions_of(group: _Group) -> _Solutions | None:
+        def solutions_of(group: Group) -> Solutions | None:
             if group in states:
                 return states[group]
             state = None
@@ -442,7 +354,7 @@ class SubscriptionIndex:
                 if node not in rows:
                     break
             else:
-                state = _Solutions(group.solutions(graph, rows))
+                state = Solutions(group.solutions(graph, rows))
                 if state.at(0) is None:
                     state = None
             states[group] = state
@@ -468,7 +380,7 @@ class SubscriptionIndex:
             if group.tables:
                 self._group_tables(group, state, graph, rows, matched, cache)
 
-        through: dict[tuple[_Group, int], bool] = {}
+        through: dict[tuple[Group, int], bool] = {}
         for entries, decided, quad in tabled:
             for entry in entries:
                 if entry in matched:
@@ -494,10 +406,10 @@ class SubscriptionIndex:
         return [entry.ident for entry in result]
 
     @staticmethod
-    def _group_tables(group: _Group, state: _Solutions, graph: Any, rows: dict[Node, list[Quad]],
-                      matched: dict[_Entry, None], cache: dict[int, Any]) -> None:
+    def _group_tables(group: Group, state: Solutions, graph: Any, rows: dict[Node, list[Quad]],
+                      matched: dict[Member, None], cache: dict[int, Any]) -> None:
         """Members tabled at the group: one lookup per solution and constrained variable."""
-        undecided: dict[_Entry, None] = {}
+        undecided: dict[Member, None] = {}
         for i in range(SOLUTION_CAP):
             solution = state.at(i)
             if solution is None:
@@ -531,7 +443,7 @@ class SubscriptionIndex:
         """Ids of subscriptions whose patterns[0] (with the graph term) unifies with `quad` and whose
         FILTERs over the variables that pattern binds hold — CSMA's first step — in insertion order."""
         self._kit.begin()
-        candidates: dict[_Entry, None] = {}
+        candidates: dict[Member, None] = {}
         cache: dict[int, Any] = {}
         for getter, table in self._probes:
             nodes = table.get(getter(quad))
@@ -576,32 +488,3 @@ def _isa_pair(constraints: list[Constraint]) -> Pair | None:
     if isa is None or not values:
         return None
     return Pair(isa, min(values, key=lambda c: RANK[c.op]))
-
-
-def _first_checks(sub: Subscription) -> tuple:
-    """The FILTERs evaluable once patterns[0] (with the graph term) matched: CSMA's first step."""
-    local = sub.patterns[0].variables() | ({sub.graph.name} if type(sub.graph) is Var else set())
-    variables = sub.variables()
-    return tuple(f for f in sub.filters if (f.variables & variables) <= local)
-
-
-def _own_join(entry: _Entry, graph: Any, rows: dict[Node, list[Quad]]) -> bool:
-    """A member's own existence join, each FILTER run as soon as its variables are bound."""
-    group, names = entry.group, entry.names
-    if entry.schedule is None:
-        variables = entry.sub.variables()
-        pending = list(entry.filters)
-        schedule = []
-        bound = 1 if group.graph_var else 0
-        for step in ((None, (), ()),) + group.steps:
-            bound += len(step[2])
-            seen = set(names[:bound])
-            now = tuple(f for f in pending if (f.variables & variables) <= seen)
-            pending = [f for f in pending if f not in now]
-            schedule.append((bound, now))
-        entry.schedule = tuple(schedule)
-    values: list[Any] = [graph] if group.graph_var else []
-    width, before = entry.schedule[0]
-    if before and not all(check(dict(zip(names, values))) for check in before):
-        return False
-    return join_checked(group.steps, entry.schedule, names, 0, values, rows)

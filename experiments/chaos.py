@@ -243,9 +243,11 @@ async def _stored_counts(client: Any) -> dict[str, int]:
     return {b["g"]["value"]: int(b["n"]["value"]) for b in result["results"]["bindings"]}
 
 
-def table(reports: list[Report]) -> str:
-    keys = ["acknowledged", "failed", "stored_whole", "lost", "partial", "failed_visible", "expected", "notified",
-            "missing", "duplicated", "unacknowledged", "sdk_retries", "status_max", "count_max", "probe_failures"]
+def table(reports: list[Any], keys: list[str] | None = None) -> str:
+    """One markdown row per report (an algorithm's): `keys` as columns, then the seconds it took."""
+    keys = keys or ["acknowledged", "failed", "stored_whole", "lost", "partial", "failed_visible", "expected",
+                    "notified", "missing", "duplicated", "unacknowledged", "sdk_retries", "status_max", "count_max",
+                    "probe_failures"]
     lines = ["| algorithm | " + " | ".join(k.replace("_", " ") for k in keys) + " | seconds |",
              "|---" * (len(keys) + 2) + "|"]
     for r in reports:

@@ -42,7 +42,7 @@ import trio
 
 from eventcloud.client import ClientError, connect
 from eventcloud.testing.processes import CliSubscriber
-from experiments.chaos import FILTERED, events, expected_pairs
+from experiments.chaos import FILTERED, events, expected_pairs, table
 from peers.cluster import LocalCluster
 
 
@@ -174,16 +174,6 @@ async def run_once(algorithm: str, args: argparse.Namespace) -> Report:
     return report
 
 
-def table(reports: list[Report]) -> str:
-    keys = ["acknowledged", "expected", "printed", "missing", "duplicated", "out_of_order", "gaps", "unexpected",
-            "reconnects"]
-    lines = ["| algorithm | " + " | ".join(k.replace("_", " ") for k in keys) + " | seconds |",
-             "|---" * (len(keys) + 2) + "|"]
-    for r in reports:
-        lines.append(f"| {r.algorithm} | " + " | ".join(str(getattr(r, k)) for k in keys) + f" | {r.seconds:.0f} |")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--peers", type=int, default=6)
@@ -207,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {algorithm}: {args.peers} peers, {args.events} events at {args.rate:g}/s, {args.rounds} kills",
               file=sys.stderr)
         reports.append(trio.run(run_once, algorithm, args))
-    print(table(reports))
+    print(table(reports, ["acknowledged", "expected", "printed", "missing", "duplicated", "out_of_order", "gaps",
+                          "unexpected", "reconnects"]))
     for r in reports:
         print(f"{r.algorithm}: {'; '.join(r.actions)}")
         for problem in r.problems[:40]:

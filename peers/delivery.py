@@ -43,7 +43,7 @@ from peers.queries import Queries
 from peers.reconstruction import reconstruct
 from peers.router import Router
 from peers.state import PeerState
-from peers.subscriptions import Stored, parse_cached
+from peers.subscriptions import Stored, indexing_box, parse_cached
 
 log = logging.getLogger(__name__)
 
@@ -242,8 +242,7 @@ class Delivery:
                 log.warning("peer %s: could not renew its subscribers' leases: %s", self.state.id, exc)
 
     def box_of(self, sparql: str) -> Box:
-        """The box of a subscription's indexing pattern: the peers that store it."""
-        return self.state.space.pattern_box(parse_cached(sparql).pattern_terms(0))
+        return indexing_box(self.state.space, sparql)
 
     async def _local_clock(self, body: Empty) -> int:
         return self.clock.now()

@@ -45,7 +45,7 @@ from peers.reconstruction import reconstruct
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.store import AsyncStore
-from peers.subscriptions import Subscriptions, parse_cached
+from peers.subscriptions import Subscriptions, indexing_box
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +347,7 @@ class Homes:
     def _stored_on(self, box: mb.Mailbox | None) -> Box:
         """The box of the peers that store a durable subscription (its indexing pattern's)."""
         try:
-            return self.state.space.pattern_box(parse_cached(box.record["sparql"]).pattern_terms(0))
+            return indexing_box(self.state.space, box.record["sparql"])
         except Exception:  # no record left, or an unreadable one: every peer
             return self.state.space.whole_space()
 

@@ -17,14 +17,14 @@ from functools import lru_cache
 import trio
 
 from eventcloud.matching.index import SubscriptionIndex
-from eventcloud.overlay import Box, Zone
+from eventcloud.overlay import Box, CoordinateSpace, Zone
 from eventcloud.sparql.subscription import Subscription, parse_subscription
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import SubscriptionRecord
 from peers.state import PeerState
 from peers.store import AsyncStore, drop_subscription, put_subscription
 
-__all__ = ["Stored", "Subscriptions", "parse_cached"]
+__all__ = ["Stored", "Subscriptions", "parse_cached", "indexing_box"]
 
 
 @lru_cache(maxsize=4096)
@@ -32,6 +32,11 @@ def parse_cached(text: str) -> Subscription:
     """Parsing costs ~15 ms (rdflib); a Subscription is immutable, so identical texts
     (popular subscriptions, or many peers in one test process) share one parse."""
     return parse_subscription(text)
+
+
+def indexing_box(space: CoordinateSpace, sparql: str) -> Box:
+    """The box of a subscription's indexing pattern: where it is stored (the peers whose zone meets it)."""
+    return space.pattern_box(parse_cached(sparql).pattern_terms(0))
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.store import AsyncStore, add, decide, notified, remove
 from peers.subscriptions import Subscriptions
+from peers.zone_guard import ZoneGuard
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,9 @@ class Membership:
                  transport: Transport, clock: HybridClock, counters: Counter[str], *,
                  replication: Replication, persist: Callable[[], Awaitable[None]],
                  retire: Callable[[RpcConnection], Awaitable[None]], rng: random.Random, join_timeout: float,
-                 retry_window: float) -> None:
+                 retry_window: float, guard: ZoneGuard) -> None:
         self.state = state
+        self.guard = guard               # zone changes wait for the stores decided from the zone
         self.router = router
         self.store = store
         self.subscriptions = subscriptions
@@ -269,13 +271,16 @@ class Membership:
             self._join_gate.release()
             raise
         self._pending[body.id] = pending
+        # Until it commits, the newcomer serves nothing: this peer must not pick it as its replica
+        # (a copy sent there would wait for the join, and the join for the copy).
+        self.replication.joining.add(body.id)
         if self._nursery is not None:
             self._nursery.start_soon(self._expire_join, body.id, pending)
         return grant.to_wire()
 
     async def _split_for(self, new_id: str, new_address: str) -> tuple[JoinGrant, _PendingJoin]:
         state = self.state
-        async with self.lock:
+        async with self.lock, self.guard.change():
             held = await self.store.find(None, None, None, None)
             try:
                 cut = cut_for(state.zone, [state.space.point(q) for q in evenly(held)])
@@ -329,6 +334,7 @@ class Membership:
         if self._pending.get(new_id) is not pending:  # committed (the commit cancelled the timer)
             return
         del self._pending[new_id]
+        self.replication.joining.discard(new_id)
         log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
         async with self.lock:
             self.state.zone = pending.zone
@@ -349,14 +355,11 @@ class Membership:
             by_graph.setdefault(quad.g.value, []).append(quad)
         moved = [mb.forget(box.id) for box in self.store.sync.mailboxes.all()
                  if not state.zone.contains(point_from_wire(box.record["home"]))]
-        if by_graph or moved:
-            # A peer that was alone has no replica yet: it must not pick the newcomer, which
-            # serves nothing until this commit returns (it would wait for itself).
-            self.replication.joining.add(body.id)
-            try:
+        try:
+            if by_graph or moved:
                 await self.store.write([remove(g, qs) for g, qs in by_graph.items()] + moved)
-            finally:
-                self.replication.joining.discard(body.id)
+        finally:
+            self.replication.joining.discard(body.id)
         await self.subscriptions.prune(state.zone)
         newcomer = state.neighbours[body.id]
         records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}
@@ -413,24 +416,36 @@ class Membership:
             if not candidates:
                 raise RequestError("cannot leave: no neighbour's zone merges with this peer's zone into a box "
                                    "(its sibling is split further); stop another peer first", ErrorCode.CANNOT_LEAVE)
-            _, data = await self._handover(state.zone)
-            last_error: EventCloudError | None = None
-            for ident in candidates:
-                neighbour = state.neighbours[ident]
-                try:
-                    await self.router.call(neighbour.address, Op.TAKE_OVER,
-                                           TakeOver(state.id, state.zone, dict(state.neighbours), data))
+            # Stores wait from the snapshot on; once an heir holds the zone they never resume
+            # (this peer stops, the waiting stores fail and are routed to the heir).
+            await self.guard.acquire_change()
+            try:
+                return await self._hand_zone_to(candidates)
+            except BaseException:
+                self.guard.release_change()
+                raise
+
+    async def _hand_zone_to(self, candidates: list[str]) -> str:
+        """The zone's content to the first heir that takes it; its id."""
+        state = self.state
+        _, data = await self._handover(state.zone)
+        last_error: EventCloudError | None = None
+        for ident in candidates:
+            neighbour = state.neighbours[ident]
+            try:
+                await self.router.call(neighbour.address, Op.TAKE_OVER,
+                                       TakeOver(state.id, state.zone, dict(state.neighbours), data))
+                return ident
+            except FAILED as exc:
+                # The answer may be what was lost: if the heir's zone now holds ours, it took over.
+                table = await self._table_of(neighbour.address)
+                if table is not None and table.me[1].zone.intersects(state.zone.bounds) \
+                        and table.me[1].zone.merge(state.zone) is None:
                     return ident
-                except FAILED as exc:
-                    # The answer may be what was lost: if the heir's zone now holds ours, it took over.
-                    table = await self._table_of(neighbour.address)
-                    if table is not None and table.me[1].zone.intersects(state.zone.bounds) \
-                            and table.me[1].zone.merge(state.zone) is None:
-                        return ident
-                    last_error = exc
-                except EventCloudError as exc:
-                    last_error = exc
-            raise RequestError(f"cannot leave: no neighbour could take over ({last_error})", ErrorCode.CANNOT_LEAVE)
+                last_error = exc
+            except EventCloudError as exc:
+                last_error = exc
+        raise RequestError(f"cannot leave: no neighbour could take over ({last_error})", ErrorCode.CANNOT_LEAVE)
 
     async def _on_leave(self, conn: RpcConnection, body: Empty) -> Left:
         """Leave the overlay gracefully; the runtime stops this peer once the reply is sent."""

@@ -23,8 +23,10 @@ from eventcloud.errors import (
 )
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
-from eventcloud.overlay import Box, Neighbour, Point, lowest_corner, multicast_children, multicast_root, next_hop
-from eventcloud.wire.codec import box_to_wire, neighbour_from_wire, neighbour_to_wire, point_to_wire
+from eventcloud.overlay import (
+    Box, Neighbour, Point, intersection, lowest_corner, multicast_children, multicast_root, next_hop, tiles,
+)
+from eventcloud.wire.codec import box_from_wire, box_to_wire, neighbour_from_wire, neighbour_to_wire, point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Multicast, Route, Routed
 from eventcloud.wire.ops import Op
@@ -271,16 +273,31 @@ class Router:
 
     async def _multicast(self, box: Box, op: Op, body: Body | dict[str, Any], partial: bool
                          ) -> tuple[list[Any], list[tuple[str, Neighbour]]]:
+        """Each peer reached reports what it covered of the box (its zone ∩ box when it ran `op`);
+        if the reports do not tile the box, the multicast crossed a membership change (a zone
+        missed, or reached twice as it split) and is run again, within the retry window.
+        Operations sent by multicast are idempotent; a repeated CSMA step only repeats
+        notifications, which the entry peer drops."""
         wire = body.to_wire() if isinstance(body, Body) else body
-        reply = await self.route(multicast_root(box), Op.MCAST,
-                                 {"box": box_to_wire(box), "op": op.value, "body": wire, "partial": partial})
-        if not isinstance(reply, list):
-            raise RequestError("malformed multicast reply", ErrorCode.INTERNAL)
-        errors = [r["error"] for r in reply if isinstance(r, dict) and "error" in r]
-        if errors:
-            raise RequestError("; ".join(errors), ErrorCode.UNREACHABLE)
-        down = [neighbour_from_wire(r["down"]) for r in reply if isinstance(r, dict) and "down" in r]
-        return [r["ok"] for r in reply if isinstance(r, dict) and "ok" in r], down
+        request = {"box": box_to_wire(box), "op": op.value, "body": wire, "partial": partial}
+        attempts = self.retry.start()
+        while True:
+            reply = await self.route(multicast_root(box), Op.MCAST, request)
+            if not isinstance(reply, list):
+                raise RequestError("malformed multicast reply", ErrorCode.INTERNAL)
+            errors = [r["error"] for r in reply if isinstance(r, dict) and "error" in r]
+            if errors:
+                raise RequestError("; ".join(errors), ErrorCode.UNREACHABLE)
+            down = [neighbour_from_wire(r["down"]) for r in reply if isinstance(r, dict) and "down" in r]
+            answers = [r for r in reply if isinstance(r, dict) and "ok" in r]
+            if down or _tiled(box, answers):
+                return [r["ok"] for r in answers], down
+            self.counters["multicast_repeated"] += 1
+            if not await attempts.pause():
+                raise RequestError(f"a multicast for {op.value} kept missing zones while peers joined or left; "
+                                   f"retried for {self.retry.window:g} s", ErrorCode.UNAVAILABLE)
+            log.info("peer %s: a multicast for %s crossed a membership change; running it again",
+                     self.state.id, op.value)
 
     async def _local_multicast(self, body: Multicast) -> list[Any]:
         state = self.state
@@ -317,6 +334,7 @@ class Router:
 
         mine: Any = None
         failure: Exception | None = None
+        zone = state.zone
         async with trio.open_nursery() as nursery:
             for key in multicast_children(state.zone, state.neighbour_zones(), body.box):
                 nursery.start_soon(child, key)
@@ -326,4 +344,15 @@ class Router:
                 failure = exc
         if failure is not None:
             raise failure
-        return [{"ok": mine}, *results]
+        piece = intersection(zone, body.box)
+        covered = box_to_wire(piece) if piece is not None and state.zone == zone else None
+        return [{"ok": mine, "cover": covered}, *results]
+
+
+def _tiled(box: Box, answers: list[dict[str, Any]]) -> bool:
+    """Whether the pieces the answering peers covered tile the multicast's box."""
+    try:
+        pieces = [box_from_wire(r["cover"]) for r in answers]
+    except (KeyError, EventCloudError):  # no cover: that peer's zone changed while it answered
+        return False
+    return tiles(box, pieces)

@@ -66,6 +66,7 @@ from peers.state import PeerState, StateError, load_state, save_state
 from peers.storage import Storage
 from peers.store import Offload, PeerStore
 from peers.subscriptions import Subscriptions
+from peers.zone_guard import ZoneGuard
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +266,8 @@ class _PeerRuntime:
             state, router, store_, subscriptions, delivery.accept, clock, counters, workers=config.workers,
             work_queue=config.work_queue, enqueue_timeout=config.retry_window, outbox_every=config.outbox_every,
             give_up_after=config.give_up_after)
-        self.storage = storage = Storage(state, router, store_, commits, matcher, clock, counters,
+        guard = ZoneGuard()
+        self.storage = storage = Storage(state, router, store_, commits, matcher, clock, counters, guard,
                                          retry_window=config.retry_window, resolve_after=config.resolve_after,
                                          abort_after=config.abort_after)
         self.persistence = _Persistence(state, clock, data_dir, offload, replication)
@@ -276,7 +278,7 @@ class _PeerRuntime:
         self.membership = membership = Membership(
             state, router, store_, subscriptions, transport, clock, counters, replication=replication,
             persist=self.persistence.save, retire=self._retire, rng=random.Random(config.seed),
-            join_timeout=config.join_timeout, retry_window=config.retry_window)
+            join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard)
         self.replicas = replicas = Replicas(
             state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,

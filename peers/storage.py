@@ -38,10 +38,14 @@ from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.store import AsyncStore, EventInfo, abort, add, commit
 from peers.tasks import gather
+from peers.zone_guard import ZoneGuard
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Storage", "canonical_event"]
+
+#: Quads this peer owns of one event: (graph, those quads, the delivery, all its quads decoded).
+_Mine = tuple[IRI, list[Quad], Delivery, list[Quad]]
 
 
 def canonical_event(event: CompoundEvent) -> CompoundEvent:
@@ -53,9 +57,10 @@ def canonical_event(event: CompoundEvent) -> CompoundEvent:
 
 class Storage:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, commits: Commits, matcher: Matcher,
-                 clock: HybridClock, counters: Counter[str], *, retry_window: float, resolve_after: float,
-                 abort_after: float) -> None:
+                 clock: HybridClock, counters: Counter[str], guard: ZoneGuard, *, retry_window: float,
+                 resolve_after: float, abort_after: float) -> None:
         self.state = state
+        self.guard = guard
         self.router = router
         self.store = store
         self.commits = commits
@@ -199,8 +204,48 @@ class Storage:
         """Keep the quads this peer owns; forward the others, all events together, one message per
         hop. Returns the addresses of every peer that stored some."""
         state = self.state
+        await self.guard.enter()  # the quads decided ours below are written before the zone may shrink
+        try:
+            mine, groups = self._sort(deliveries)
+        except BaseException:
+            self.guard.leave()
+            raise
+        owners: set[str] = set()
+
+        async def forward(hop: str, part: list[Delivery]) -> None:
+            neighbour = state.neighbours.get(hop)
+            try:
+                if neighbour is None:
+                    raise FAILED[0]("neighbour vanished")
+                reply = await self.router.call_merged(neighbour.address, Op.DELIVER, part, Deliver)
+                owners.update(Delivered.from_wire(reply).owners)
+            except FAILED as exc:
+                log.info("peer %s: delivery via %s failed (%s); routing quads one by one", state.id, hop, exc)
+                for delivery in part:
+                    graph = trusted_iri(delivery.graph)
+                    for i in _taken(delivery):
+                        quad = triple_from_wire(graph, delivery.quads[i], trusted=True)
+                        result = await self.router.route(state.space.point(quad), Op.DELIVER_LOCAL,
+                                                          _part(delivery, [i]))
+                        owners.update(result or ())
+
+        async def store_mine() -> None:
+            try:
+                results = await self._write(mine) if mine else []
+            finally:
+                self.guard.leave()
+            if mine:
+                owners.add(state.address)
+                await self._stored(mine, results)  # every event of the batch in one durable write
+
+        await gather([store_mine, *(partial(forward, hop, part) for hop, part in groups.items())])
+        return owners
+
+    def _sort(self, deliveries: list[Delivery]) -> tuple[list[_Mine], dict[str, list[Delivery]]]:
+        """The quads this peer owns, and the rest grouped by next hop."""
+        state = self.state
         zone, zones, space = state.zone, state.neighbour_zones(), state.space
-        mine: list[tuple[IRI, list[Quad], Delivery, list[Quad]]] = []
+        mine: list[_Mine] = []
         groups: dict[str, list[Delivery]] = {}
         for delivery in deliveries:
             graph = trusted_iri(delivery.graph)
@@ -222,31 +267,7 @@ class Storage:
                 mine.append((graph, own, delivery, quads))
             for hop, taken in by_hop.items():
                 groups.setdefault(hop, []).append(_part(delivery, taken))
-        owners: set[str] = set()
-
-        async def forward(hop: str, part: list[Delivery]) -> None:
-            neighbour = state.neighbours.get(hop)
-            try:
-                if neighbour is None:
-                    raise FAILED[0]("neighbour vanished")
-                reply = await self.router.call_merged(neighbour.address, Op.DELIVER, part, Deliver)
-                owners.update(Delivered.from_wire(reply).owners)
-            except FAILED as exc:
-                log.info("peer %s: delivery via %s failed (%s); routing quads one by one", state.id, hop, exc)
-                for delivery in part:
-                    graph = trusted_iri(delivery.graph)
-                    for i in _taken(delivery):
-                        quad = triple_from_wire(graph, delivery.quads[i], trusted=True)
-                        result = await self.router.route(space.point(quad), Op.DELIVER_LOCAL, _part(delivery, [i]))
-                        owners.update(result or ())
-
-        async def store_mine() -> None:
-            if mine:
-                await self._store(mine)  # every event of the batch in one durable write
-                owners.add(state.address)
-
-        await gather([store_mine, *(partial(forward, hop, part) for hop, part in groups.items())])
-        return owners
+        return mine, groups
 
     async def _local_deliver(self, body: Delivery) -> list[str]:
         graph = trusted_iri(body.graph)
@@ -254,16 +275,33 @@ class Storage:
         taken = _taken(body)
         if any(not 0 <= i < len(quads) for i in taken):
             raise BadRequest(f"delivery of {body.graph}: a quad index is out of range")
-        await self._store([(graph, [quads[i] for i in taken], body, quads)])
-        return [self.state.address]
+        space = self.state.space
+        async with self.guard.store():
+            zone = self.state.zone
+            ours = [i for i in taken if zone.contains(space.point(quads[i]))]
+            mine: list[_Mine] = [(graph, [quads[i] for i in ours], body, quads)] if ours else []
+            results = await self._write(mine) if mine else []
+        owners = [self.state.address] if mine else []
+        if mine:
+            await self._stored(mine, results)
+        # routed here before this zone split for a newcomer: on to the owner now
+        moved = [i for i in taken if i not in ours]
+        if moved:
+            self.counters["deliveries_rerouted"] += 1
+            for i in moved:
+                owners.extend(await self.router.route(space.point(quads[i]), Op.DELIVER_LOCAL, _part(body, [i])) or ())
+        return owners
 
-    async def _store(self, mine: list[tuple[IRI, list[Quad], Delivery, list[Quad]]]) -> None:
+    async def _write(self, mine: list[_Mine]) -> list[tuple[Any, Any]]:
         """Store the quads this peer owns of several events, in one durable write."""
         # Each owner stamps an event with its own clock as it arrives (a retry keeps the first
         # stamp): a subscription stored here earlier has a smaller stamp, one stored later a larger
         # one, which is all matching compares (docs/pubsub.md, "Timing").
-        results = await self.store.write([add(graph.value, own, d.size, self.clock.now(), committed=d.tx is None,
-                                              tx=d.tx) for graph, own, d, _ in mine])
+        return await self.store.write([add(graph.value, own, d.size, self.clock.now(), committed=d.tx is None,
+                                           tx=d.tx) for graph, own, d, _ in mine])
+
+    async def _stored(self, mine: list[_Mine], results: list[tuple[Any, Any]]) -> None:
+        """Hand what was just stored to the matcher."""
         for (graph, own, delivery, quads), (fresh, _) in zip(mine, results):
             self.counters["quads_stored"] += len(fresh)
             whole = _whole_event(graph, quads) if delivery.whole else None

@@ -6,13 +6,14 @@ neighbours a multicast continues to) and does the sending itself.
 
 from __future__ import annotations
 
-from typing import Collection, Mapping, TypeVar
+from typing import Collection, Mapping, Sequence, TypeVar
 
 from eventcloud.errors import GeometryError
 from eventcloud.overlay.coordinates import DIMENSIONS, Box, Point
 from eventcloud.overlay.zones import Zone
 
-__all__ = ["next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner"]
+__all__ = ["next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
+           "intersection", "tiles"]
 
 K = TypeVar("K")
 
@@ -95,3 +96,41 @@ def _lower_corner(zone: Zone, box: Box) -> Point | None:
 def lowest_corner(zone: Zone, box: Box) -> Point:
     """The lowest corner of zone ∩ box: a point the zone owns (where a multicast child is sent)."""
     return tuple(max(z[0], b[0]) for z, b in zip(zone.bounds, box))  # type: ignore[return-value]
+
+
+def intersection(zone: Zone, box: Box) -> Box | None:
+    """zone ∩ box, or None if they share no point."""
+    bounds = tuple((max(lo, blo), min(hi, bhi)) for (lo, hi), (blo, bhi) in zip(zone.bounds, box))
+    return None if any(lo >= hi for lo, hi in bounds) else bounds  # type: ignore[return-value]
+
+
+def tiles(box: Box, pieces: Sequence[Box]) -> bool:
+    """Whether `pieces` (what each peer a multicast reached covered of `box`) fill the box
+    exactly: inside it, pairwise disjoint, volumes adding up to its volume.
+
+    Each peer reports zone ∩ box as it was when it answered. A multicast that crossed a
+    membership change (a split, a takeover) can miss a zone or reach one twice; in a stable
+    overlay the pieces are the zones meeting the box and always tile it.
+    """
+    total = 0
+    for piece in pieces:
+        if any(not (blo <= lo < hi <= bhi) for (lo, hi), (blo, bhi) in zip(piece, box)):
+            return False
+        total += _volume(piece)
+    if total != _volume(box):
+        return False
+    ordered = sorted(pieces)
+    for i, a in enumerate(ordered):
+        for b in ordered[i + 1:]:
+            if b[0][0] >= a[0][1]:
+                break  # sorted by the lower graph bound: no later piece can meet `a`
+            if all(max(alo, blo) < min(ahi, bhi) for (alo, ahi), (blo, bhi) in zip(a, b)):
+                return False
+    return True
+
+
+def _volume(box: Box) -> int:
+    volume = 1
+    for lo, hi in box:
+        volume *= hi - lo
+    return volume

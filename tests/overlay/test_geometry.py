@@ -14,7 +14,7 @@ from eventcloud.overlay import (
     CoordinateSpace,
     GeometryError,
     Zone,
-    covering,
+    covering, intersection, tiles,
     local_name,
     multicast_children,
     multicast_root,
@@ -422,6 +422,24 @@ def test_multicast_reaches_each_covering_peer_once(space, ops, data) -> None:  #
             assert deliveries[peer] == 1, f"{peer} reached twice"
             queue.extend(multicast_children(zones[peer], tables[peer], box))
         assert sorted(deliveries) == covering(zones, box)
+        pieces = [intersection(zones[peer], box) for peer in deliveries]
+        assert tiles(box, pieces)  # what a stable overlay's multicast reports always tiles the box
+        if len(pieces) > 1:  # a zone missed, or one reached twice, never does
+            assert not tiles(box, pieces[1:])
+            assert not tiles(box, pieces + pieces[:1])
+
+
+def test_tiles_refuses_overlap_that_balances_a_gap() -> None:
+    """A peer that answered with its zone before a split plus the newcomer (counted twice),
+    while an equal-sized zone was missed: the volumes add up, the pieces still do not tile."""
+    box = ((0, 4), (0, 1), (0, 1), (0, 1))
+    stale = ((0, 2), (0, 1), (0, 1), (0, 1))    # old owner, before its split
+    newcomer = ((1, 2), (0, 1), (0, 1), (0, 1))  # its upper half, answered by the newcomer
+    missed = ((2, 3), (0, 1), (0, 1), (0, 1))
+    rest = ((3, 4), (0, 1), (0, 1), (0, 1))
+    assert tiles(box, [stale, missed, rest])
+    assert not tiles(box, [stale, newcomer, rest])          # same volume as the box
+    assert not tiles(box, [((0, 5), (0, 1), (0, 1), (0, 1))])  # outside the box
 
 
 # --- coordinate monotonicity --------------------------------------------------------------

@@ -230,3 +230,68 @@ async def test_stabilisation_drops_a_ghost_neighbour_whose_zone_others_now_own(a
         async with overlay.client() as client:
             status = await client.status()
         assert_exact_neighbour_tables(status)
+
+
+async def test_a_multicast_that_crosses_a_split_runs_again_and_misses_nothing(autojump_clock):
+    """A peer splits its zone for a newcomer while it answers a multicast: what it counted no
+    longer covers what it reported, so the caller runs the multicast again (the newcomer holds
+    the other half now) instead of returning a count without the handed-over quads."""
+    async with open_overlay(1) as overlay:
+        first = overlay.peers[0]
+        async with overlay.client() as client:
+            for event in sample_events(60):
+                await client.publish(event)
+            routed = first.router.dispatcher._routed
+            original = routed[Op.COUNT_LOCAL]
+            joined = trio.Event()
+            calls = []
+
+            async def count_during_a_join(body):
+                calls.append(body)
+                if len(calls) == 1:
+                    await joined.wait()  # the zone splits while this count is under way
+                return await original(body)
+
+            routed[Op.COUNT_LOCAL] = count_during_a_join
+            counted = []
+            async with trio.open_nursery() as nursery:
+                async def count() -> None:
+                    counted.append(await client.count())
+                nursery.start_soon(count)
+                await trio.sleep(0.01)
+                newcomer = await overlay.add_peer()
+                joined.set()
+            assert newcomer.storage.store.sync.count() > 0, "the newcomer took part of the quads"
+            assert counted == [300]
+            assert first.counters["multicast_repeated"] >= 1
+
+
+async def test_a_zone_splits_only_after_the_stores_it_decided_from(autojump_clock):
+    """Quads a peer decided were its own and is still writing when a newcomer splits its zone:
+    the split waits for the write, so its snapshot hands them over (none is stranded on a peer
+    whose zone no longer holds it, where no reader or matcher would look)."""
+    async with open_overlay(1) as overlay:
+        first = overlay.peers[0]
+        store = first.storage.store
+        write = store.write
+        delayed = []
+
+        async def slow_write(mutations, **options):
+            if not delayed and any(m[0] == "add" for m in mutations):
+                delayed.append(len(mutations))
+                await trio.sleep(1)  # the newcomer asks for its split meanwhile
+            return await write(mutations, **options)
+
+        store.write = slow_write
+        async with overlay.client() as client:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(client.publish_batch, sample_events(40))
+                await trio.sleep(0.1)
+                newcomer = await overlay.add_peer()
+            assert delayed
+            assert newcomer.storage.store.sync.find(None, None, None, None), "the newcomer took part of the quads"
+            for running in overlay.peers:
+                state = running.state
+                for quad in running.storage.store.sync.find(None, None, None, None):
+                    assert state.zone.contains(state.space.point(quad)), f"{quad} stranded on peer {state.id}"
+            assert await client.count() == 200

@@ -37,7 +37,7 @@ from eventcloud.rdf.model import IRI, RDF_LANGSTRING, CompoundEvent, Literal, Qu
 __all__ = [
     "term_to_wire", "term_from_wire", "iri_from_wire", "quad_to_wire", "quad_from_wire", "triple_to_wire",
     "triple_from_wire", "event_to_wire", "event_from_wire", "pattern_to_wire", "pattern_from_wire",
-    "point_to_wire", "point_from_wire", "box_to_wire", "box_from_wire", "zone_to_wire", "zone_from_wire",
+    "coordinate_to_wire", "point_to_wire", "point_from_wire", "box_to_wire", "box_from_wire", "zone_to_wire", "zone_from_wire",
     "neighbour_to_wire", "neighbour_from_wire", "space_to_wire", "space_from_wire", "partial_to_wire",
     "partial_from_wire", "solutions_to_wire", "solutions_from_wire", "trusted_iri",
 ]
@@ -45,7 +45,13 @@ __all__ = [
 Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
 
 _NDIM = len(DIMENSIONS)
-_HEX = re.compile(r"[0-9a-f]{1,2048}")
+#: A coordinate: lower-case hex, or "<hex>*<k>" for hex × 96^k. A term's coordinate is its
+#: prefix in base 96 (the printable-ASCII radix of the default space) padded with zero digits,
+#: so this is about as long as the term rather than the axis (docs/protocol.md).
+_COORDINATE = re.compile(r"([0-9a-f]{1,2048})(?:\*([1-9][0-9]{0,3}))?")
+_BASE = 96
+_MAX_POWER = 1024
+_POWERS = [_BASE ** k for k in range(_MAX_POWER + 1)]
 _MAX_SPLITS = 65536
 
 
@@ -200,14 +206,29 @@ def solutions_from_wire(data: Any, trusted: bool = False) -> tuple[dict[str, Ter
 
 # --- CAN geometry -----------------------------------------------------------------------------
 
+@lru_cache(maxsize=1 << 16)
+def coordinate_to_wire(value: int) -> str:
+    """A coordinate as compact text (see `_COORDINATE`)."""
+    if value <= 0xFFFF:
+        return format(value, "x")
+    k = min((value & -value).bit_length() // 5, _MAX_POWER)  # 96^k = 2^5k · 3^k divides it: 5k <= 2-adic order
+    while k > 2 and value % _POWERS[k]:
+        k -= 1
+    if k <= 2:
+        return format(value, "x")
+    return f"{value // _POWERS[k]:x}*{k}"
+
+
 def _coordinate(value: Any, what: str) -> int:
-    if type(value) is not str or not _HEX.fullmatch(value):
+    match = _COORDINATE.fullmatch(value) if type(value) is str else None
+    if match is None or (match.group(2) is not None and int(match.group(2)) > _MAX_POWER):
         raise BadRequest(f"{what} must be a lower-case hex string, got {_show(value)}")
-    return int(value, 16)
+    digits, power = match.groups()
+    return int(digits, 16) * _POWERS[int(power)] if power else int(digits, 16)
 
 
 def point_to_wire(point: Point) -> list[str]:
-    return [format(c, "x") for c in point]
+    return [coordinate_to_wire(c) for c in point]
 
 
 def point_from_wire(data: Any) -> Point:
@@ -217,7 +238,9 @@ def point_from_wire(data: Any) -> Point:
 
 
 def box_to_wire(box: Box) -> list[list[str]]:
-    return [[format(lo, "x"), format(hi, "x")] for lo, hi in box]
+    """[lo, hi] per axis; [lo] alone for the one-coordinate interval [lo, lo + 1) of a constant."""
+    return [[coordinate_to_wire(lo)] if hi == lo + 1 else [coordinate_to_wire(lo), coordinate_to_wire(hi)]
+            for lo, hi in box]
 
 
 def box_from_wire(data: Any) -> Box:
@@ -225,9 +248,10 @@ def box_from_wire(data: Any) -> Box:
         raise BadRequest(f"invalid box {_show(data)}: expected {_NDIM} [lo, hi] pairs of hex coordinates")
     bounds = []
     for pair, dim in zip(data, DIMENSIONS):
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise BadRequest(f"box bound along {dim} must be [lo, hi], got {_show(pair)}")
-        lo, hi = (_coordinate(x, f"box bound along {dim}") for x in pair)
+        if not isinstance(pair, list) or len(pair) not in (1, 2):
+            raise BadRequest(f"box bound along {dim} must be [lo, hi] or [lo], got {_show(pair)}")
+        lo = _coordinate(pair[0], f"box bound along {dim}")
+        hi = _coordinate(pair[1], f"box bound along {dim}") if len(pair) == 2 else lo + 1
         if not lo < hi:
             raise BadRequest(f"empty box interval along {dim}")
         bounds.append((lo, hi))
@@ -235,7 +259,7 @@ def box_from_wire(data: Any) -> Box:
 
 
 def zone_to_wire(zone: Zone) -> list[Any]:
-    return [box_to_wire(zone.bounds), list(zone.splits)]
+    return [[[coordinate_to_wire(lo), coordinate_to_wire(hi)] for lo, hi in zone.bounds], list(zone.splits)]
 
 
 def zone_from_wire(data: Any) -> Zone:
@@ -262,9 +286,10 @@ def zone_from_wire(data: Any) -> Zone:
 
 
 def _zone_hex(value: Any, dimension: str) -> int:
-    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-fA-F]{1,2048}", value):
-        raise GeometryError(f"zone bound along {dimension} must be a hex string, got {_show(value)}")
-    return int(value, 16)
+    try:
+        return _coordinate(value, f"zone bound along {dimension}")
+    except BadRequest as exc:
+        raise GeometryError(exc.message) from None
 
 
 def neighbour_to_wire(ident: str, neighbour: Neighbour) -> dict[str, Any]:

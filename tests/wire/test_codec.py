@@ -12,7 +12,7 @@ from eventcloud.matching.csma import PartialMatch
 from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
 from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, make_quad
 from eventcloud.wire.codec import (
-    box_from_wire, box_to_wire, event_from_wire, event_to_wire, neighbour_from_wire, neighbour_to_wire,
+    box_from_wire, box_to_wire, coordinate_to_wire, event_from_wire, event_to_wire, neighbour_from_wire, neighbour_to_wire,
     partial_from_wire, partial_to_wire, pattern_from_wire, pattern_to_wire, point_from_wire, point_to_wire,
     quad_from_wire, quad_to_wire, solutions_from_wire, solutions_to_wire, term_from_wire, term_to_wire,
     zone_from_wire, zone_to_wire,
@@ -85,7 +85,25 @@ def test_invalid_points_are_bad_requests(bad):
         point_from_wire(bad)
 
 
-@pytest.mark.parametrize("bad", [None, [["0", "1"]] * 3, [["1", "0"]] * 4, [["0"]] * 4, [[0, 1]] * 4])
+def test_coordinates_are_about_as_long_as_their_term():
+    """A coordinate is a term's prefix padded with zero digits: its trailing zeros are counted,
+    not written, and a constant's interval [c, c + 1) is written [c]."""
+    space = CoordinateSpace()
+    c = space.coordinate(IRI("http://example.org/sensor/traffic-158324"))
+    assert len(format(c, "x")) > 200
+    assert len(coordinate_to_wire(c)) < 60
+    assert point_from_wire(point_to_wire((c, 0, space.top, c + 1))) == (c, 0, space.top, c + 1)
+    box = space.pattern_box((None, IRI("http://example.org/sensor/traffic-158324"), None, None))
+    wire = box_to_wire(box)
+    assert len(wire[1]) == 1 and box_from_wire(through_msgpack(wire)) == box
+    assert point_from_wire(["1a3*120", "0", "ff", "10"]) == (0x1a3 * 96 ** 120, 0, 255, 16)
+    assert all(coordinate_to_wire(x) == format(x, "x") for x in (0, 1, 96 ** 3 + 1, 2 ** 700 + 1))
+    assert all(point_from_wire(point_to_wire((x, x, x, x)))[0] == x for x in (96 ** 200, 3 * 96 ** 5, 2 ** 700))
+
+
+@pytest.mark.parametrize("bad", [None, [["0", "1"]] * 3, [["1", "0"]] * 4, [["0", "1", "2"]] * 4, [[0, 1]] * 4,
+                                 [["1*0"]] * 4, [["1*99999"]] * 4, [["1*"]] * 4, [["*5"]] * 4,
+                                 [["1*1025"]] * 4])
 def test_invalid_boxes_are_bad_requests(bad):
     with pytest.raises(BadRequest):
         box_from_wire(bad)

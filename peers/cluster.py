@@ -31,7 +31,7 @@ class LocalCluster:
                  algorithm: str = "osma", mapping: str = "local-name", host: str = "127.0.0.1",
                  start_timeout: float = 60.0, log_level: str = "warning", seed: int | None = None,
                  replicas: int = 2, fsync: bool = True, extra: list[str] | None = None, secure: bool = True,
-                 tls: tuple[Path, Path, Path | None] | None = None) -> None:
+                 tls: tuple[Path, Path, Path | None] | None = None, cwd: str | Path | None = None) -> None:
         if peers < 1:
             raise ClusterError("a cluster needs at least one peer")
         self.size = peers
@@ -51,6 +51,7 @@ class LocalCluster:
         self.secret_file = self.data_dir / "cluster.secret"
         self.admin_token_file = self.data_dir / "admin.token"
         self.tls = tls                  # (certificate, key, CA) every peer serves and verifies with
+        self.cwd = cwd                  # where peers start: another checkout runs its own code there
         self.processes: list[subprocess.Popen] = []
         self.addresses: list[str] = []
         self.commands: list[list[str]] = []
@@ -103,7 +104,7 @@ class LocalCluster:
         # a session of its own: Ctrl-C in a terminal reaches the cluster's owner, which stops the
         # peers in order, and never a peer still starting Python (a fatal error in site.py)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True, cwd=self.cwd)
         address = self._await_address(proc, index)
         if index < len(self.processes):
             self.processes[index] = proc

@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Delivery", "Session"]
 
+#: Most notifications pushed to one subscriber in one write.
+PUSH_BATCH = 256
+
 
 @dataclass
 class Session:
@@ -273,10 +276,12 @@ class Delivery:
                 await session.wakeup.wait()
                 session.wakeup = trio.Event()
                 continue
-            op, note = session.queue.popleft()
+            # everything queued meanwhile goes out in one write (bounded: a frame each)
+            batch = [session.queue.popleft() for _ in range(min(len(session.queue), PUSH_BATCH))]
             try:
-                await session.conn.push(op, note)
-                self.counters["notifications_pushed"] += 1
+                await session.conn.push_all(batch)
+                self.counters["notifications_pushed"] += len(batch)
+                self.counters["notification_writes"] += 1
             except ConnectionLost:
                 break
 

@@ -271,15 +271,28 @@ class RpcConnection:
         except _BROKEN as exc:
             raise ConnectionLost(f"connection {self.name} broke: {exc}") from None
 
+    async def push_all(self, pushes: list[tuple[Op, dict[str, Any] | Body]]) -> None:
+        """Several pushes (a subscriber's queued notifications) in one write."""
+        now = self.clock.now()
+        frames = [encode(Message(Kind.PUSH, op, None, now, body.to_wire() if isinstance(body, Body) else body),
+                         self._max_frame) for op, body in pushes]
+        try:
+            await self._send_frames(frames)
+        except _BROKEN as exc:
+            raise ConnectionLost(f"connection {self.name} broke: {exc}") from None
+
     async def _send(self, message: Message) -> None:
-        frame = encode(message, self._max_frame)
+        await self._send_frames([encode(message, self._max_frame)])
+
+    async def _send_frames(self, frames: list[bytes]) -> None:
         while self._outbox_bytes > self._max_outbox and not self.closed:
             await self._drained.wait()  # bounded outbox: wait for the writer to catch up
         if self.closed:
             raise trio.ClosedResourceError(f"connection {self.name} is closed")
-        self.counters["bytes_out"] += len(frame)
-        self._outbox.append(frame)
-        self._outbox_bytes += len(frame)
+        for frame in frames:
+            self.counters["bytes_out"] += len(frame)
+            self._outbox.append(frame)
+            self._outbox_bytes += len(frame)
         # Group commit: acquiring the lock yields, so frames queued meanwhile by other tasks
         # go out in the same send_all (one system call for many small messages).
         async with self._send_lock:

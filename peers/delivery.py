@@ -33,7 +33,7 @@ from eventcloud.sparql.subscription import SubscriptionError
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    Empty, Leases, MailboxEnd, MailboxOpen, Notification, Notify, StoreSubscription, Subscribe, Subscribed,
+    Empty, Leases, MailboxEnd, MailboxOpen, Notification, Notifies, Notify, StoreSubscription, Subscribe, Subscribed,
     SubscriptionId, SubscriptionRecord, Unsubscribe,
 )
 from eventcloud.wire.schema import Body
@@ -303,8 +303,9 @@ class Delivery:
 
     # --- notifications ------------------------------------------------------------------------
 
-    async def _on_notify(self, conn: RpcConnection, body: Notify) -> Empty:
-        await self.accept(body)
+    async def _on_notify(self, conn: RpcConnection, body: Notifies) -> Empty:
+        for note in body.items:
+            await self.accept(note)
         return Empty()
 
     async def accept(self, body: Notify) -> None:

@@ -31,6 +31,7 @@ import contextvars
 import logging
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Awaitable, Callable, Union
 
 import trio
@@ -42,12 +43,13 @@ from eventcloud.matching.reference import MAX_SOLUTIONS, event_index
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.wire.codec import quad_from_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
-from eventcloud.wire.messages import CsmaStep, Find, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord
+from eventcloud.wire.messages import CsmaStep, Find, Notifies, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord
 from eventcloud.wire.ops import Op
 from peers.router import Router
 from peers.state import PeerState
 from peers.store import AsyncStore, notified
 from peers.subscriptions import Subscriptions
+from peers.tasks import gather
 
 log = logging.getLogger(__name__)
 
@@ -292,6 +294,7 @@ class Matcher:
         view = event_index(event)                       # the event, indexed once for every decision
         matched = set(index.match_event(event))         # the shared joins decide the matches
         zone, space = self.state.zone, self.state.space
+        owed: list[Callable[[], Awaitable[None]]] = []
         for ident in candidates:
             stored = self.subscriptions.get(ident)
             if ident not in matched or stored is None or published < stored.t:
@@ -300,10 +303,12 @@ class Matcher:
             position, solutions = decide(stored.sub, view, want_solutions=kind == "bindings")
             if position is None or not zone.contains(space.point(event.quads[position])):
                 continue
-            await self._notify(stored.record, graph, size, published,
-                               solutions=tuple(solutions) if kind == "bindings" else None,
-                               quads=event.quads if kind == "event" else None,
-                               truncated=kind == "bindings" and len(solutions) >= MAX_SOLUTIONS)
+            owed.append(partial(self._notify, stored.record, graph, size, published,
+                                solutions=tuple(solutions) if kind == "bindings" else None,
+                                quads=event.quads if kind == "event" else None,
+                                truncated=kind == "bindings" and len(solutions) >= MAX_SOLUTIONS))
+        if owed:  # all at once: the notifications for one entry peer travel in one request
+            await gather(owed)
 
     async def _gather(self, graph: str, size: int) -> CompoundEvent:
         """The whole event from its owners (after a restart or a takeover lost the copy in memory)."""
@@ -342,8 +347,8 @@ class Matcher:
         if record.entry == self.state.address:
             await self.notify_here(body)
             return
-        try:
-            await self.router.call(record.entry, Op.NOTIFY, body)
+        try:  # merged with the notifications other tasks send the same entry peer meanwhile
+            await self.router.call_merged(record.entry, Op.NOTIFY, [body], Notifies)
         except EventCloudError as exc:
             self.counters["notifications_undeliverable"] += 1
             if self.subscriptions.get(record.id) is None:

@@ -18,7 +18,7 @@ from eventcloud.wire.ops import Op
 from eventcloud.wire.peer_messages import *  # noqa: F401,F403
 from eventcloud.wire.peer_messages import (
     Announce, Commit, CsmaStep, Deliver, Delivered, Delivery, Handover, JoinCommit, JoinData, JoinRequest, Leases, Load, MailboxAck,
-    MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, Notify, PeerId, Probe, ProbeResult,
+    MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, Notifies, Notify, PeerId, Probe, ProbeResult,
     ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, Route, Routed, StoreSubscription,
     SchemaNewer, SchemaOffer, SparqlLocal, Table, TakeOver,
 )
@@ -34,7 +34,7 @@ REQUESTS: dict[Op, type[Body]] = {
     Op.MAILBOX_NOTIFY: Notify, Op.MAILBOX_END: MailboxEnd, Op.LEASE_SUB: Leases, Op.SUBS_LOCAL: Empty,
     Op.ENDED: Ended, Op.SCHEMA: Empty, Op.SCHEMA_LOAD: SchemaLoad, Op.SCHEMA_FETCH: SchemaNewer,
     Op.SCHEMA_SET: SchemaLoad, Op.SCHEMA_LOCAL: Empty, Op.SPARQL_LOCAL: SparqlLocal,
-    Op.ROUTE: Route, Op.DELIVER: Deliver, Op.COMMIT: Commit, Op.NOTIFY: Notify, Op.JOIN_COMMIT: JoinCommit,
+    Op.ROUTE: Route, Op.DELIVER: Deliver, Op.COMMIT: Commit, Op.NOTIFY: Notifies, Op.JOIN_COMMIT: JoinCommit,
     Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.TABLE: Empty, Op.PROBE: Probe, Op.REPLICATE: Replicate,
     Op.REPLICA_SYNC: ReplicaSync, Op.REPLICA_STATE: ReplicaState, Op.REPLICA_DROP: ReplicaOf,
     Op.REPLICA_STATUS: ReplicaOf,

@@ -101,6 +101,13 @@ class Notify(Body):
 
 
 @message
+class Notifies(Body):
+    """Notifications for subscriptions entered at one peer, merged (`notify`)."""
+
+    items: tuple[Notify, ...] = field(LIST(NESTED(Notify)))
+
+
+@message
 class SubscriptionRecord(Body):
     """What every peer of a subscription's box stores about it."""
 

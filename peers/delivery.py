@@ -40,7 +40,7 @@ from eventcloud.wire.schema import Body
 from eventcloud.wire.ops import Op
 from peers.config import LeaseSettings as Leases_
 from peers.queries import Queries
-from peers.reconstruction import reconstruct
+from peers.reconstruction import Gatherer, reconstruct
 from peers.router import Router
 from peers.state import PeerState
 from peers.subscriptions import Stored, indexing_box, parse_cached
@@ -95,6 +95,7 @@ class Delivery:
         self.taxonomy = taxonomy   # this peer's class taxonomy (rebuilt bindings read it)
         self.router = router
         self.queries = queries
+        self.gatherer = Gatherer(queries, counters)   # whole events for CSMA notifications
         self.clock = clock
         self.counters = counters
         self.physical_ms = physical_ms
@@ -344,7 +345,7 @@ class Delivery:
                     log.warning("reconstruction of %s failed: %s", job.graph, exc)
 
     async def _reconstruct(self, job: _Reconstruction) -> None:
-        note = await reconstruct(self.queries, job.stored, job.graph, job.size, job.published,
+        note = await reconstruct(self.gatherer, job.stored, job.graph, job.size, job.published,
                                  deadline=self.reconstruct_deadline, counters=self.counters, taxonomy=self.taxonomy())
         if note is not None and job.stored.id in job.session.subscriptions:
             self._offer(job.session, note)

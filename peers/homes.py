@@ -41,7 +41,7 @@ from eventcloud.wire.messages import (
 from eventcloud.wire.ops import Op
 from peers import mailboxes as mb
 from peers.queries import Queries
-from peers.reconstruction import reconstruct
+from peers.reconstruction import Gatherer, reconstruct
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.store import AsyncStore
@@ -88,6 +88,7 @@ class Homes:
         self.store = store
         self.subscriptions = subscriptions
         self.queries = queries
+        self.gatherer = Gatherer(queries, counters)   # whole events for CSMA notifications
         self.counters = counters
         self.physical_ms = physical_ms
         self.retry_window = retry_window
@@ -213,7 +214,7 @@ class Homes:
             stored = self.subscriptions.get(body.subscription)
             if stored is None:
                 return 0
-            completed = await reconstruct(self.queries, stored, body.event, body.size, body.published,
+            completed = await reconstruct(self.gatherer, stored, body.event, body.size, body.published,
                                           deadline=self.reconstruct_deadline, counters=self.counters,
                                           taxonomy=self.subscriptions.taxonomy)
             if completed is None:

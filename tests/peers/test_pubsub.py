@@ -297,3 +297,24 @@ async def test_subscribe_reaches_its_box_only_and_keeps_happen_before_with_skewe
             got: list[Notification] = []
             await collect(sub, len(after), got, seconds=30)
             assert sorted(n.event for n in got) == sorted(e.graph.value for e in after)
+
+
+async def test_an_event_completing_several_csma_subscriptions_is_gathered_once(autojump_clock):
+    """Under CSMA the entry peer gathers an event's quads to complete a notification's bindings:
+    once per event, however many of its subscriptions the event matched."""
+    async with open_overlay(4, "csma", seed=3) as overlay:
+        async with overlay.client(0, "subscriber") as subscriber, overlay.client(2, "publisher") as publisher:
+            texts = [f"SELECT ?s ?a ?b WHERE {{ GRAPH ?g {{ ?s <{EX}{p}> ?a . ?s <{EX}{q}> ?b }} }}"
+                     for p, q in (("p1", "p2"), ("p2", "p3"), ("p1", "p3"))]
+            subs = [await subscriber.subscribe(text, kind="bindings") for text in texts]
+            entry = overlay.peers[0]
+            graph = IRI(f"{EX}events/gathered")
+            event = CompoundEvent(graph, tuple(make_quad(graph, IRI(f"{EX}s"), IRI(f"{EX}{p}"), Literal(str(i)))
+                                               for i, p in enumerate(("p1", "p2", "p3"))))
+            await publisher.publish(event)
+            for sub, text in zip(subs, texts):
+                with trio.fail_after(10):
+                    note = await sub.__anext__()
+                assert note.event == graph.value
+                assert notification_solutions(note) == oracle_solutions(text, event)
+            assert entry.counters["reconstructions_shared"] == 2

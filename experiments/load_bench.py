@@ -9,7 +9,8 @@ them subscribe to one pattern, half to a two-pattern join, so CSMA chains), then
 `--publishers` publishers each publish `--events` events one per request, all at once. It
 prints the publish rate, the notification rate, the lag of each notification behind the
 acknowledgement of its event (p50/p95/p99/max), the peak RSS of each peer, and the
-notifications lost (expected, never received) and duplicated.
+notifications not received (expected, not there when `--timeout` ran out after the last
+publish) and duplicated.
 
 `--baseline COMMIT` runs the peers of that commit (checked out in a temporary worktree)
 with the same workload in the same run, first, and prints both side by side.
@@ -160,7 +161,7 @@ def baseline_tree(commit: str) -> Iterator[Path]:
 
 def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
     lines = ["| code | algorithm | events | publish ev/s | notifications/s | last after publish (s) | "
-             "lag p50 / p95 / p99 / max (s) | peak RSS max / mean (MB) | expected | lost | duplicated |",
+             "lag p50 / p95 / p99 / max (s) | peak RSS max / mean (MB) | expected | not received | duplicated |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for code, r in rows:
         lag = " / ".join(f"{x:.2f}" for x in r["lag"])

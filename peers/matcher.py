@@ -57,6 +57,7 @@ __all__ = ["Matcher"]
 
 WAITING_LIMIT = 100_000        # whole events kept in memory between their two phases
 RECENT_LIMIT = 50_000          # recent events whose quads held here are kept in memory for matching
+CHAINS_AT_ONCE = 64            # CSMA chains of one event started concurrently
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,10 +276,12 @@ class Matcher:
             here = await self._quads_here(graph)
             if self.state.algorithm == "osma":
                 await self._osma(graph, here, info.size, info.published, work.whole)
-            else:
-                for quad in here:
-                    for ident in self.subscriptions.index.first_pattern_candidates(quad):
-                        await self._process(_First(ident, quad, info.size, info.published))
+            else:  # the chains of one event run at once (their notifications to an entry merge)
+                index = self.subscriptions.index
+                steps = [partial(self._process, _First(ident, quad, info.size, info.published))
+                         for quad in here for ident in index.first_pattern_candidates(quad)]
+                for at in range(0, len(steps), CHAINS_AT_ONCE):
+                    await gather(steps[at:at + CHAINS_AT_ONCE])
         # not durable: a lost mark only means matching again, and the entry drops the repeats
         await self.store.write([notified(graph)], durable=False)
 

@@ -17,6 +17,7 @@ from eventcloud.operators.city import DISTANCE, WITHIN_POLYGON, WITHIN_RADIUS, d
 from eventcloud.operators.text import similarity
 from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, Quad
 from eventcloud.sparql.filters.operators import Operator, OperatorSet
+from eventcloud.sparql.filters.values import canonical_term
 
 __all__ = ["CountingOperators", "TEST_NS", "EX", "PREFIXES", "reading", "random_subscription_text",
            "overlapping_workload"]
@@ -82,6 +83,7 @@ def reading(rng: random.Random, number: int, sensors: int = 3) -> CompoundEvent:
             Quad(graph, s, IRI(EX + "kind"), IRI(EX + rng.choice(["Traffic", "Parking"]))),
             Quad(graph, s, IRI(EX + "title"), Literal(rng.choice(TITLES))),
         ]
+    quads = [Quad(q.g, q.s, q.p, canonical_term(q.o)) for q in quads]  # as peers store them
     return CompoundEvent(graph, tuple(dict.fromkeys(quads)))
 
 

@@ -82,7 +82,9 @@ class Operator:
 
 
 class OperatorSet(Mapping[str, Operator]):
-    """The operators one peer can call, by IRI (immutable; hashable by its signatures)."""
+    """The operators one peer can call, by IRI (immutable). Two sets are equal when they hold the
+    same functions under the same IRIs and costs (what parsed subscriptions may be shared for);
+    peers of one overlay are compared on `names` only, since their functions are their own."""
 
     def __init__(self, operators: Iterable[Operator] = ()) -> None:
         found: dict[str, Operator] = {}
@@ -93,7 +95,7 @@ class OperatorSet(Mapping[str, Operator]):
                 raise OperatorError(f"two operators are registered under {op.iri}")
             found[op.iri] = op
         self._ops = dict(sorted(found.items()))
-        self._key = tuple(op.signature for op in self._ops.values())
+        self._key = tuple((*op.signature, op.function) for op in self._ops.values())
 
     def __getitem__(self, iri: str) -> Operator:
         return self._ops[iri]

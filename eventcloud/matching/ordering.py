@@ -32,6 +32,11 @@ evaluates it however it must (off the event loop, under a budget) and says `reco
 Owners may name a *parent* (a subscription that contains them, eventcloud.matching.containment):
 once a parent is decided false its descendants are false with nothing evaluated (all orders but
 naive); parents are always walked before their children.
+
+`merge(members)` adds seed 002's *merger* of owners often matched together: a synthetic owner
+whose one clause is the predicates every clause of every member shares, made the parent of
+the members that have none; it is never reported as matched. (Measured in
+experiments/operators_bench.py: it does not pay here, see docs/matching.md.)
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ class _Clause:
 
 
 class _Owner:
-    __slots__ = ("ident", "seq", "clauses", "alive", "state", "parent", "children", "depth")
+    __slots__ = ("ident", "seq", "clauses", "alive", "state", "parent", "children", "depth", "synthetic")
 
     def __init__(self, ident: Any, seq: int) -> None:
         self.ident = ident
@@ -81,6 +86,7 @@ class _Owner:
         self.parent: _Owner | None = None
         self.children: list[_Owner] = []
         self.depth = 0
+        self.synthetic = False
 
 
 class ResidualPlan:
@@ -127,8 +133,31 @@ class ResidualPlan:
             owner.parent.children.append(owner)
             owner.depth = owner.parent.depth + 1
 
+    def merge(self, ident: Any, members: Iterable[Any]) -> bool:
+        """A merger of `members` (owners already added); False when they share no predicate."""
+        owners = [self._owners[m] for m in members if m in self._owners]
+        owners = [o for o in owners if o.parent is None and o.state is None and o.clauses]
+        if len(owners) < 2:
+            return False
+        common = None
+        for owner in owners:
+            for clause in owner.clauses:
+                keys = {id(p) for p in clause.preds}
+                common = keys if common is None else common & keys
+        if not common:
+            return False
+        preds = [p for p in owners[0].clauses[0].preds if id(p) in common]
+        self.add(ident, -1, [[p.key for p in preds]])
+        merger = self._owners[ident]
+        merger.synthetic = True
+        for owner in owners:
+            owner.parent = merger
+            owner.depth = 1
+            merger.children.append(owner)
+        return True
+
     def __len__(self) -> int:
-        return len(self._owners)
+        return sum(1 for o in self._owners.values() if not o.synthetic)
 
     # --- running -------------------------------------------------------------------------------
 
@@ -169,6 +198,7 @@ class ResidualPlan:
             won = [o for o in self._owners.values() if any(all(p.value for p in c.preds) for c in o.clauses)]
         else:
             won = [o for o in self._owners.values() if o.state]
+        won = [o for o in won if not o.synthetic]
         return [o.ident for o in sorted(won, key=lambda o: o.seq)]
 
     def values(self) -> Iterator[tuple[Hashable, bool]]:
@@ -246,15 +276,19 @@ def _profile(clause: _Clause) -> list[tuple[_Pred, float, float]]:
 def _order_chains(chains: list[_Clause]) -> list[_Clause]:
     profiles = {id(c): _profile(c) for c in chains}
     live = {id(c) for c in chains}
-    shared = [c for c in chains if any(len(p.clauses) > 1 for p in c.preds)]
-    alone = [c for c in chains if id(c) not in {id(s) for s in shared}]
+    users: dict[int, int] = {}
+    for clause in chains:
+        for pred in clause.preds:
+            users[id(pred)] = users.get(id(pred), 0) + 1
+    shared = [c for c in chains if any(users[id(p)] > 1 for p in c.preds)]
+    alone = [c for c in chains if all(users[id(p)] == 1 for p in c.preds)]
     if len(shared) <= GREEDY_LIMIT:
-        ordered = _greedy_path(shared, profiles)
+        ordered = _greedy_path(shared, profiles, live)
     else:
         def ratio(clause: _Clause) -> float:
             total = 0.0
             for pred, reach, above in profiles[id(clause)]:
-                others = sum(1 for c in pred.clauses if c is not clause and id(c) in live)
+                others = users[id(pred)] - 1
                 if others:
                     total += others * (1.0 - pred.p) * reach / (above + pred.cost)
             return total
@@ -274,7 +308,7 @@ def _difference(a: _Clause, b: _Clause, profiles: dict[int, list]) -> float:
     return total
 
 
-def _greedy_path(chains: list[_Clause], profiles: dict[int, list]) -> list[_Clause]:
+def _greedy_path(chains: list[_Clause], profiles: dict[int, list], live: set[int]) -> list[_Clause]:
     """Order chains along a path built from the cheapest 'a before b' edges (Kruskal-like)."""
     if len(chains) < 2:
         return list(chains)

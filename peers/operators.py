@@ -11,9 +11,11 @@ answer raises NeedCall (eventcloud.sparql.filters.operators). The runner keeps o
 event (LRU), so every path that evaluates a subscription on this peer for that event (the
 index's residual plan, OSMA's decision, CSMA's steps, reconstruction at the entry) shares one
 result per distinct (operator, arguments). Cheap operators (declared cost at most
-`inline_cost` µs) run in place, timed; the others run in a pool of `threads` worker threads,
-awaited from a trio worker thread (a CapacityLimiter of `threads` bounds those) that waits at
-most `budget` seconds of real time — so the budget holds under a test's virtual clock too. A
+`inline_cost` µs) run in place, timed; the others run in a pool of `threads` worker threads
+(at most `threads` in flight: a CapacityLimiter), the calling task looking every POLL seconds
+whether the call is done, for at most `budget` seconds of real time. Polling rather than
+sleeping until a thread reports keeps the budget a real-time one and, under a test's autojumping
+MockClock, keeps virtual time from leaping ahead (and tripping RPC timeouts) while a call runs. A
 call that raises, returns garbage or runs past its budget is recorded as failed: the FILTER is
 false for that event and `operator_errors` / `operator_timeouts` count it. A call past its
 budget is abandoned (Python cannot stop a thread): it keeps its pool thread until it returns,
@@ -29,7 +31,7 @@ import importlib.metadata
 import logging
 import time
 from collections import Counter, OrderedDict
-from concurrent.futures import ThreadPoolExecutor, TimeoutError as FuturesTimeout
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, TypeVar
 
 import trio
@@ -48,6 +50,7 @@ __all__ = ["ENTRY_POINT_GROUP", "OperatorLoadError", "load_operators", "Operator
 
 ENTRY_POINT_GROUP = "eventcloud.operators"
 TABLES = 4096   # events whose call results a peer keeps
+POLL = 0.001    # seconds between looks at a call running in the pool
 T = TypeVar("T")
 
 
@@ -148,6 +151,7 @@ class OperatorRunner:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="operator")
         self._tables: OrderedDict[str, CallTable] = OrderedDict()
         self._off_loop: set[str] = set()   # inline operators that overran: threads from now on
+        self._inflight: dict[tuple[int, tuple], trio.Event] = {}  # calls running, by (table, call)
 
     def _inline(self, op: Operator) -> bool:
         return op.cost <= self.inline_cost and op.iri not in self._off_loop
@@ -187,39 +191,50 @@ class OperatorRunner:
             return FAILED
         return self._outcome(op, ok, value, seconds)
 
-    def close(self) -> None:
-        """Stop the operator threads (calls still running are left to finish on their own)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def _bounded(self, op: Operator, values: tuple) -> tuple[bool, Any, float] | None:
-        """In a trio worker thread: the call in the pool, waited for at most `budget` (None: past it)."""
-        future = self._pool.submit(_invoke, op, values)
-        try:
-            return future.result(timeout=self.budget)
-        except FuturesTimeout:
-            future.cancel()
-            return None
-
     async def call(self, table: CallTable, need: NeedCall) -> None:
-        """Evaluate one missing call off the event loop and record its outcome in `table`."""
+        """Evaluate one missing call in the pool and record its outcome in `table`."""
         op, values = need.op, need.values
         if need.key in table.results:
             return
+        flight = (id(table), need.key)
+        running = self._inflight.get(flight)
+        if running is not None:  # another task of this peer asked for the same call: wait for its result
+            await running.wait()
+            return
+        self._inflight[flight] = trio.Event()
         try:
-            done = await trio.to_thread.run_sync(self._bounded, op, values, limiter=self.limiter,
-                                                 abandon_on_cancel=True)
-        except RuntimeError:  # the pool was shut down: the peer is stopping
-            done = None
+            table.put(need.key, await self._evaluate_call(op, values))
+        finally:
+            self._inflight.pop(flight).set()
+
+    async def _evaluate_call(self, op: Operator, values: tuple) -> Any:
+        done: tuple[bool, Any, float] | None = None
+        async with self.limiter:
+            try:
+                future = self._pool.submit(_invoke, op, values)
+            except RuntimeError:  # the pool was shut down: the peer is stopping
+                future = None
+            deadline = time.monotonic() + self.budget
+            while future is not None:
+                if future.done():
+                    done = future.result()
+                    break
+                if time.monotonic() > deadline:
+                    future.cancel()
+                    break
+                await trio.sleep(POLL)
         if done is None:
             self.counters["operator_calls"] += 1
             self.counters["operator_timeouts"] += 1
             self.statistics.observe_call(op.iri, self.budget * 1e6)
             log.info("operator %s ran past its budget of %.3f s: its FILTER is false for this event", op.name,
                      self.budget)
-            outcome: Any = FAILED
-        else:
-            outcome = self._outcome(op, *done)
-        table.put(need.key, outcome)
+            return FAILED
+        return self._outcome(op, *done)
+
+    def close(self) -> None:
+        """Stop the operator threads (calls still running are left to finish on their own)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def run(self, graph: str, step: Callable[[], T]) -> T:
         """Run a pure evaluation step for event `graph` with its call table; the calls it needs are

@@ -119,3 +119,26 @@ async def test_unknown_operator_is_refused_at_subscribe(autojump_clock):
             assert refused.value.code == "bad-subscription" and "http://nowhere/op" in str(refused.value)
             await client.subscribe("SELECT * WHERE { GRAPH ?g { ?s <http://ex/lat> ?a . ?s <http://ex/long> ?b } "
                                    "FILTER(<http://eventcloud.io/ns/geo#withinRadius>(?a, ?b, 56.1, 10.2, 100)) }")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_expensive_operators_in_threads_under_a_virtual_clock(autojump_clock, algorithm):
+    """Operators declared expensive run in the pool even in a MockClock test: same answers, and
+    calls still counted once per distinct (operator, arguments) per event per peer."""
+    rng = random.Random(5)
+    ops = CountingOperators()
+    texts = overlapping_workload(rng, 10)
+    events = [reading(random.Random(300 + i), i) for i in range(8)]
+    expected = expected_of(texts, events)
+    async with open_overlay(3, algorithm, seed=5, operators=tuple(ops.operator_set().values()),
+                            operator_inline_cost=0.0) as overlay:
+        async with overlay.client(0, "sub") as subscriber, overlay.client(2, "pub") as publisher:
+            subs = [await subscriber.subscribe(text, kind="bindings") for text in texts]
+            for event in events:
+                await publisher.publish(event)
+            for text, sub, want in zip(texts, subs, expected):
+                await check_delivered(sub, want, text, seconds=60, extra=1)
+        calls = sum(p.counters["operator_calls"] for p in overlay.peers)
+        distinct = sum(len(t) for p in overlay.peers for t in p.matcher.runner._tables.values())
+        assert calls == distinct == ops.total() > 0
+        assert sum(p.counters["operator_timeouts"] for p in overlay.peers) == 0

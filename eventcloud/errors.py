@@ -40,6 +40,7 @@ class ErrorCode(StrEnum):
     TIMEOUT = "timeout"                    # gave up waiting
     ROUTING = "routing"                    # no route (a routing loop or a broken overlay)
     CANNOT_LEAVE = "cannot-leave"          # a leave that cannot be done now
+    INCOMPATIBLE = "incompatible"          # a joining peer whose operator set is not the overlay's
     INTERNAL = "internal"                  # a bug: please report it
 
 
@@ -119,6 +120,17 @@ class RemoteError(RequestError):
 
     def __str__(self) -> str:
         return f"{self.message} [{self.code}]"
+
+
+class OperatorMismatch(RequestError):
+    """A peer may not join an overlay whose operators differ from its own (names the missing ones)."""
+
+    default_code = ErrorCode.INCOMPATIBLE
+
+    def __init__(self, message: str, missing: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.missing = missing   # the overlay's operators this peer lacks
+        self.extra = extra       # this peer's operators the overlay lacks
 
 
 class Unavailable(RequestError):

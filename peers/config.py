@@ -9,6 +9,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eventcloud.matching.ordering import ORDERS
 from eventcloud.overlay import CoordinateSpace
 from eventcloud.wire.frames import DEFAULT_MAX_FRAME
 
@@ -82,6 +83,14 @@ class PeerConfig:
     lease_check_every: float = 1.0        # a home checks its mailboxes' leases this often
     ended_ttl: float = 86_400.0           # an ended durable subscription is remembered (to say why)
     lease_grace: float = 60.0             # peers drop a subscription this long after its lease ended
+    # operators (seed 001): docs/matching.md, "Operators"
+    operators: tuple = ()                 # module names exposing OPERATORS, or Operator objects
+    operator_plugins: bool = True         # also load the installed `eventcloud.operators` entry points
+    operator_budget: float = 2.0          # seconds one call may take; past it, its FILTER is false
+    operator_threads: int = 2             # expensive calls running at once (off the event loop)
+    operator_inline_cost: float = 50.0    # operators declaring at most this many µs run in place
+    evaluation_order: str = "suborder"    # residual predicates: naive, sequential or suborder
+    statistics_file: Path | None = None   # offline statistics (experiments/spark/statistics.py) to start from
     # store
     offload_store: bool | None = None     # run store calls in a thread (None: iff on disk)
     fsync: bool = True                    # the log is fsynced before a write is acknowledged
@@ -91,19 +100,29 @@ class PeerConfig:
             raise ValueError(f"unknown algorithm {self.algorithm!r}: use one of {', '.join(ALGORITHMS)}")
         if self.data_dir is not None:
             self.data_dir = Path(self.data_dir)
+        if self.evaluation_order not in ORDERS:
+            raise ValueError(f"unknown evaluation order {self.evaluation_order!r}: use one of {', '.join(ORDERS)}")
+        if isinstance(self.operators, str):
+            self.operators = (self.operators,)
+        self.operators = tuple(self.operators)
+        if self.statistics_file is not None:
+            self.statistics_file = Path(self.statistics_file)
+        if not self.operator_inline_cost >= 0:
+            raise ValueError("operator_inline_cost must be 0 or more")
         if self.replicas not in (1, 2):
             raise ValueError(f"replicas must be 1 or 2, got {self.replicas!r}")
         positive = ("retry_window", "heartbeat", "failure_timeout", "join_timeout", "reconstruct_deadline",
                     "idle_timeout", "frame_timeout", "lease_default", "lease_max", "session_lease",
                     "attach_refresh", "lease_check_every", "ended_ttl", "lease_grace",
                     "tombstone_ttl", "schema_sync_every",
-                    "resolve_after", "abort_after", "outbox_every", "give_up_after")
+                    "resolve_after", "abort_after", "outbox_every", "give_up_after", "operator_budget")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
         at_least_one = ("max_hops", "max_frame", "max_inflight", "max_outbox", "max_connections", "max_buffered",
                         "workers", "work_queue",
-                        "reconstructors", "subscriber_buffer", "seen_limit", "retain_count", "retain_bytes")
+                        "reconstructors", "subscriber_buffer", "seen_limit", "retain_count", "retain_bytes",
+                        "operator_threads")
         for name in at_least_one:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

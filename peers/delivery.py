@@ -30,6 +30,7 @@ from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, Remote
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.overlay import Box
 from eventcloud.sparql.subscription import SubscriptionError
+from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
@@ -43,6 +44,7 @@ from peers.queries import Queries
 from peers.reconstruction import Gatherer, reconstruct
 from peers.router import Router
 from peers.state import PeerState
+from peers.operators import OperatorRunner
 from peers.subscriptions import Stored, indexing_box, parse_cached
 
 log = logging.getLogger(__name__)
@@ -90,9 +92,12 @@ class Delivery:
     def __init__(self, state: PeerState, router: Router, queries: Queries, clock: HybridClock, counters: Counter[str],
                  *, physical_ms: Callable[[], int], leases: Leases_, is_admin: Callable[[RpcConnection], bool],
                  retry_window: float, subscriber_buffer: int, seen_limit: int, reconstructors: int,
-                 reconstruct_deadline: float, taxonomy: Callable[[], Taxonomy]) -> None:
+                 reconstruct_deadline: float, taxonomy: Callable[[], Taxonomy],
+                 operators: OperatorSet = NO_OPERATORS, runner: OperatorRunner | None = None) -> None:
         self.state = state
         self.taxonomy = taxonomy   # this peer's class taxonomy (rebuilt bindings read it)
+        self.operators = operators  # subscriptions may call them; rebuilt bindings evaluate them through runner
+        self.runner = runner
         self.router = router
         self.queries = queries
         self.gatherer = Gatherer(queries, counters)   # whole events for CSMA notifications
@@ -132,7 +137,7 @@ class Delivery:
     async def _on_subscribe(self, conn: RpcConnection, body: Subscribe) -> Subscribed:
         router, space = self.router, self.state.space
         try:
-            sub = parse_cached(body.sparql)
+            sub = parse_cached(body.sparql, self.operators)
         except SubscriptionError as exc:
             raise RequestError(exc.message, ErrorCode.BAD_SUBSCRIPTION) from None
         ident = uuid.uuid4().hex
@@ -246,7 +251,7 @@ class Delivery:
                 log.warning("peer %s: could not renew its subscribers' leases: %s", self.state.id, exc)
 
     def box_of(self, sparql: str) -> Box:
-        return indexing_box(self.state.space, sparql)
+        return indexing_box(self.state.space, sparql, self.operators)
 
     async def _local_clock(self, body: Empty) -> int:
         return self.clock.now()
@@ -346,6 +351,7 @@ class Delivery:
 
     async def _reconstruct(self, job: _Reconstruction) -> None:
         note = await reconstruct(self.gatherer, job.stored, job.graph, job.size, job.published,
-                                 deadline=self.reconstruct_deadline, counters=self.counters, taxonomy=self.taxonomy())
+                                 deadline=self.reconstruct_deadline, counters=self.counters, taxonomy=self.taxonomy(),
+                                 runner=self.runner)
         if note is not None and job.stored.id in job.session.subscriptions:
             self._offer(job.session, note)

@@ -45,6 +45,7 @@ from peers.reconstruction import Gatherer, reconstruct
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.store import AsyncStore
+from peers.operators import OperatorRunner
 from peers.subscriptions import Subscriptions, indexing_box
 
 log = logging.getLogger(__name__)
@@ -82,11 +83,12 @@ class Homes:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  queries: Queries, counters: Counter[str], *, physical_ms: Callable[[], int], retry_window: float,
                  attach_refresh: float, lease_check_every: float, ended_ttl: float, lease_grace: float,
-                 reconstruct_deadline: float) -> None:
+                 reconstruct_deadline: float, runner: OperatorRunner | None = None) -> None:
         self.state = state
         self.router = router
         self.store = store
         self.subscriptions = subscriptions
+        self.runner = runner  # operator calls of rebuilt bindings: once per event, off the loop
         self.queries = queries
         self.gatherer = Gatherer(queries, counters)   # whole events for CSMA notifications
         self.counters = counters
@@ -216,7 +218,7 @@ class Homes:
                 return 0
             completed = await reconstruct(self.gatherer, stored, body.event, body.size, body.published,
                                           deadline=self.reconstruct_deadline, counters=self.counters,
-                                          taxonomy=self.subscriptions.taxonomy)
+                                          taxonomy=self.subscriptions.taxonomy, runner=self.runner)
             if completed is None:
                 return 1  # the whole event does not match after all: nothing to keep
             note = completed
@@ -348,7 +350,7 @@ class Homes:
     def _stored_on(self, box: mb.Mailbox | None) -> Box:
         """The box of the peers that store a durable subscription (its indexing pattern's)."""
         try:
-            return indexing_box(self.state.space, box.record["sparql"])
+            return indexing_box(self.state.space, box.record["sparql"], self.subscriptions.operators)
         except Exception:  # no record left, or an unreadable one: every peer
             return self.state.space.whole_space()
 

@@ -39,12 +39,13 @@ import trio
 from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
 from eventcloud.matching.csma import PartialMatch, advance, is_complete, next_pattern, start
 from eventcloud.matching.osma import decide
-from eventcloud.matching.reference import MAX_SOLUTIONS, event_index
+from eventcloud.matching.reference import MAX_SOLUTIONS, event_index, matches
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.wire.codec import quad_from_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
 from eventcloud.wire.messages import CsmaStep, Find, Notifies, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord
 from eventcloud.wire.ops import Op
+from peers.operators import OperatorRunner
 from peers.router import Router
 from peers.state import PeerState
 from peers.store import AsyncStore, notified
@@ -82,9 +83,9 @@ _inline: contextvars.ContextVar[deque | None] = contextvars.ContextVar("inline_w
 
 class Matcher:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 notify_here: Callable[[Notify], Awaitable[None]], clock: HybridClock, counters: Counter[str], *,
-                 workers: int, work_queue: int, enqueue_timeout: float, outbox_every: float,
-                 give_up_after: float) -> None:
+                 notify_here: Callable[[Notify], Awaitable[None]], clock: HybridClock, counters: Counter[str],
+                 runner: OperatorRunner, *, workers: int, work_queue: int, enqueue_timeout: float,
+                 outbox_every: float, give_up_after: float) -> None:
         self.state = state
         self.router = router
         self.store = store
@@ -92,6 +93,7 @@ class Matcher:
         self.notify_here = notify_here
         self.clock = clock
         self.counters = counters
+        self.runner = runner   # operator calls: once per event here, expensive ones off the loop
         self.workers = workers
         self.enqueue_timeout = enqueue_timeout
         self.outbox_every = outbox_every
@@ -148,6 +150,7 @@ class Matcher:
     def forget(self, graph: str) -> None:
         self._waiting.pop(graph, None)
         self._recent.pop(graph, None)
+        self.runner.forget(graph)
 
     async def _quads_here(self, graph: str, pattern: tuple | None = None) -> list[Quad]:
         """Quads of one event held here (matching `pattern`): from memory for recent events."""
@@ -224,7 +227,7 @@ class Matcher:
         index = next_pattern(sub, body.partial)
         done = 0
         for quad in await self._quads_here(body.graph, sub.pattern_terms(index, dict(body.partial.bindings))):
-            advanced = advance(sub, body.partial, index, quad)
+            advanced = await self._advance(sub, body.partial, index, quad, body.graph)
             if advanced is not None:
                 await self._chain(record, advanced, body.graph, body.size, body.published)
                 done = 1
@@ -262,9 +265,15 @@ class Matcher:
         assert type(work) is _First
         stored = self.subscriptions.get(work.ident)
         if stored is not None:
-            partial = advance(stored.sub, start(stored.sub), 0, work.quad)
+            partial = await self._advance(stored.sub, start(stored.sub), 0, work.quad, work.quad.g.value)
             if partial is not None:
                 await self._chain(stored.record, partial, work.quad.g.value, work.size, work.published)
+
+    async def _advance(self, sub: Any, partial: PartialMatch, index: int, quad: Quad, graph: str) -> PartialMatch | None:
+        """One CSMA rewriting step; FILTERs calling operators share the event's call table."""
+        if not sub.uses_operators:
+            return advance(sub, partial, index, quad)
+        return await self.runner.run(graph, lambda: advance(sub, partial, index, quad))
 
     async def _match(self, work: _Committed) -> None:
         """All the notifications this peer owes for one committed event, then the mark."""
@@ -295,7 +304,8 @@ class Matcher:
             return
         event = whole if whole is not None else await self._gather(graph, size)
         view = event_index(event)                       # the event, indexed once for every decision
-        matched = set(index.match_event(event))         # the shared joins decide the matches
+        # the shared joins decide the matches; residual operator predicates are settled after them
+        matched = set(await self.runner.settle(graph, index.match(event), lambda member: matches(member.sub, view)))
         zone, space = self.state.zone, self.state.space
         owed: list[Callable[[], Awaitable[None]]] = []
         for ident in candidates:
@@ -303,7 +313,11 @@ class Matcher:
             if ident not in matched or stored is None or published < stored.t:
                 continue
             kind = stored.record.kind
-            position, solutions = decide(stored.sub, view, want_solutions=kind == "bindings")
+            if stored.sub.uses_operators:
+                position, solutions = await self.runner.run(
+                    graph, lambda: decide(stored.sub, view, want_solutions=kind == "bindings"))
+            else:
+                position, solutions = decide(stored.sub, view, want_solutions=kind == "bindings")
             if position is None or not zone.contains(space.point(event.quads[position])):
                 continue
             owed.append(partial(self._notify, stored.record, graph, size, published,

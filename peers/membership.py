@@ -29,7 +29,10 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, GeometryError, RequestError, Unreachable
+from eventcloud.errors import (
+    ConnectionLost, ErrorCode, EventCloudError, GeometryError, OperatorMismatch, RemoteError, RequestError, Unreachable,
+)
+from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
@@ -44,6 +47,7 @@ from eventcloud.wire.messages import (
     OverlayInfo, PeerId, Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
+from peers.operators import check_same_operators
 from peers.replication import Replication
 from peers import mailboxes as mb
 from peers.router import FAILED, Router
@@ -83,9 +87,10 @@ class Membership:
                  transport: Transport, clock: HybridClock, counters: Counter[str], *,
                  replication: Replication, persist: Callable[[], Awaitable[None]],
                  retire: Callable[[RpcConnection], Awaitable[None]], rng: random.Random, join_timeout: float,
-                 retry_window: float, guard: ZoneGuard) -> None:
+                 retry_window: float, guard: ZoneGuard, operators: OperatorSet = NO_OPERATORS) -> None:
         self.state = state
         self.guard = guard               # zone changes wait for the stores decided from the zone
+        self.operators = operators      # a joiner must have exactly these (checked on both sides)
         self.router = router
         self.store = store
         self.subscriptions = subscriptions
@@ -142,7 +147,7 @@ class Membership:
     async def _on_info(self, conn: RpcConnection, body: Empty) -> OverlayInfo:
         state = self.state
         return OverlayInfo(state.id, state.address, state.space, state.algorithm, state.overlay, state.replicas,
-                           tuple(sorted({n.address for n in state.neighbours.values()})))
+                           tuple(sorted({n.address for n in state.neighbours.values()})), self.operators.names)
 
     # --- joining ------------------------------------------------------------------------------
 
@@ -151,13 +156,18 @@ class Membership:
         state = self.state
         try:
             info = OverlayInfo.from_wire(await self.router.call(bootstrap, Op.OVERLAY_INFO, Empty()))
+            check_same_operators(self.operators.names, info.operators, bootstrap)
             space: CoordinateSpace = info.space
             point = await self._join_point(bootstrap, space)
             reply = Routed.from_wire(await self.router.call(bootstrap, Op.ROUTE, {
                 "point": point_to_wire(point), "op": Op.JOIN_SPLIT.value,
-                "body": JoinRequest(state.id, state.address).to_wire()}))
+                "body": JoinRequest(state.id, state.address, self.operators.names).to_wire()}))
         except (Unreachable, ConnectionLost) as exc:
             raise RequestError(f"cannot join through {bootstrap}: {exc.message}", ErrorCode.UNREACHABLE) from None
+        except RemoteError as exc:
+            if exc.code is ErrorCode.INCOMPATIBLE:
+                raise OperatorMismatch(exc.message) from None
+            raise
         grant = JoinGrant.from_wire(reply.result)
         state.space = space
         state.algorithm = grant.algorithm
@@ -264,6 +274,7 @@ class Membership:
                                mailboxes)
 
     async def _local_join_split(self, body: JoinRequest) -> dict[str, Any]:
+        check_same_operators(body.operators, self.operators.names, f"peer {self.state.id}")
         await self._join_gate.acquire()
         try:
             grant, pending = await self._split_for(body.id, body.address)

@@ -14,6 +14,7 @@ from eventcloud.matching.reference import MAX_SOLUTIONS, project, solutions
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import Notification
+from peers.operators import OperatorRunner
 from peers.queries import Queries
 from peers.subscriptions import Stored
 
@@ -71,10 +72,11 @@ class Gatherer:
 
 
 async def reconstruct(gatherer: Gatherer, stored: Stored, graph: str, size: int, published: int, *,
-                      deadline: float, counters: Counter[str], taxonomy: Taxonomy) -> Notification | None:
+                      deadline: float, counters: Counter[str], taxonomy: Taxonomy,
+                      runner: OperatorRunner | None = None) -> Notification | None:
     """The complete notification; one carrying an error if the quads did not all appear within
     `deadline` seconds; None when the whole event does not match after all. Is-a tests read
-    `taxonomy` (this peer's)."""
+    `taxonomy` (this peer's); operator calls go through `runner` (this peer's, once per event)."""
     quads = await gatherer.quads(graph, size, deadline)
     kind = stored.record.kind
     if len(quads) < size:
@@ -85,7 +87,10 @@ async def reconstruct(gatherer: Gatherer, stored: Stored, graph: str, size: int,
     event = CompoundEvent(IRI(graph), tuple(quads))
     if kind == "bindings":
         sub = stored.sub.with_taxonomy(taxonomy)
-        found = solutions(sub, event, MAX_SOLUTIONS)
+        if runner is not None and sub.uses_operators:
+            found = await runner.run(graph, lambda: solutions(sub, event, MAX_SOLUTIONS))
+        else:
+            found = solutions(sub, event, MAX_SOLUTIONS)
         if not found:
             counters["reconstruction_mismatch"] += 1
             return None

@@ -56,6 +56,8 @@ from peers.dispatch import Dispatcher
 from peers.homes import Homes
 from peers.host import Host, ProcessPeers
 from peers.matcher import Matcher
+from peers.operators import OperatorRunner, load_operators
+from peers.statistics import load_statistics
 from peers.membership import Membership
 from peers.queries import Queries
 from peers.replicas import Replicas
@@ -234,8 +236,14 @@ class _PeerRuntime:
         peer_store = store if store is not None else PeerStore(data_dir / "store" if data_dir is not None else None,
                                                                durable=config.fsync)
         self.store = store_ = ReplicatedStore(peer_store, config.offloaded, replication)
+        self.operators = operators = load_operators(config.operators, plugins=config.operator_plugins)
+        self.statistics = statistics = load_statistics(config.statistics_file)
+        self.runner = runner = OperatorRunner(operators, counters, statistics, budget=config.operator_budget,
+                                              threads=config.operator_threads, inline_cost=config.operator_inline_cost)
         self.subscriptions = subscriptions = Subscriptions(state, store_, counters, tombstone_ttl=config.tombstone_ttl,
-                                                           taxonomy=load_taxonomy(data_dir) or taxonomy)
+                                                           taxonomy=load_taxonomy(data_dir) or taxonomy,
+                                                           operators=operators, order=config.evaluation_order,
+                                                           statistics=statistics)
         # A restarted peer or a stand-in started from a replica's copy stamps what arrives after
         # every event and subscription it holds (matching compares those stamps).
         held = [s.t for s in subscriptions] + [i.published for i in store_.events().values()]
@@ -253,7 +261,7 @@ class _PeerRuntime:
             is_admin=self.auth.is_admin, retry_window=config.retry_window,
             subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
             reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline,
-            taxonomy=lambda: subscriptions.taxonomy)
+            taxonomy=lambda: subscriptions.taxonomy, operators=operators, runner=runner)
         self.attachments = attachments = Attachments(state, router, delivery, clock, counters,
                                                      attach_refresh=config.attach_refresh,
                                                      retry_window=config.retry_window)
@@ -261,9 +269,9 @@ class _PeerRuntime:
             state, router, store_, subscriptions, queries, counters, physical_ms=physical_ms,
             retry_window=config.retry_window, attach_refresh=config.attach_refresh,
             lease_check_every=config.lease_check_every, ended_ttl=config.ended_ttl, lease_grace=config.lease_grace,
-            reconstruct_deadline=config.reconstruct_deadline)
+            reconstruct_deadline=config.reconstruct_deadline, runner=runner)
         self.matcher = matcher = Matcher(
-            state, router, store_, subscriptions, delivery.accept, clock, counters, workers=config.workers,
+            state, router, store_, subscriptions, delivery.accept, clock, counters, runner, workers=config.workers,
             work_queue=config.work_queue, enqueue_timeout=config.retry_window, outbox_every=config.outbox_every,
             give_up_after=config.give_up_after)
         guard = ZoneGuard()
@@ -278,7 +286,7 @@ class _PeerRuntime:
         self.membership = membership = Membership(
             state, router, store_, subscriptions, transport, clock, counters, replication=replication,
             persist=self.persistence.save, retire=self._retire, rng=random.Random(config.seed),
-            join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard)
+            join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, operators=operators)
         self.replicas = replicas = Replicas(
             state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
@@ -371,6 +379,7 @@ class _PeerRuntime:
                         self.limits, self.scope, self.stopped, self.homes, self.attachments, self.schema))
                     await trio.sleep_forever()
         finally:
+            self.runner.close()
             self.process.ids.discard(state.id)
             with trio.CancelScope(shield=True):
                 if state.has_zone:

@@ -17,7 +17,10 @@ from functools import lru_cache
 import trio
 
 from eventcloud.matching.index import SubscriptionIndex
+from eventcloud.matching.ordering import SUBORDER
+from eventcloud.matching.statistics import Statistics
 from eventcloud.overlay import Box, CoordinateSpace, Zone
+from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.subscription import Subscription, parse_subscription
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import SubscriptionRecord
@@ -28,15 +31,16 @@ __all__ = ["Stored", "Subscriptions", "parse_cached", "indexing_box"]
 
 
 @lru_cache(maxsize=4096)
-def parse_cached(text: str) -> Subscription:
+def parse_cached(text: str, operators: OperatorSet = NO_OPERATORS) -> Subscription:
     """Parsing costs ~15 ms (rdflib); a Subscription is immutable, so identical texts
-    (popular subscriptions, or many peers in one test process) share one parse."""
-    return parse_subscription(text)
+    (popular subscriptions, or many peers in one test process) share one parse. FILTERs may
+    call the peer's `operators` (every peer of an overlay has the same set)."""
+    return parse_subscription(text, operators=operators)
 
 
-def indexing_box(space: CoordinateSpace, sparql: str) -> Box:
+def indexing_box(space: CoordinateSpace, sparql: str, operators: OperatorSet = NO_OPERATORS) -> Box:
     """The box of a subscription's indexing pattern: where it is stored (the peers whose zone meets it)."""
-    return space.pattern_box(parse_cached(sparql).pattern_terms(0))
+    return space.pattern_box(parse_cached(sparql, operators).pattern_terms(0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +61,14 @@ class Stored:
 
 class Subscriptions:
     def __init__(self, state: PeerState, store: AsyncStore, counters: Counter[str], *, tombstone_ttl: float,
-                 taxonomy: Taxonomy | None = None) -> None:
+                 taxonomy: Taxonomy | None = None, operators: OperatorSet = NO_OPERATORS,
+                 order: str = SUBORDER, statistics: Statistics | None = None) -> None:
         self.state = state
         self.store = store
         self.counters = counters
         self.tombstone_ttl = tombstone_ttl
-        self.index = SubscriptionIndex(taxonomy=taxonomy)
+        self.operators = operators
+        self.index = SubscriptionIndex(taxonomy=taxonomy, order=order, statistics=statistics)
         self._stored: dict[str, Stored] = {}
         self._tombstones: dict[str, float] = {}
         for record in store.sync.subscriptions().values():
@@ -103,7 +109,7 @@ class Subscriptions:
 
     def parse(self, record: SubscriptionRecord) -> Subscription:
         """The parsed subscription, reading this peer's taxonomy."""
-        return parse_cached(record.sparql).with_taxonomy(self.index.taxonomy)
+        return parse_cached(record.sparql, self.operators).with_taxonomy(self.index.taxonomy)
 
     def _put(self, record: SubscriptionRecord) -> Stored:
         stored = Stored(record, self.parse(record))

@@ -20,6 +20,24 @@ from eventcloud.errors import EventCloudError
 __all__ = ["peer", "cluster"]
 
 
+def operator_knobs(args: argparse.Namespace) -> dict:
+    """PeerConfig knobs of the operator options."""
+    return {"operators": tuple(args.operators), "operator_plugins": not args.no_operator_plugins,
+            "evaluation_order": args.evaluation_order, "operator_budget": args.operator_budget,
+            "statistics_file": args.statistics}
+
+
+def operator_flags(args: argparse.Namespace) -> list[str]:
+    """The same options, passed on to every peer a local cluster starts."""
+    flags = [f for module in args.operators for f in ("--operators", module)]
+    flags += ["--evaluation-order", args.evaluation_order, "--operator-budget", str(args.operator_budget)]
+    if args.no_operator_plugins:
+        flags.append("--no-operator-plugins")
+    if args.statistics is not None:
+        flags += ["--statistics", str(args.statistics)]
+    return flags
+
+
 def peer(args: argparse.Namespace) -> int:
     from eventcloud.overlay import CoordinateSpace
     from peers.config import PeerConfig
@@ -33,7 +51,8 @@ def peer(args: argparse.Namespace) -> int:
                             secret=read_secret(args.secret_file), admin_token=read_admin_token(args.admin_token_file),
                             tls_cert=args.tls_cert, tls_key=args.tls_key, tls_ca=args.tls_ca,
                             retain_count=args.retain_count, retain_bytes=args.retain_bytes,
-                            lease_max=args.lease_max, lease_default=min(86_400.0, args.lease_max))
+                            lease_max=args.lease_max, lease_default=min(86_400.0, args.lease_max),
+                            **operator_knobs(args))
     except CredentialError as exc:
         print(f"eventcloud peer: {exc.message}", file=sys.stderr)
         return 2
@@ -85,7 +104,7 @@ def cluster(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.peers, data_dir=args.data_dir, port=args.port, algorithm=args.algorithm,
                            mapping=args.mapping, host=args.host, replicas=args.replicas, fsync=not args.no_fsync,
                            secure=not args.open, tls=(args.tls_cert, args.tls_key, args.tls_ca)
-                           if args.tls_cert else None)
+                           if args.tls_cert else None, extra=operator_flags(args))
     stop = {"now": False}
 
     def on_signal(signum: int, frame: Any) -> None:

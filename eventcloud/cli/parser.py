@@ -43,6 +43,21 @@ def _positive_rate(text: str) -> float:
     return value
 
 
+def _operator_options(p: argparse.ArgumentParser) -> None:
+    """Operators FILTERs may call (docs/matching.md, "Operators"); every peer needs the same set."""
+    p.add_argument("--operators", action="append", default=[], metavar="MODULE",
+                   help="a Python module exposing OPERATORS to register (repeatable; installed plugins of the "
+                        "eventcloud.operators entry-point group are loaded too)")
+    p.add_argument("--no-operator-plugins", action="store_true",
+                   help="do not load installed eventcloud.operators plugins")
+    p.add_argument("--evaluation-order", choices=("naive", "sequential", "suborder"), default="suborder",
+                   help="order of residual operator predicates [suborder]")
+    p.add_argument("--operator-budget", type=float, default=2.0, metavar="SECONDS",
+                   help="time one operator call may take before its FILTER counts as false [2]")
+    p.add_argument("--statistics", type=Path, metavar="FILE",
+                   help="offline predicate statistics to start from (experiments/spark/statistics.py)")
+
+
 def _security_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--secret-file", type=Path, metavar="FILE",
                    help=f"file holding the cluster secret every peer of the overlay shares (or set {SECRET_ENV}); "
@@ -104,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-max", type=float, default=30 * 86_400.0, metavar="SECONDS",
                    help="longest lease a subscription may ask for [30 days]")
     _security_options(p)
+    _operator_options(p)
 
     p = sub.add_parser("cluster", help="start N local peer processes and keep them running",
                        description="Start N peer processes on this machine (the first on --port, the others on "
@@ -122,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve TLS with this certificate chain (PEM)")
     p.add_argument("--tls-key", type=Path, metavar="FILE", help="... and this private key (PEM)")
     p.add_argument("--tls-ca", type=Path, metavar="FILE", help="... verifying peers against this CA (PEM)")
+    _operator_options(p)
 
     p = sub.add_parser("publish", help="publish the events of RDF files, CityBench streams or stdin",
                        description="Publish compound events read from RDF files: N-Quads/TriG (each named graph is "

@@ -53,13 +53,19 @@ class Member:
     """A stored subscription, compiled against its group."""
 
     __slots__ = ("ident", "seq", "sub", "nodes", "group", "names", "filters", "simple", "level", "reg",
-                 "first_reg", "first_binds", "first_checks", "schedule")
+                 "first_reg", "first_binds", "first_checks", "schedule", "residual", "positions", "parent",
+                 "children")
 
     def __init__(self, ident: str, seq: int, sub: Subscription) -> None:
         self.ident = ident
         self.seq = seq
         self.sub = sub
         self.schedule: tuple | None = None
+        #: FILTER conjuncts evaluated through the residual plan (subscriptions calling operators)
+        self.residual: tuple = ()
+        self.positions: tuple = ()           # per residual conjunct, the var ids of its slots
+        self.parent: Member | None = None    # a stored subscription containing this one
+        self.children: list[Member] = []
 
     def accepts(self, solution: tuple) -> bool:
         bindings = dict(zip(self.names, solution))
@@ -104,10 +110,11 @@ class Solutions:
 
 
 def first_checks(sub: Subscription) -> tuple:
-    """The FILTERs evaluable once patterns[0] (with the graph term) matched: CSMA's first step."""
+    """The FILTERs evaluable once patterns[0] (with the graph term) matched: CSMA's first step.
+    FILTERs calling operators are left to `csma.advance` (they may need evaluating off the loop)."""
     local = sub.patterns[0].variables() | ({sub.graph.name} if type(sub.graph) is Var else set())
     variables = sub.variables()
-    return tuple(f for f in sub.filters if (f.variables & variables) <= local)
+    return tuple(f for f in sub.filters if (f.variables & variables) <= local and not f.calls)
 
 
 def own_join(entry: Member, graph: Any, rows: dict[Node, list[Quad]]) -> bool:

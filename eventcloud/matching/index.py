@@ -41,6 +41,13 @@ Structure (G-ToPSS's "subscription matrix", seed 000, with the constraint tables
   the taxonomy's closure (eventcloud.matching.tables says which table holds what). A pattern
   binding a variable so constrained counts as selective when the trigger is chosen.
 
+* FILTERs calling registered operators (seed 001) are left out of the joins: a subscription
+  with one is a candidate when its join has a solution, and all its FILTER conjuncts become
+  residual predicates, shared across subscriptions and evaluated in the chosen order
+  (eventcloud.matching.residual, .ordering, .predicates). A subscription contained in another
+  stored one (eventcloud.matching.containment; checked within its join group) is evaluated only
+  if its container matched.
+
 * `first_pattern_candidates` serves CSMA's first step: each subscription is also registered
   under the node of its patterns[0], with constraint tables for the FILTERs that pattern alone
   binds, and the FILTERs evaluable after patterns[0] are then run.
@@ -56,7 +63,13 @@ from typing import Any, Callable
 from eventcloud.matching.constraints import EXTENSION_OPS, RANK, Constraint, Pair, conjuncts, simple_constraints
 from eventcloud.matching.isatable import ISA_OPS
 from eventcloud.matching.tables import Bucket, TableKit, Trigger, lookup as _lookup
+from eventcloud.matching.containment import contains
 from eventcloud.matching.groups import SOLUTION_CAP, Group, Member, Solutions, first_checks
+from eventcloud.matching.ordering import ORDERS, SUBORDER
+from eventcloud.matching.predicates import Templates
+from eventcloud.matching.reference import matches
+from eventcloud.matching.residual import EventMatch
+from eventcloud.matching.statistics import Statistics
 from eventcloud.matching.joins import (
     Node, canonical_key, empty_key, exists, join_program, selectivity,
 )
@@ -64,7 +77,7 @@ from eventcloud.rdf.model import CompoundEvent, Quad
 from eventcloud.sparql.subscription import Subscription, Var
 from eventcloud.sparql.taxonomy import Taxonomy
 
-__all__ = ["SubscriptionIndex", "SOLUTION_CAP"]
+__all__ = ["SubscriptionIndex", "SOLUTION_CAP", "EventMatch"]
 
 
 _seq = attrgetter("seq")
@@ -77,10 +90,21 @@ class SubscriptionIndex:
     is "rtfm" (a word trie per pattern node and position) or "rtfs" (one per index).
     `share_joins=False` gives every subscription its own join group (for measurements only:
     the answers are the same, only the sharing of joins between equal bodies is lost).
+    `order` is the residual predicates' evaluation order (eventcloud.matching.ordering.ORDERS),
+    `statistics` what it estimates selectivities and costs from (learnt as events are matched);
+    `containment=False` turns the containment pruning off (for measurements).
     """
 
     def __init__(self, share_joins: bool = True, *, taxonomy: Taxonomy | None = None,
-                 text_layout: str = "rtfm") -> None:
+                 text_layout: str = "rtfm", order: str = SUBORDER, statistics: Statistics | None = None,
+                 containment: bool = True) -> None:
+        if order not in ORDERS:
+            raise ValueError(f"unknown evaluation order {order!r}: use one of {', '.join(ORDERS)}")
+        self.order = order
+        self.statistics = statistics if statistics is not None else Statistics()
+        self.containment = containment
+        self._templates = Templates()
+        self._residual: dict[Group, dict[Member, None]] = {}  # members calling operators, per join group
         self._kit = TableKit(taxonomy or Taxonomy.empty(), text_layout)
         self._share = share_joins
         self._entries: dict[str, Member] = {}
@@ -121,7 +145,7 @@ class SubscriptionIndex:
         for entry in self._entries.values():
             if entry.sub.uses_taxonomy:
                 sub = entry.sub = entry.sub.with_taxonomy(taxonomy)
-                entry.filters = sub.filters
+                entry.filters = () if entry.residual else sub.filters
                 entry.first_checks = first_checks(sub)
                 entry.schedule = None
                 rebound.append(entry.ident)
@@ -148,6 +172,8 @@ class SubscriptionIndex:
         if entry is None:
             return False
         group = entry.group
+        if entry.residual:
+            self._forget_residual(entry)
         trigger = group.trigger
         if entry.level == "trigger":
             bucket = trigger.trigger
@@ -253,13 +279,17 @@ class SubscriptionIndex:
         entry.group = group
         entry.names = tuple(names)
         entry.filters = sub.filters
+        entry.residual = self._templates.residual(sub)
+        if entry.residual:
+            entry.filters = ()  # every conjunct goes through the residual plan
+            entry.positions = tuple(tuple(vid.get(name) for name in slots) for _, slots in entry.residual)
 
         # where the entry waits: a trigger table (before the join), a group table (per solution), or none
         trigger_names = canon[trigger][1]
         at_trigger = [t for t in tabled if t[0].var in trigger_names]
         chosen = min(at_trigger or tabled, key=lambda t: RANK[t[0].op], default=None)
         pair = None if at_trigger else _isa_pair([t[0] for t in tabled])  # a class and a value: one lookup
-        entry.simple = chosen is not None and total == (1 if pair is None else 2)
+        entry.simple = chosen is not None and total == (1 if pair is None else 2) and not entry.residual
         if at_trigger:
             entry.level, entry.reg = "trigger", (trigger_names[chosen[0].var], chosen[0])  # type: ignore[index]
             if group.trigger.trigger is None:
@@ -282,6 +312,9 @@ class SubscriptionIndex:
         self._tabled += entry.reg is not None
         group.size += 1
 
+        if entry.residual:
+            self._place_residual(entry)
+
         # CSMA's first step: the filters evaluable once patterns[0] matched
         first_names = canon[0][1]
         local = set(first_names) | ({gname} if gname else set())
@@ -297,6 +330,46 @@ class SubscriptionIndex:
         else:
             entry.first_reg = (first_names[first_choice[0].var], first_choice[0])
             nodes[0].first.put(entry.first_reg[0], first_choice[0], entry, self._kit)
+
+    # --- containment among the members calling operators --------------------------------------
+
+    def _container(self, entry: Member, exclude: Member | None = None) -> Member | None:
+        """The most specific older member of the same join group that contains `entry`."""
+        best = None
+        for other in self._residual.get(entry.group, ()):
+            if other is entry or other is exclude or other.seq > entry.seq:
+                continue
+            if contains(other.sub, entry.sub) and (best is None or len(other.residual) > len(best.residual)):
+                best = other
+        return best
+
+    def _place_residual(self, entry: Member) -> None:
+        members = self._residual.setdefault(entry.group, {})
+        if self.containment:
+            entry.parent = self._container(entry)
+            if entry.parent is not None:
+                entry.parent.children.append(entry)
+        members[entry] = None
+
+    def _forget_residual(self, entry: Member) -> None:
+        """Unlink a removed member: its children find another container (or none)."""
+        members = self._residual[entry.group]
+        del members[entry]
+        if not members:
+            del self._residual[entry.group]
+        if entry.parent is not None:
+            entry.parent.children.remove(entry)
+        for child in entry.children:
+            child.parent = self._container(child, exclude=entry)
+            if child.parent is not None:
+                child.parent.children.append(child)
+        entry.children = []
+        entry.parent = None
+        self._templates.release(entry.residual)
+
+    def containers(self) -> dict[str, str]:
+        """ident -> the ident of the stored subscription found to contain it (for tests and tools)."""
+        return {e.ident: e.parent.ident for e in self._entries.values() if e.parent is not None}
 
     # --- matching ------------------------------------------------------------------------------
 
@@ -320,11 +393,23 @@ class SubscriptionIndex:
         return rows
 
     def match_event(self, event: CompoundEvent) -> list[str]:
-        """Ids of every stored subscription matching the event (exactly `matching.matches`), in insertion order."""
+        """Ids of every stored subscription matching the event (exactly `matching.matches`), in insertion order.
+
+        Residual predicates are evaluated here, in the index's order, with operators called in
+        place (or through the active CallTable: see `match` to evaluate them elsewhere)."""
+        found = self.match(event)
+        while (key := found.next()) is not None:
+            found.record(key, found.evaluate(key))
+        for member in found.direct:
+            found.settle(member, matches(member.sub, event))
+        return found.result()
+
+    def match(self, event: CompoundEvent) -> EventMatch:
+        """The joins' answer for the event and the residual plan left to run (eventcloud.matching.residual)."""
         self._kit.begin()
         rows = self._tables(event.quads)
         if not rows:
-            return []
+            return EventMatch((), [], event.graph, rows, self.order, self.statistics)
         graph = event.graph
         groups: dict[Group, None] = {}
         tabled: list[tuple[list[Member], bool, Quad]] = []  # (entries, constraint decided exactly, quad probed)
@@ -400,10 +485,10 @@ class SubscriptionIndex:
                 if state is not None and state.any_for(entry, graph, rows):
                     matched[entry] = None
 
-        result = list(matched)
-        if len(result) > 1:
-            result.sort(key=_seq)
-        return [entry.ident for entry in result]
+        if not self._residual:
+            return EventMatch(matched, [], graph, rows, self.order, self.statistics)
+        return EventMatch([e for e in matched if not e.residual], [e for e in matched if e.residual], graph, rows,
+                          self.order, self.statistics)
 
     @staticmethod
     def _group_tables(group: Group, state: Solutions, graph: Any, rows: dict[Node, list[Quad]],

@@ -27,6 +27,7 @@ from eventcloud.errors import ErrorCode, InputError
 from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.sparql.filters.compiler import CompiledFilter, FilterError, compile_filter, from_parse_tree
 from eventcloud.sparql.filters.extensions import DESCENDANT_OF, PROTECTED, rewrite_bare_names
+from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.paths import ISA_PATH, isa_path, path_text, plain_predicate
 from eventcloud.sparql.taxonomy import RDF_TYPE, Taxonomy
 from eventcloud.rdf.model import IRI, XSD_STRING, Literal, ModelError, Term
@@ -205,6 +206,11 @@ class Subscription:
         return any(f.uses_taxonomy for f in self.filters)
 
     @property
+    def uses_operators(self) -> bool:
+        """Does a FILTER call a registered operator (sparql.filters.operators)?"""
+        return any(f.calls for f in self.filters)
+
+    @property
     def taxonomy(self) -> Taxonomy | None:
         """The taxonomy its is-a tests read (None when it uses none)."""
         return next((f.taxonomy for f in self.filters if f.uses_taxonomy), None)
@@ -261,10 +267,12 @@ _PATTERN_CONSTRUCTS = {
 }
 
 
-def parse_subscription(text: str, taxonomy: Taxonomy | None = None) -> Subscription:
+def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
+                       operators: OperatorSet = NO_OPERATORS) -> Subscription:
     """Parse and check a subscription; raise SubscriptionError naming any refused construct.
 
     Is-a tests read `taxonomy` (None: the empty taxonomy, where a class has no other descendant).
+    FILTERs may call the registered `operators` (sparql.filters.operators) by IRI.
     """
     from pyparsing import ParseBaseException
     from rdflib.plugins.sparql.algebra import translatePrologue
@@ -294,7 +302,7 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None) -> Subscript
     except Exception as exc:
         raise SubscriptionError(f"invalid prologue: {exc}", "prologue") from None
     try:
-        return _Builder(text, prologue, taxonomy).build(tree[1])
+        return _Builder(text, prologue, taxonomy, operators).build(tree[1])
     except RecursionError:
         raise SubscriptionError("the subscription is nested too deeply", "nesting") from None
 
@@ -302,10 +310,12 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None) -> Subscript
 class _Builder:
     """Walks rdflib's parse tree, refusing what subscriptions do not support."""
 
-    def __init__(self, text: str, prologue: Any, taxonomy: Taxonomy | None) -> None:
+    def __init__(self, text: str, prologue: Any, taxonomy: Taxonomy | None,
+                 operators: OperatorSet = NO_OPERATORS) -> None:
         self.text = text
         self.prologue = prologue
         self.taxonomy = taxonomy
+        self.operators = operators
         self.blank_nodes: dict[str, str] = {}
         self.isa: list[tuple] = []  # is-a FILTER expressions of rdf:type/rdfs:subClassOf* paths
         base = getattr(prologue, "base", None)
@@ -485,7 +495,8 @@ class _Builder:
 
     def compile(self, node: Any) -> CompiledFilter:
         try:
-            return compile_filter(from_parse_tree(node, self.resolve), base=self.base, taxonomy=self.taxonomy)
+            return compile_filter(from_parse_tree(node, self.resolve, self.operators), base=self.base,
+                                  taxonomy=self.taxonomy, operators=self.operators)
         except SubscriptionError:
             raise
         except FilterError as exc:

@@ -80,6 +80,7 @@ class OverlayInfo(Body):
     overlay: str = field(STR, default="")      # the overlay's own id, fixed by its first peer
     replicas: int = field(INT, default=1)      # copies of every zone (R)
     peers: tuple[str, ...] = field(LIST(STR), default=())   # addresses of its neighbours (more entry points)
+    operators: tuple[str, ...] = field(LIST(STR), default=())   # IRIs of the operators its FILTERs may call
 
 
 @message

@@ -223,6 +223,7 @@ class Handover(Body):
 class JoinRequest(Body):
     id: str = field(STR)
     address: str = field(STR)
+    operators: tuple[str, ...] = field(LIST(STR), default=())   # the joiner's operator IRIs (must be the overlay's)
 
 
 @message

@@ -12,6 +12,7 @@ Expression trees (`Expr`) are tuples:
     ("in", e, (e, ...)) ("notin", e, (e, ...))      ("bound", name) ("if", c, a, b)
     ("coalesce", (e, ...))  ("call", NAME, (e, ...)) for built-ins  ("cast", datatype, e)
     ("ext", IRI, (e, ...)) for EventCloud's functions (full text, is-a: sparql.filters.extensions)
+    ("op", IRI, (e, ...)) for registered operators (sparql.filters.operators), given at compile time
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from eventcloud.errors import ErrorCode, InputError
 from eventcloud.sparql.filters.extensions import (
     EXTENSIONS, ISA_FUNCTIONS, ExtensionError, check_extension, compile_extension,
 )
+from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet, compile_call
 from eventcloud.sparql.filters.functions import BUILTINS, CASTS, compile_regex, make_fn_iri, plain, string_and_lang
 from eventcloud.sparql.filters.regex import BoundedRegex, RegexError, replace_all, translate_regex
 from eventcloud.sparql.filters.values import (
@@ -57,18 +59,23 @@ class CompiledFilter:
 
     A FILTER calling an is-a function reads `taxonomy` (None: the empty one); `with_taxonomy`
     compiles it again against another, and the taxonomy's version is part of its equality.
+    Calls of registered operators are compiled against `operators` (`calls`: their IRIs).
     """
 
-    __slots__ = ("expr", "text", "variables", "base", "regexes", "taxonomy", "uses_taxonomy", "_evaluate")
+    __slots__ = ("expr", "text", "variables", "base", "regexes", "taxonomy", "uses_taxonomy", "operators", "calls",
+                 "_evaluate")
 
-    def __init__(self, expr: Expr, base: str | None = None, taxonomy: Taxonomy | None = None) -> None:
+    def __init__(self, expr: Expr, base: str | None = None, taxonomy: Taxonomy | None = None,
+                 operators: OperatorSet = NO_OPERATORS) -> None:
         self.expr = expr
         self.base = base
         self.text = render(expr)
         self.variables = frozenset(_variables(expr))
         self.uses_taxonomy = _uses_taxonomy(expr)
         self.taxonomy = (taxonomy or _EMPTY) if self.uses_taxonomy else None
-        ctx = _Context(base, self.taxonomy)
+        self.calls = frozenset(operator_calls(expr))
+        self.operators = operators if self.calls else NO_OPERATORS
+        ctx = _Context(base, self.taxonomy, self.operators)
         self._evaluate = _compile(expr, ctx)
         #: the constant REGEX/REPLACE patterns it runs (each counts the times it ran past its budget)
         self.regexes: tuple[BoundedRegex, ...] = tuple(ctx.regexes)
@@ -82,7 +89,7 @@ class CompiledFilter:
     def with_taxonomy(self, taxonomy: Taxonomy) -> "CompiledFilter":
         if not self.uses_taxonomy or self.taxonomy == taxonomy:
             return self
-        return CompiledFilter(self.expr, self.base, taxonomy)
+        return CompiledFilter(self.expr, self.base, taxonomy, self.operators)
 
     def value(self, bindings: Mapping[str, Term]) -> Term:
         """The expression's value as an RDF term (raises ExprError on an error); for tests and tools."""
@@ -100,13 +107,13 @@ class CompiledFilter:
 
 
 def compile_filter(expr: Any, resolve: Callable[[Any], Term] | None = None, base: str | None = None,
-                   taxonomy: Taxonomy | None = None) -> CompiledFilter:
+                   taxonomy: Taxonomy | None = None, operators: OperatorSet = NO_OPERATORS) -> CompiledFilter:
     """Compile an `Expr` tree, or an rdflib SPARQL parse-tree expression (resolving its terms with `resolve`)."""
     if isinstance(expr, tuple) and expr and isinstance(expr[0], str):
-        check(expr)
+        check(expr, operators)
     else:
-        expr = from_parse_tree(expr, resolve or default_resolve)
-    return CompiledFilter(expr, base, taxonomy)
+        expr = from_parse_tree(expr, resolve or default_resolve, operators)
+    return CompiledFilter(expr, base, taxonomy, operators)
 
 
 _EMPTY = Taxonomy.empty()
@@ -136,7 +143,7 @@ def default_resolve(node: Any) -> Term:
     raise FilterError(f"unexpected term in expression: {node!r}")
 
 
-def from_parse_tree(node: Any, resolve: Callable[[Any], Term]) -> Expr:
+def from_parse_tree(node: Any, resolve: Callable[[Any], Term], operators: OperatorSet = NO_OPERATORS) -> Expr:
     """Convert an rdflib SPARQL parser expression into an `Expr` tree."""
     from rdflib import Variable
     from rdflib.plugins.sparql.parserutils import CompValue
@@ -189,8 +196,11 @@ def from_parse_tree(node: Any, resolve: Callable[[Any], Term]) -> Expr:
                 raise FilterError("DISTINCT in a function call is not supported", "aggregates")
             if isinstance(iri, IRI) and iri.value in EXTENSIONS:
                 return ("ext", iri.value, args)
+            if isinstance(iri, IRI) and iri.value in operators:
+                return ("op", iri.value, args)
             if not isinstance(iri, IRI) or iri.value not in CASTS:
-                raise FilterError(f"function {iri} is not supported in subscriptions", "function call")
+                raise FilterError(f"function {iri} is not supported in subscriptions (not a SPARQL cast, an "
+                                  f"EventCloud extension or an operator registered on this overlay)", "function call")
             if len(args) != 1:
                 raise FilterError(f"the cast {iri} takes exactly one argument", "function call")
             return ("cast", iri.value, args[0])
@@ -207,7 +217,7 @@ def from_parse_tree(node: Any, resolve: Callable[[Any], Term]) -> Expr:
             raise FilterError(str(exc), "term") from None
 
     expr = conv(node)
-    check(expr)
+    check(expr, operators)
     return expr
 
 
@@ -228,9 +238,16 @@ def _list(value: Any) -> list:
         return [value]
 
 
-def check(expr: Expr) -> None:
+def check(expr: Expr, operators: OperatorSet = NO_OPERATORS) -> None:
     """Reject unknown functions, wrong arities and invalid constant regexes at compile time."""
     kind = expr[0]
+    if kind == "op":
+        op = operators.get(expr[1])
+        if op is None:
+            raise FilterError(f"operator {expr[1]} is not registered on this peer", "function call")
+        low, high = op.arity
+        if not low <= len(expr[2]) <= high:
+            raise FilterError(f"operator {op.name} takes {low}..{high} arguments, got {len(expr[2])}", "function call")
     if kind == "ext":
         try:
             check_extension(expr)
@@ -254,7 +271,7 @@ def check(expr: Expr) -> None:
                 except RegexError as exc:
                     raise FilterError(f"invalid REGEX pattern {static[0]!r}: {exc}", "regex") from None
     for child in _children(expr):
-        check(child)
+        check(child, operators)
 
 
 def _children(expr: Expr) -> tuple[Expr, ...]:
@@ -263,7 +280,7 @@ def _children(expr: Expr) -> tuple[Expr, ...]:
         return ()
     if kind in ("or", "and", "coalesce"):
         return expr[1]
-    if kind in ("call", "ext"):
+    if kind in ("call", "ext", "op"):
         return expr[2]
     if kind in ("in", "notin"):
         return (expr[1], *expr[2])
@@ -276,6 +293,14 @@ def _uses_taxonomy(expr: Expr) -> bool:
     if expr[0] == "ext" and expr[1] in ISA_FUNCTIONS:
         return True
     return any(_uses_taxonomy(child) for child in _children(expr))
+
+
+def operator_calls(expr: Expr) -> set[str]:
+    """IRIs of the registered operators an expression calls."""
+    found = {expr[1]} if expr[0] == "op" else set()
+    for child in _children(expr):
+        found |= operator_calls(child)
+    return found
 
 
 def _variables(expr: Expr) -> set[str]:
@@ -298,11 +323,13 @@ def _static_string(expr: Expr) -> str | None:
 class _Context:
     """What compiling one FILTER carries along: the base IRI, the taxonomy, the constant regexes met."""
 
-    __slots__ = ("base", "taxonomy", "regexes")
+    __slots__ = ("base", "taxonomy", "regexes", "operators")
 
-    def __init__(self, base: str | None, taxonomy: Taxonomy | None = None) -> None:
+    def __init__(self, base: str | None, taxonomy: Taxonomy | None = None,
+                 operators: OperatorSet = NO_OPERATORS) -> None:
         self.base = base
         self.taxonomy = taxonomy
+        self.operators = operators
         self.regexes: list[BoundedRegex] = []
 
 
@@ -350,6 +377,11 @@ def _compile(expr: Expr, ctx: "_Context") -> Evaluator:
         return _call(expr[1], expr[2], ctx)
     if kind == "ext":
         return compile_extension(expr, [_compile(e, ctx) for e in expr[2]], ctx.taxonomy or _EMPTY)
+    if kind == "op":
+        op = ctx.operators.get(expr[1])
+        if op is None:
+            raise FilterError(f"operator {expr[1]} is not registered on this peer", "function call")
+        return compile_call(op, [_compile(e, ctx) for e in expr[2]])
     raise FilterError(f"unknown expression node {kind!r}")
 
 
@@ -548,7 +580,7 @@ def render(expr: Expr) -> str:
         return f"<{expr[1]}>({render(expr[2])})"
     if kind == "call":
         return f"{expr[1]}(" + ", ".join(render(e) for e in expr[2]) + ")"
-    if kind == "ext":
+    if kind in ("ext", "op"):
         return f"<{expr[1]}>(" + ", ".join(render(e) for e in expr[2]) + ")"
     return repr(expr)
 

@@ -1,0 +1,3 @@
+"""Operators shipped with EventCloud (seed 001), registered under the `eventcloud.operators`
+entry-point group: geographic tests on WGS84 points (`city`) and a deliberately expensive text
+similarity (`text`). Each module exposes `OPERATORS`, a tuple of `Operator`."""

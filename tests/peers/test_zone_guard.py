@@ -1,0 +1,46 @@
+"""The zone guard: a zone change waits for the stores under way and holds new ones off."""
+
+from __future__ import annotations
+
+import trio
+
+from peers.zone_guard import ZoneGuard
+
+
+async def test_a_change_waits_for_stores_under_way_and_new_stores_wait_for_it(autojump_clock):
+    guard = ZoneGuard()
+    log: list[str] = []
+
+    async def store(name: str, seconds: float) -> None:
+        async with guard.store():
+            log.append(f"{name} in")
+            await trio.sleep(seconds)
+            log.append(f"{name} out")
+
+    async def change() -> None:
+        async with guard.change():
+            log.append("change in")
+            await trio.sleep(1)
+            log.append("change out")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store, "a", 2)
+        await trio.sleep(0.1)
+        nursery.start_soon(change)
+        await trio.sleep(0.1)
+        nursery.start_soon(store, "b", 1)  # arrives while the change waits: goes after it
+    assert log == ["a in", "a out", "change in", "change out", "b in", "b out"]
+
+
+async def test_a_cancelled_change_lets_stores_through_again(autojump_clock):
+    guard = ZoneGuard()
+    await guard.enter()
+    with trio.move_on_after(1):
+        await guard.acquire_change()  # waits for the store above, then gives up
+    with trio.fail_after(1):
+        async with guard.store():     # not held off by the change that gave up
+            pass
+    guard.leave()
+    with trio.fail_after(1):
+        async with guard.change():    # nothing under way: at once
+            pass

@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Storage", "canonical_event"]
 
+#: Commit messages of acknowledged publications waiting to be sent, and tasks sending them.
+COMMITS_QUEUED = 1024
+COMMIT_SENDERS = 8
+
 #: Quads this peer owns of one event: (graph, those quads, the delivery, all its quads decoded).
 _Mine = tuple[IRI, list[Quad], Delivery, list[Quad]]
 
@@ -70,6 +74,8 @@ class Storage:
         self.retry_window = retry_window
         self.resolve_after = resolve_after
         self.abort_after = abort_after
+        self._commits_send, self._commits_receive = trio.open_memory_channel[
+            tuple[set[str], tuple[str, ...]]](COMMITS_QUEUED)
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.PUBLISH: self._on_publish, Op.DELIVER: self._on_deliver, Op.COMMIT: self._on_commit}
@@ -78,14 +84,23 @@ class Storage:
         return {Op.DELIVER_LOCAL: self._local_deliver}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Resolve pending events left behind (an entry that died between the phases)."""
-        task_status.started()
-        while True:
-            await trio.sleep(max(0.5, self.resolve_after / 2))
-            try:
-                await self.resolve_pending()
-            except EventCloudError as exc:
-                log.info("peer %s: resolving pending events: %s", self.state.id, exc)
+        """Send the commits of acknowledged publications; resolve pending events left behind (an
+        entry that died between the phases, a commit message lost)."""
+        async with trio.open_nursery() as nursery:
+            for _ in range(COMMIT_SENDERS):
+                nursery.start_soon(self._commit_sender, self._commits_receive.clone())
+            task_status.started()
+            while True:
+                await trio.sleep(max(0.5, self.resolve_after / 2))
+                try:
+                    await self.resolve_pending()
+                except EventCloudError as exc:
+                    log.info("peer %s: resolving pending events: %s", self.state.id, exc)
+
+    async def _commit_sender(self, receive: trio.MemoryReceiveChannel[tuple[set[str], tuple[str, ...]]]) -> None:
+        async with receive:
+            async for owners, graphs in receive:
+                await self._send_commits(owners, graphs)
 
     # --- the entry peer -----------------------------------------------------------------------
 
@@ -126,7 +141,11 @@ class Storage:
         decisions = await self.commits.decide(attempts, COMMIT)
         refused = [e.graph.value for (e, _), d in zip(stamped, decisions) if d != COMMIT]
         graphs = tuple(e.graph.value for (e, _), d in zip(stamped, decisions) if d == COMMIT)
-        await self._send_commits(owners, graphs)
+        if graphs:
+            # Acknowledged once the decision is durable: readers that meet a pending event ask
+            # for its decision, so the commit messages need not delay the publisher (one round
+            # trip less per publication); an owner that misses one resolves the event itself.
+            await self._commits_send.send((owners, graphs))
         if refused:
             raise RequestError(f"publication of {', '.join(refused[:3])} took too long and was aborted; retry it",
                                ErrorCode.TIMEOUT)

@@ -7,10 +7,11 @@ message. Under OSMA every owner needs the whole event to match it, so the whole 
 once, with the indexes of the quads each subtree stores; under CSMA only the routed quads do.
 
 Quads are stored *pending* (durable, invisible); once every owner has them the entry decides
-the attempt (`peers.commits`) and tells the owners, which commit (visible) and hand the event
-to the matcher. An owner left with a pending event resolves it in the background. The entry
-acknowledges the client once the decision is durable, so an acknowledged event is whole and
-will be matched, and a failed one is invisible; republishing the same graph completes it.
+the attempt (`peers.commits`) and acknowledges the client once the decision is durable, so an
+acknowledged event is whole and will be matched, and a failed one is invisible; republishing
+the same graph completes it. Then (in the background) it tells the owners, which commit
+(visible) and hand the event to the matcher; a reader that meets a pending event asks for its
+decision, and an owner left with a pending event resolves it itself.
 """
 
 from __future__ import annotations

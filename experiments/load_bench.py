@@ -33,6 +33,7 @@ import trio
 
 from eventcloud.client import connect
 from eventcloud.rdf.model import IRI, CompoundEvent, Literal, Quad
+from experiments.benchkit import percentile, table as markdown_table
 from peers.cluster import LocalCluster
 
 EX = "http://example.org/load/"
@@ -58,13 +59,6 @@ def subscription(i: int) -> tuple[str, frozenset[int]]:
 
 def matches(i: int, j: int) -> bool:
     return j % 4 not in subscription(i)[1]
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -159,17 +153,16 @@ def baseline_tree(commit: str) -> Iterator[Path]:
         subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=root, capture_output=True)
 
 
+HEADER = ["code", "algorithm", "events", "publish ev/s", "notifications/s", "last after publish (s)",
+          "lag p50 / p95 / p99 / max (s)", "peak RSS max / mean (MB)", "expected", "not received", "duplicated"]
+
+
 def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
-    lines = ["| code | algorithm | events | publish ev/s | notifications/s | last after publish (s) | "
-             "lag p50 / p95 / p99 / max (s) | peak RSS max / mean (MB) | expected | not received | duplicated |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for code, r in rows:
-        lag = " / ".join(f"{x:.2f}" for x in r["lag"])
-        lines.append(f"| {code} | {r['algorithm']} | {r['events']:,} | {r['publish_rate']:,.0f} | "
-                     f"{r['notification_rate']:,.0f} | {r['last_after_publish']:.1f} | {lag} | "
-                     f"{r['rss_max']:.0f} / {r['rss_mean']:.0f} | {r['expected']:,} | {r['lost']:,} | "
-                     f"{r['duplicated'] + r['unexpected']:,} |")
-    return "\n".join(lines)
+    return markdown_table(HEADER, [
+        (code, r["algorithm"], f"{r['events']:,}", f"{r['publish_rate']:,.0f}", f"{r['notification_rate']:,.0f}",
+         f"{r['last_after_publish']:.1f}", " / ".join(f"{x:.2f}" for x in r["lag"]),
+         f"{r['rss_max']:.0f} / {r['rss_mean']:.0f}", f"{r['expected']:,}", f"{r['lost']:,}",
+         f"{r['duplicated'] + r['unexpected']:,}") for code, r in rows])
 
 
 async def main_async(args: argparse.Namespace) -> None:

@@ -305,7 +305,8 @@ class Storage:
         if mine:
             await self._stored(mine, results)
         # routed here before this zone split for a newcomer: on to the owner now
-        moved = [i for i in taken if i not in ours]
+        kept = set(ours)
+        moved = [i for i in taken if i not in kept]
         if moved:
             self.counters["deliveries_rerouted"] += 1
             for i in moved:

@@ -265,11 +265,7 @@ class RpcConnection:
         return reply.body
 
     async def push(self, op: Op, body: dict[str, Any] | Body) -> None:
-        wire = body.to_wire() if isinstance(body, Body) else body
-        try:
-            await self._send(Message(Kind.PUSH, op, None, self.clock.now(), wire))
-        except _BROKEN as exc:
-            raise ConnectionLost(f"connection {self.name} broke: {exc}") from None
+        await self.push_all([(op, body)])
 
     async def push_all(self, pushes: list[tuple[Op, dict[str, Any] | Body]]) -> None:
         """Several pushes (a subscriber's queued notifications) in one write."""

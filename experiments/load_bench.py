@@ -19,21 +19,18 @@ with the same workload in the same run, first, and prints both side by side.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import trio
 
 from eventcloud.client import connect
 from eventcloud.rdf.model import IRI, CompoundEvent, Literal, Quad
 from experiments.benchkit import percentile, table as markdown_table
+from experiments.clusterkit import baseline_tree, peak_rss_mb
 from peers.cluster import LocalCluster
 
 EX = "http://example.org/load/"
@@ -59,17 +56,6 @@ def subscription(i: int) -> tuple[str, frozenset[int]]:
 
 def matches(i: int, j: int) -> bool:
     return j % 4 not in subscription(i)[1]
-
-
-def peak_rss_mb(pid: int) -> float:
-    """VmHWM: the most resident memory the process ever had."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
 
 
 async def run_once(algorithm: str, args: argparse.Namespace, code: Path | None) -> dict[str, Any]:
@@ -138,19 +124,6 @@ async def run_once(algorithm: str, args: argparse.Namespace, code: Path | None) 
         "duplicated": sum(n - 1 for n in received.values() if n > 1),
         "unexpected": len(set(received) - expected),
     }
-
-
-@contextmanager
-def baseline_tree(commit: str) -> Iterator[Path]:
-    """`commit` checked out in a temporary worktree (removed afterwards)."""
-    root = Path(__file__).resolve().parent.parent
-    path = Path(tempfile.mkdtemp(prefix="eventcloud-baseline-"))
-    subprocess.run(["git", "worktree", "add", "--detach", str(path), commit], cwd=root, check=True,
-                   capture_output=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=root, capture_output=True)
 
 
 HEADER = ["code", "algorithm", "events", "publish ev/s", "notifications/s", "last after publish (s)",

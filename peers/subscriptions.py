@@ -32,7 +32,7 @@ __all__ = ["Stored", "Subscriptions", "parse_cached", "indexing_box"]
 
 @lru_cache(maxsize=4096)
 def parse_cached(text: str, operators: OperatorSet = NO_OPERATORS) -> Subscription:
-    """Parsing costs ~15 ms (rdflib); a Subscription is immutable, so identical texts
+    """A Subscription is immutable, so identical texts
     (popular subscriptions, or many peers in one test process) share one parse. FILTERs may
     call the peer's `operators` (every peer of an overlay has the same set)."""
     return parse_subscription(text, operators=operators)

@@ -29,6 +29,7 @@ from eventcloud.sparql.filters.compiler import CompiledFilter, FilterError, comp
 from eventcloud.sparql.filters.extensions import DESCENDANT_OF, PROTECTED, rewrite_bare_names
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.paths import ISA_PATH, isa_path, path_text, plain_predicate
+from eventcloud.sparql.shapes import ShapeCache, shape_of
 from eventcloud.sparql.taxonomy import RDF_TYPE, Taxonomy
 from eventcloud.rdf.model import IRI, XSD_STRING, Literal, ModelError, Term
 
@@ -256,6 +257,8 @@ def _fixed(pattern: TriplePattern, bound: set[str]) -> int:
 
 # --- parsing -------------------------------------------------------------------------------------
 
+#: Parsed shapes kept per process (a parse tree is a few tens of KB).
+SHAPES_KEPT = 256
 _PLURAL = frozenset({"property paths", "sub-queries", "aggregates", "SELECT expressions"})
 _QUERY_FORMS = {"AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
 _PATTERN_CONSTRUCTS = {
@@ -281,6 +284,17 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
     if not isinstance(text, str):
         raise SubscriptionError("a subscription must be SPARQL text", "syntax error")
     rewritten, shifts = rewrite_bare_names(text)
+    shape = shape_of(rewritten)
+    if shape is not None:
+        try:
+            parsed = _shapes().tree(shape)
+        except Exception:  # the shape does not parse: the text's own parse below says why, where
+            parsed = None
+        if parsed is not None:
+            try:
+                return _Builder(text, parsed[1], taxonomy, operators).build(parsed[0])
+            except (SubscriptionError, RecursionError):
+                pass  # refused: parsed whole below, so the error names the text's own terms
     try:
         tree = parseQuery(rewritten)
     except RecursionError:
@@ -305,6 +319,19 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
         return _Builder(text, prologue, taxonomy, operators).build(tree[1])
     except RecursionError:
         raise SubscriptionError("the subscription is nested too deeply", "nesting") from None
+
+
+_SHAPE_CACHE: list[ShapeCache] = []
+
+
+def _shapes() -> ShapeCache:
+    """The process's cache of parsed shapes (made on first use: rdflib is imported lazily)."""
+    if not _SHAPE_CACHE:
+        from rdflib.plugins.sparql.algebra import translatePrologue
+        from rdflib.plugins.sparql.parser import parseQuery
+
+        _SHAPE_CACHE.append(ShapeCache(parseQuery, lambda prologue: translatePrologue(prologue, None), SHAPES_KEPT))
+    return _SHAPE_CACHE[0]
 
 
 class _Builder:

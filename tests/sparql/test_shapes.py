@@ -1,0 +1,154 @@
+"""Subscriptions parsed by shape (sparql.shapes) equal the same texts parsed whole.
+
+The corpus is every SPARQL text written in the test suite (string constants containing
+SELECT), hand-picked tricky texts, and generated workloads: each is parsed twice — through
+the shape cache and with shapes turned off — and must give the same subscription or the same
+error.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import eventcloud.sparql.subscription as subscription_module
+from eventcloud.sparql.filters.extensions import rewrite_bare_names
+from eventcloud.sparql.shapes import Shape, ShapeCache, shape_of
+from eventcloud.sparql.subscription import SubscriptionError, parse_subscription
+from experiments.workloads import generate
+
+TESTS = Path(__file__).resolve().parent.parent
+
+TRICKY = [
+    # prefixes, base and relative IRIs: declarations stay in the shape
+    "PREFIX ex: <http://example.org/> SELECT ?g ?s WHERE { GRAPH ?g { ?s ex:p ex:o } }",
+    "BASE <http://example.org/base/> SELECT ?g ?s WHERE { GRAPH ?g { ?s <rel> <http://x/abs> } }",
+    "PREFIX : <http://example.org/> SELECT * WHERE { GRAPH ?g { ?s :p :o ; :q ?v . FILTER(?v > 10) } }",
+    # strings: plain, language, datatypes by IRI and prefixed name, escapes, long strings
+    'SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> "abc"@en . ?s <http://x/q> "7"^^<http://www.w3.org/2001/XMLSchema#integer> } }',
+    'PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> "7"^^xsd:integer } }',
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> 'single' . ?s <http://x/q> \"\" } }",
+    'SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> "esc\\"aped" . ?s <http://x/q> """long "one" here""" } }',
+    'SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o FILTER(regex(str(?o), "^a.c$", "i")) } }',
+    # numbers: integers vary; signed, decimal and double ones stay in the shape
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?v FILTER(?v >= 5 && ?v < 17 && ?v != -3 && ?v > +2) } }",
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?v FILTER(?v > 2.5 || ?v < 1e3 || ?v = .5 || ?v = - 4) } }",
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> 42.} }",
+    # comparisons written without spaces, IRIs in comments, blank nodes, the keyword a
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?a . ?s <http://x/q> ?b FILTER(?a<?b&&?b>3) } }",
+    "SELECT ?g WHERE { # <http://x/comment> 'quoted\n GRAPH ?g { _:b0 <http://x/p> [] . ?s a <http://x/C> } }",
+    "SELECT ?g WHERE { GRAPH <http://x/graph> { ?s <http://x/p> ?o } }",
+    "SELECT DISTINCT ?s WHERE { GRAPH ?g { ?s <http://x/p> ?o } FILTER(?o IN (1, 2, 3)) }",
+    # extensions: bare ftcontains, the is-a path, functions by IRI
+    'SELECT ?g WHERE { GRAPH ?g { ?s <http://x/title> ?t FILTER(ftcontains(?t, "traffic AND jam")) } }',
+    "PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> "
+    "SELECT ?g WHERE { GRAPH ?g { ?s rdf:type/rdfs:subClassOf* <http://x/Vehicle> } }",
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o FILTER(<http://www.w3.org/2001/XMLSchema#integer>(?o) > 3) } }",
+    # texts that are refused or wrong: the same error either way
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o } } LIMIT 5",
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o OPTIONAL { ?o <http://x/q> 3 } } }",
+    "SELECT ?g WHERE { GRAPH ?g { ?s ex:p ?o } }",
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o FILTER(?o > ) } }",
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> \"unterminated } }",
+    "SELECT ?g WHERE { GRAPH ?g { \"lit\" <http://x/p> ?o } }",
+    "ASK { GRAPH ?g { ?s <http://x/p> 1 } }",
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o FILTER(<http://x/unknown-function>(?o)) } }",
+]
+
+
+def suite_texts() -> list[str]:
+    """Every string constant of the test suite that looks like a subscription."""
+    found: dict[str, None] = {}
+    for path in sorted(TESTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "SELECT" in node.value \
+                    and "{" in node.value:
+                found[node.value] = None
+    return list(found)
+
+
+def outcome(text: str):
+    try:
+        return parse_subscription(text)
+    except SubscriptionError as exc:
+        return ("error", str(exc), exc.construct, exc.line, exc.column)
+
+
+def whole(text: str, monkeypatch: pytest.MonkeyPatch):
+    with monkeypatch.context() as patch:
+        patch.setattr(subscription_module, "shape_of", lambda text: None)
+        return outcome(text)
+
+
+def test_every_subscription_text_of_the_suite_parses_the_same_by_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = suite_texts() + TRICKY
+    assert len(texts) > 150  # the harvest found the suite's texts
+    cache = subscription_module._shapes()
+    by_shape = 0
+    for text in texts:
+        expected = whole(text, monkeypatch)
+        assert outcome(text) == expected, text
+        assert outcome(text) == expected, text  # the second time from the cache
+        shape = shape_of(rewrite_bare_names(text)[0])
+        if shape is not None and not isinstance(expected, tuple):
+            assert cache.tree(shape) is not None, text  # every valid text with constants goes by shape
+            by_shape += 1
+    assert by_shape > 40
+
+
+def test_texts_of_one_shape_parse_once_and_keep_their_own_constants() -> None:
+    texts = [f"PREFIX ex: <http://example.org/> SELECT ?g ?v WHERE {{ GRAPH ?g {{ ?s ex:sensor{i} ?v ; "
+             f"<http://example.org/unit> \"unit {i}\"@en FILTER(?v > {i * 7}) }} }}" for i in range(50)]
+    cache = subscription_module._shapes()
+    misses = cache.misses
+    subs = [parse_subscription(t) for t in texts]
+    assert cache.misses == misses + 1  # one shape, parsed once
+    for i, sub in enumerate(subs):
+        assert sub.sparql == texts[i]
+        assert sub.patterns[0].predicate.value == f"http://example.org/sensor{i}"
+        assert sub.patterns[1].object.lexical == f"unit {i}" and sub.patterns[1].object.language == "en"
+        assert sub.filters[0].text.endswith(f"{i * 7})") or str(i * 7) in sub.filters[0].text
+    assert subs == [whole_parse(t) for t in texts]
+
+
+def whole_parse(text: str):
+    original = subscription_module.shape_of
+    subscription_module.shape_of = lambda text: None
+    try:
+        return parse_subscription(text)
+    finally:
+        subscription_module.shape_of = original
+
+
+def test_generated_workloads_parse_the_same_by_shape() -> None:
+    for k in (1, 3, 5):
+        for text in generate(events=0, subscriptions=40, k=k, seed=k).subscriptions:
+            assert parse_subscription(text) == whole_parse(text)
+
+
+def test_a_shape_whose_placeholders_do_not_come_back_is_not_used() -> None:
+    """A placeholder that the parser reads as something else (here a prefixed name's local part
+    read inside a blank node label) makes the shape unusable: the text is parsed whole."""
+    from rdflib.plugins.sparql.algebra import translatePrologue
+    from rdflib.plugins.sparql.parser import parseQuery
+
+    cache = ShapeCache(parseQuery, lambda p: translatePrologue(p, None))
+    shape = shape_of("SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> 3 } }")
+    assert shape is not None and [k for k, _, _ in shape.slots] == ["iri", "integer"]
+    assert cache.tree(shape) is not None
+    broken = Shape(shape.text.replace(shape.slots[1][1], "3"), shape.slots)  # a placeholder gone
+    assert cache.tree(broken) is None
+    assert shape_of("SELECT ?g WHERE { GRAPH ?g { ?s <http://x/ecslot> 3 } }") is None  # the marker: never shaped
+
+
+def test_the_cache_is_bounded() -> None:
+    from rdflib.plugins.sparql.algebra import translatePrologue
+    from rdflib.plugins.sparql.parser import parseQuery
+
+    cache = ShapeCache(parseQuery, lambda p: translatePrologue(p, None), size=3)
+    for n in range(6):
+        shape = shape_of("SELECT ?g WHERE { GRAPH ?g { " + " . ".join(["?s <http://x/p> ?o"] * (n + 1)) + " } }")
+        cache.tree(shape)
+    assert len(cache._shapes) == 3

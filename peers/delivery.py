@@ -21,7 +21,7 @@ import logging
 import secrets
 import uuid
 from collections import Counter, OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import trio
@@ -37,6 +37,7 @@ from eventcloud.wire.messages import (
     Empty, Leases, MailboxEnd, MailboxOpen, Notification, Notifies, Notify, StoreSubscription, Subscribe, Subscribed,
     SubscriptionId, SubscriptionRecord, Unsubscribe,
 )
+from eventcloud.wire.parsed import subscription_to_wire
 from eventcloud.wire.schema import Body
 from eventcloud.wire.ops import Op
 from peers.config import LeaseSettings as Leases_
@@ -153,7 +154,7 @@ class Delivery:
         session.seen[ident] = OrderedDict()
         self._by_id[ident] = session
         try:
-            await self._store_everywhere(record)
+            await self._store_everywhere(record, sub)
         except RequestError:
             self._forget(ident)
             raise
@@ -180,7 +181,7 @@ class Delivery:
                                ErrorCode.UNREACHABLE) from None
         record = SubscriptionRecord(ident, body.sparql, body.kind, "", t, home=home, expires=expires)
         try:
-            await self._store_everywhere(record)
+            await self._store_everywhere(record, sub)
         except RequestError:
             with trio.move_on_after(self.retry_window):
                 try:
@@ -191,12 +192,13 @@ class Delivery:
         self.counters["subscribe_durable"] += 1
         return Subscribed(ident, t, len(sub.patterns), durable=True, ticket=ticket, expires=expires)
 
-    async def _store_everywhere(self, record: SubscriptionRecord) -> None:
-        """Store a subscription on every peer of its indexing box; rolled back (and an error) if
-        that cannot be done."""
-        box = self.box_of(record.sparql)
+    async def _store_everywhere(self, record: SubscriptionRecord, sub: Any) -> None:
+        """Store a subscription on every peer of its indexing box (with its parsed form: they
+        parse nothing); rolled back (and an error) if that cannot be done."""
+        box = self.state.space.pattern_box(sub.pattern_terms(0))
         try:
-            await self.router.multicast(box, Op.STORE_SUB, StoreSubscription(record))
+            await self.router.multicast(box, Op.STORE_SUB,
+                                        StoreSubscription(replace(record, parsed=subscription_to_wire(sub))))
         except EventCloudError as exc:
             with trio.move_on_after(self.retry_window):
                 try:

@@ -201,7 +201,7 @@ class Matcher:
         # Stamped with this peer's clock when first stored here: it matches the events whose quads
         # arrive here after it (their stamps are larger), and none that arrived before.
         record = replace(record, t=known.t if known is not None else self.clock.now())
-        stored = await self.subscriptions.add(record)
+        stored = await self.subscriptions.add(record, sub)
         if stored is None:
             return 0
         # Committed quads stored before the subscription arrived but published after it was made.

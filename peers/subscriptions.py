@@ -24,6 +24,7 @@ from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.subscription import Subscription, parse_subscription
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import SubscriptionRecord
+from eventcloud.wire.parsed import subscription_from_wire, subscription_to_wire
 from peers.state import PeerState
 from peers.store import AsyncStore, drop_subscription, put_subscription
 
@@ -108,23 +109,36 @@ class Subscriptions:
         return rebound
 
     def parse(self, record: SubscriptionRecord) -> Subscription:
-        """The parsed subscription, reading this peer's taxonomy."""
+        """The subscription, reading this peer's taxonomy: built from its parsed form when the
+        record carries one (nothing parsed), else parsed from its text (cached)."""
+        if record.parsed is not None:
+            self.counters["subscriptions_built"] += 1
+            return subscription_from_wire(record.parsed, record.sparql, taxonomy=self.index.taxonomy,
+                                          operators=self.operators)
+        self.counters["subscriptions_parsed"] += 1
         return parse_cached(record.sparql, self.operators).with_taxonomy(self.index.taxonomy)
 
-    def _put(self, record: SubscriptionRecord) -> Stored:
-        stored = Stored(record, self.parse(record))
+    def _put(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored:
+        # kept without its parsed form (the Subscription is what is used; `export` re-adds it)
+        stored = Stored(replace(record, parsed=None) if record.parsed is not None else record,
+                        sub if sub is not None else self.parse(record))
         self._stored[record.id] = stored
         self.index.add(record.id, stored.sub)
         self.counters["subscriptions"] = len(self._stored)
         return stored
 
-    async def add(self, record: SubscriptionRecord) -> Stored | None:
-        """Store a subscription here (persisted); None if it was removed meanwhile."""
+    async def add(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored | None:
+        """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile."""
         if record.id in self._tombstones:
             return None
-        stored = self._put(record)
-        await self.store.write([put_subscription(record.id, record.to_wire())])
+        stored = self._put(record, sub)
+        await self.store.write([put_subscription(record.id, self.with_parsed(stored).to_wire())])
         return stored
+
+    @staticmethod
+    def with_parsed(stored: Stored) -> SubscriptionRecord:
+        """Its record with its parsed form: what is persisted and handed over."""
+        return replace(stored.record, parsed=subscription_to_wire(stored.sub))
 
     async def remove(self, ident: str) -> bool:
         """Forget a subscription (a tombstone keeps late copies of it out for a while)."""
@@ -138,7 +152,7 @@ class Subscriptions:
 
     def export(self, zone: Zone) -> list[SubscriptionRecord]:
         """Records of the subscriptions whose box meets `zone` (to hand over with it)."""
-        return [s.record for s in self._stored.values() if zone.intersects(self.box(s.sub))]
+        return [self.with_parsed(s) for s in self._stored.values() if zone.intersects(self.box(s.sub))]
 
     async def prune(self, zone: Zone) -> None:
         """Drop the subscriptions whose box no longer meets this peer's `zone`."""
@@ -152,20 +166,17 @@ class Subscriptions:
 
     async def install(self, records: tuple[SubscriptionRecord, ...] | list[SubscriptionRecord]) -> None:
         """Subscriptions handed over with a zone."""
-        fresh = [r for r in records if r.id not in self._tombstones]
-        for record in fresh:
-            self._put(record)
+        fresh = [self._put(r) for r in records if r.id not in self._tombstones]
         if fresh:
-            await self.store.write([put_subscription(r.id, r.to_wire()) for r in fresh])
+            await self.store.write([put_subscription(s.id, self.with_parsed(s).to_wire()) for s in fresh])
 
     async def renew(self, ident: str, expires: int) -> int:
         """A subscription's lease was extended (or set): 1 if stored here."""
         stored = self._stored.get(ident)
         if stored is None or stored.record.expires == expires:
             return 0
-        record = replace(stored.record, expires=expires)
-        self._put(record)
-        await self.store.write([put_subscription(ident, record.to_wire())])
+        renewed = self._put(replace(stored.record, expires=expires), stored.sub)
+        await self.store.write([put_subscription(ident, self.with_parsed(renewed).to_wire())])
         return 1
 
     async def expire(self, cutoff_ms: int) -> int:

@@ -35,7 +35,7 @@ from eventcloud.rdf.model import IRI, XSD_STRING, Literal, ModelError, Term
 
 __all__ = [
     "Var", "PatternTerm", "TriplePattern", "Subscription", "SubscriptionError", "JoinPlan",
-    "parse_subscription",
+    "parse_subscription", "assemble",
 ]
 
 
@@ -253,6 +253,23 @@ def _join_plan(sub: Subscription, first: int | None) -> JoinPlan:
 
 def _fixed(pattern: TriplePattern, bound: set[str]) -> int:
     return sum(1 for t in pattern.terms() if not isinstance(t, Var) or t.name in bound)
+
+
+def assemble(sparql: str, graph: Union[Var, IRI], patterns: tuple[TriplePattern, ...], exprs: tuple[Any, ...],
+             projection: tuple[str, ...], distinct: bool, base: str | None = None, *,
+             taxonomy: Taxonomy | None = None, operators: OperatorSet = NO_OPERATORS) -> Subscription:
+    """A subscription from its parsed parts (what peers send each other instead of the text):
+    the FILTER trees are checked and compiled, nothing is parsed. SubscriptionError if the parts
+    are not a subscription `parse_subscription` could have made."""
+    if isinstance(graph, Literal):
+        raise SubscriptionError("the GRAPH term must be a variable or an IRI", "GRAPH literal")
+    if any(isinstance(p.predicate, Literal) for p in patterns):
+        raise SubscriptionError("a literal cannot be a predicate", "literal predicate")
+    try:
+        filters = tuple(compile_filter(expr, base=base, taxonomy=taxonomy, operators=operators) for expr in exprs)
+    except FilterError as exc:
+        raise SubscriptionError(str(exc), exc.construct or "FILTER") from None
+    return Subscription(sparql, graph, tuple(patterns), filters, tuple(projection), distinct)
 
 
 # --- parsing -------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def reference() -> str:
     lines += ["", "### Message bodies", "", "| type | fields (`key`: type [= default]) | meaning |", "|---|---|---|"]
     bodies = sorted({*messages.REQUESTS.values(), *messages.REPLIES.values(), messages.ErrorBody,
                      *[c for _, c in inspect.getmembers(messages, inspect.isclass)
-                       if issubclass(c, Body) and c is not Body and c.__module__ == messages.__name__]},
+                       if issubclass(c, Body) and c is not Body and c.__module__.startswith("eventcloud.wire.")]},
                     key=lambda c: c.__name__)
     for cls in bodies:
         doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")

@@ -118,6 +118,9 @@ class SubscriptionRecord(Body):
     t: int = field(INT)            # indexation time
     home: Point | None = field(OPT(POINT), default=None)   # durable: its mailbox is at this point's owner
     expires: int = field(INT, default=0)                   # end of its lease (Unix time, ms; 0: none)
+    # its parsed form (wire.parsed), so that the peers of its box build it without parsing the
+    # text; sent with STORE_SUB and zone hand-overs and persisted, left out of CSMA steps
+    parsed: Any = field(OPT(RAW), default=None)
 
 
 @message

@@ -148,12 +148,15 @@ async def test_subscriptions_survive_a_peer_restart(autojump_clock, tmp_path):
             sub = await client.subscribe(query, kind="signal")
             held = second.counters["subscriptions"]
             assert held == len(second.subscriptions) > 0
+            # stored from the parsed form the entry sent: no peer of the box parsed the text
+            assert second.counters["subscriptions_built"] >= held and second.counters["subscriptions_parsed"] == 0
             second.stop()
             await overlay.network.kill(second.address)
             await trio.sleep(1)
             again = await overlay.add_peer(data_dir=tmp_path / "p1")  # same data directory: restored
             assert again.id == second.id
             assert len(again.subscriptions) == held
+            assert again.counters["subscriptions_parsed"] == 0  # restored from the persisted parsed form
             await trio.sleep(1)
             graph = event_graph("r", 1, 1)
             events = [CompoundEvent(graph, (make_quad(graph, SUBJECTS[i], PREDICATES[1], SUBJECTS[0]),))

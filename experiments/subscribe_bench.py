@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,39 @@ def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
          f"{r['copies']:,}", f"{r['messages']:.1f}", f"{r['cpu_ms']:.1f}", f"{r['kb_per_copy']:.2f}") for code, r in rows])
 
 
+def memory_per_subscription(texts: list[str]) -> dict[str, float]:
+    """Bytes a peer holds per stored subscription, in this process (tracemalloc): the records
+    as they arrive (`store_sub` with the parsed form), kept by the real registry, then the
+    shared index's entries for them, apart."""
+    import msgpack
+
+    from eventcloud.sparql.subscription import parse_subscription
+    from eventcloud.wire.messages import SubscriptionRecord
+    from eventcloud.wire.parsed import subscription_to_wire
+    from experiments.benchkit import memory_of
+    from peers.state import PeerState
+    from peers.store import AsyncStore, PeerStore
+    from peers.subscriptions import Subscriptions
+
+    frames = [msgpack.packb(SubscriptionRecord(f"{i:032x}", text, "signal", "127.0.0.1:7000", 10 ** 15 + i,
+                                               parsed=subscription_to_wire(parse_subscription(text))).to_wire())
+              for i, text in enumerate(texts)]
+    registry = Subscriptions(PeerState(), AsyncStore(PeerStore(None), False), Counter(), tombstone_ttl=60)
+    index_add = registry.index.add
+    registry.index.add = lambda ident, sub: None  # the registry alone first
+    held, records = memory_of(lambda: [registry._put(SubscriptionRecord.from_wire(msgpack.unpackb(f)))
+                                       for f in frames])
+    registry.index.add = index_add
+    indexed, _ = memory_of(lambda: [index_add(s.id, s.sub) for s in records])
+    return {"registry": held / len(texts), "index": indexed / len(texts),
+            "text": sum(len(t.encode()) for t in texts) / len(texts)}
+
+
 async def main_async(args: argparse.Namespace) -> None:
     texts = subscriptions(args.subscriptions, args.mix)
+    memory = memory_per_subscription(texts)
+    print(f"in one process: {memory['registry']:,.0f} B per stored subscription (record, text of "
+          f"{memory['text']:,.0f} B, parsed form, registry), {memory['index']:,.0f} B of index entries")
     rows: list[tuple[str, dict[str, Any]]] = []
     if args.baseline:
         with baseline_tree(args.baseline) as code:

@@ -10,6 +10,7 @@ store, so they survive a restart.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -119,8 +120,9 @@ class Subscriptions:
         return parse_cached(record.sparql, self.operators).with_taxonomy(self.index.taxonomy)
 
     def _put(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored:
-        # kept without its parsed form (the Subscription is what is used; `export` re-adds it)
-        stored = Stored(replace(record, parsed=None) if record.parsed is not None else record,
+        # kept without its parsed form (the Subscription is what is used; `export` re-adds it),
+        # with the strings many records repeat shared
+        stored = Stored(replace(record, parsed=None, kind=sys.intern(record.kind), entry=sys.intern(record.entry)),
                         sub if sub is not None else self.parse(record))
         self._stored[record.id] = stored
         self.index.add(record.id, stored.sub)

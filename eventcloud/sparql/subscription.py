@@ -20,16 +20,19 @@ A subscription using the taxonomy is compiled against the one given to `parse_su
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Union
 
 from eventcloud.errors import ErrorCode, InputError
 from eventcloud.sparql.filters.values import canonical_term
-from eventcloud.sparql.filters.compiler import CompiledFilter, FilterError, compile_filter, from_parse_tree
+from eventcloud.sparql.filters.compiler import CompiledFilter, FilterError, compile_filter
+from eventcloud.sparql.filters.parse_tree import from_parse_tree
 from eventcloud.sparql.filters.extensions import DESCENDANT_OF, PROTECTED, rewrite_bare_names
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.paths import ISA_PATH, isa_path, path_text, plain_predicate
 from eventcloud.sparql.shapes import ShapeCache, shape_of
+from eventcloud.sparql.shared import shared
 from eventcloud.sparql.taxonomy import RDF_TYPE, Taxonomy
 from eventcloud.rdf.model import IRI, XSD_STRING, Literal, ModelError, Term
 
@@ -164,8 +167,9 @@ class Subscription:
         names = {name for pattern in self.patterns for name in pattern.variables()}
         if isinstance(self.graph, Var):
             names.add(self.graph.name)
-        object.__setattr__(self, "_variables", frozenset(names))
-        object.__setattr__(self, "filter_needs", tuple(f.variables & self._variables for f in self.filters))
+        object.__setattr__(self, "_variables", shared(frozenset(names)))
+        object.__setattr__(self, "filter_needs", shared(tuple(shared(f.variables & self._variables)
+                                                              for f in self.filters)))
 
     @property
     def plan(self) -> JoinPlan:
@@ -269,7 +273,7 @@ def assemble(sparql: str, graph: Union[Var, IRI], patterns: tuple[TriplePattern,
         filters = tuple(compile_filter(expr, base=base, taxonomy=taxonomy, operators=operators) for expr in exprs)
     except FilterError as exc:
         raise SubscriptionError(str(exc), exc.construct or "FILTER") from None
-    return Subscription(sparql, graph, tuple(patterns), filters, tuple(projection), distinct)
+    return Subscription(sparql, graph, tuple(patterns), filters, shared(tuple(map(sys.intern, projection))), distinct)
 
 
 # --- parsing -------------------------------------------------------------------------------------
@@ -406,9 +410,10 @@ class _Builder:
             t.name for p in patterns for t in p.terms() if isinstance(t, Var) and not t.name.startswith("_:")
         ]
         if projection_nodes:
-            projection = tuple(dict.fromkeys(str(item["var"]) for item in projection_nodes))
+            projection = tuple(dict.fromkeys(sys.intern(str(item["var"])) for item in projection_nodes))
         else:
             projection = tuple(dict.fromkeys(in_scope))
+        projection = shared(projection)
         modifier = _get(query, "modifier")
         return Subscription(self.text, graph, tuple(patterns), filters, projection, modifier is not None)
 
@@ -503,10 +508,10 @@ class _Builder:
         from rdflib import BNode, Variable
 
         if isinstance(node, Variable):
-            return Var(str(node))
+            return shared(Var(sys.intern(str(node))))
         if isinstance(node, BNode):
             label = self.blank_nodes.setdefault(str(node), f"_:b{len(self.blank_nodes)}")
-            return Var(label)
+            return shared(Var(sys.intern(label)))
         try:
             return canonical_term(self.resolve(node))
         except (ModelError, FilterError) as exc:

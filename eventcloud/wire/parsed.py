@@ -12,6 +12,7 @@ operators, arities and constant regexes are refused); anything else is a BadRequ
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from eventcloud.errors import BadRequest
@@ -19,6 +20,7 @@ from eventcloud.rdf.model import RDF_LANGSTRING, XSD, XSD_STRING, Literal
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.sparql.subscription import Subscription, SubscriptionError, TriplePattern, Var, assemble
+from eventcloud.sparql.shared import shared
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.codec import term_from_wire, term_to_wire
 
@@ -69,7 +71,7 @@ def _pattern_term_from(data: Any) -> Any:
     if isinstance(data, list) and len(data) == 2 and data[0] == "?":
         if not isinstance(data[1], str) or not data[1]:
             raise BadRequest("a variable's name is a non-empty string")
-        return Var(data[1])
+        return shared(Var(sys.intern(data[1])))
     return _term_from(data)
 
 

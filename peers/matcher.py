@@ -43,7 +43,9 @@ from eventcloud.matching.reference import MAX_SOLUTIONS, event_index, matches
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.wire.codec import quad_from_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
-from eventcloud.wire.messages import CsmaStep, Find, Notifies, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord
+from eventcloud.wire.messages import (
+    ChainMember, CsmaStep, Find, Notifies, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord,
+)
 from eventcloud.wire.ops import Op
 from peers.operators import OperatorRunner
 from peers.router import Router
@@ -73,6 +75,7 @@ class _First:
     quad: Quad
     size: int
     published: int
+    members: tuple[ChainMember, ...] = ()   # identical subscriptions the chain also notifies
 
 
 Work = Union[_Committed, _First]
@@ -218,7 +221,7 @@ class Matcher:
         """A rewritten subscription for one event: match it against the quads of that event held
         here and go on with its chain; returns once the chain is done (1) or nothing matched (0)."""
         record = body.record
-        if self.subscriptions.removed(record.id):
+        if self.subscriptions.removed(record.id) and not body.members:
             return 0
         IRI(body.graph)  # a ModelError (bad-request) for anything but an event's graph IRI
         sub = self.subscriptions.parse(record)
@@ -229,7 +232,7 @@ class Matcher:
         for quad in await self._quads_here(body.graph, sub.pattern_terms(index, dict(body.partial.bindings))):
             advanced = await self._advance(sub, body.partial, index, quad, body.graph)
             if advanced is not None:
-                await self._chain(record, advanced, body.graph, body.size, body.published)
+                await self._chain(record, advanced, body.graph, body.size, body.published, body.members)
                 done = 1
         return done
 
@@ -270,7 +273,8 @@ class Matcher:
         if stored is not None and work.published >= stored.t:
             partial = await self._advance(stored.sub, start(stored.sub), 0, work.quad, work.quad.g.value)
             if partial is not None:
-                await self._chain(stored.record, partial, work.quad.g.value, work.size, work.published)
+                await self._chain(stored.record, partial, work.quad.g.value, work.size, work.published,
+                                  work.members)
 
     async def _advance(self, sub: Any, partial: PartialMatch, index: int, quad: Quad, graph: str) -> PartialMatch | None:
         """One CSMA rewriting step; FILTERs calling operators share the event's call table."""
@@ -289,13 +293,26 @@ class Matcher:
             if self.state.algorithm == "osma":
                 await self._osma(graph, here, info.size, info.published, work.whole)
             else:  # the chains of one event run at once (their notifications to an entry merge)
-                index = self.subscriptions.index
-                steps = [partial(self._process, _First(ident, quad, info.size, info.published))
-                         for quad in here for ident in index.first_pattern_candidates(quad)]
+                steps = [partial(self._process, first) for quad in here for first in self._firsts(quad, info)]
                 for at in range(0, len(steps), CHAINS_AT_ONCE):
                     await gather(steps[at:at + CHAINS_AT_ONCE])
         # not durable: a lost mark only means matching again, and the entry drops the repeats
         await self.store.write([notified(graph)], durable=False)
+
+    def _firsts(self, quad: Quad, info: Any) -> list[_First]:
+        """CSMA's first steps from one quad: one chain per set of identical subscriptions whose
+        stamps here let them see the event (the others ride along as members)."""
+        chains: dict[tuple, list[Any]] = {}
+        for ident in self.subscriptions.index.first_pattern_candidates(quad):
+            stored = self.subscriptions.get(ident)
+            if stored is not None and info.published >= stored.t:
+                chains.setdefault(stored.sub.chain_key, []).append(stored)
+        firsts = []
+        for first, *others in chains.values():
+            members = tuple(ChainMember(s.id, s.record.entry, s.record.home) for s in others)
+            self.counters["csma_chains_shared"] += len(members)
+            firsts.append(_First(first.id, quad, info.size, info.published, members))
+        return firsts
 
     async def _osma(self, graph: str, here: list[Quad], size: int, published: int,
                     whole: CompoundEvent | None) -> None:
@@ -342,17 +359,20 @@ class Matcher:
         return CompoundEvent(iri, quads)
 
     async def _chain(self, record: SubscriptionRecord, partial: PartialMatch, graph: str, size: int,
-                     published: int) -> None:
-        """One CSMA step done: notify if nothing is left, else hand the rewritten subscription to
-        the peers of its next pattern (and wait for the rest of the chain)."""
+                     published: int, members: tuple[ChainMember, ...] = ()) -> None:
+        """One CSMA step done: notify if nothing is left (the chain's subscription and every
+        member), else hand the rewritten subscription to the peers of its next pattern (and
+        wait for the rest of the chain)."""
         if is_complete(partial):
-            await self._notify(record, graph, size, published, csma=True)
+            owed = [(lambda who=who: self._notify(who, graph, size, published, csma=True))
+                    for who in (record, *members) if not self.subscriptions.removed(who.id)]
+            await gather(owed)
             return
         sub = self.subscriptions.parse(record)
         index = next_pattern(sub, partial)
         box = self.state.space.pattern_box(sub.pattern_terms(index, dict(partial.bindings)))
         self.counters["csma_rewrites"] += 1
-        await self.router.multicast(box, Op.CSMA_SUB, CsmaStep(record, partial, graph, size, published))
+        await self.router.multicast(box, Op.CSMA_SUB, CsmaStep(record, partial, graph, size, published, members))
 
     async def _notify(self, record: SubscriptionRecord, graph: str, size: int, published: int, *,
                       csma: bool = False, solutions: Any = None, quads: Any = None, truncated: bool = False) -> None:

@@ -181,6 +181,17 @@ class Subscription:
         return plan
 
     @property
+    def chain_key(self) -> tuple:
+        """Equal for subscriptions whose CSMA chains are the same (graph term, patterns in order,
+        FILTERs): the projection, DISTINCT and text may differ (made on first use)."""
+        key = self.__dict__.get("_chain_key")
+        if key is None:
+            key = (self.graph, self.patterns, tuple(f.expr for f in self.filters),
+                   tuple(f.base for f in self.filters), tuple(f.taxonomy for f in self.filters))
+            object.__setattr__(self, "_chain_key", key)
+        return key
+
+    @property
     def indexed_plan(self) -> JoinPlan:
         """A join order starting with the indexing pattern (for OSMA's rule), made on first use."""
         plan = self.__dict__.get("_indexed_plan")

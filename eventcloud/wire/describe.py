@@ -78,7 +78,7 @@ def reference() -> str:
                        if issubclass(c, Body) and c is not Body and c.__module__.startswith("eventcloud.wire.")]},
                     key=lambda c: c.__name__)
     for cls in bodies:
-        doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        doc = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
         if doc.startswith(cls.__name__ + "("):  # dataclass's generated docstring
             doc = ""
         lines.append(f"| `{cls.__name__}` | {_fields(cls)} | {doc} |")

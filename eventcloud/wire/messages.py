@@ -17,7 +17,7 @@ from eventcloud.wire.fields import *  # noqa: F401,F403
 from eventcloud.wire.ops import Op
 from eventcloud.wire.peer_messages import *  # noqa: F401,F403
 from eventcloud.wire.peer_messages import (
-    Announce, Commit, CsmaStep, Deliver, Delivered, Delivery, Handover, JoinCommit, JoinData, JoinRequest, Leases, Load, MailboxAck,
+    Announce, ChainMember, Commit, CsmaStep, Deliver, Delivered, Delivery, Handover, JoinCommit, JoinData, JoinRequest, Leases, Load, MailboxAck,
     MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, Notifies, Notify, PeerId, Probe, ProbeResult,
     ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, Route, Routed, StoreSubscription,
     SchemaNewer, SchemaOffer, SparqlLocal, Table, TakeOver,

@@ -129,6 +129,16 @@ class StoreSubscription(Body):
 
 
 @message
+class ChainMember(Body):
+    """A subscription identical to a CSMA chain's own (same patterns and FILTERs): the chain
+    runs once for all of them and notifies each when it completes."""
+
+    id: str = field(STR)
+    entry: str = field(STR)        # its entry peer ('' for a durable one)
+    home: Point | None = field(OPT(POINT), default=None)   # durable: its mailbox's point
+
+
+@message
 class CsmaStep(Body):
     """A rewritten subscription routed to the peers of its next pattern."""
 
@@ -137,6 +147,7 @@ class CsmaStep(Body):
     graph: str = field(STR)
     size: int = field(INT)
     published: int = field(INT)
+    members: tuple[ChainMember, ...] = field(LIST(NESTED(ChainMember)), default=())
 
 
 @message

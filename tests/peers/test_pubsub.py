@@ -357,3 +357,51 @@ async def test_an_event_acknowledged_before_subscribe_is_not_notified_when_its_c
             with trio.move_on_after(5):
                 await collect(sub, 1, got, seconds=5)
             assert [n.event for n in got] == [late.graph.value]
+
+
+async def test_identical_csma_subscriptions_share_one_chain_and_each_is_notified(autojump_clock):
+    """Under CSMA, subscriptions with the same patterns and FILTERs (whatever their text,
+    projection, kind or entry peer) run one chain per event; each subscriber still gets exactly
+    its notifications, and one made after an event was acknowledged does not get that event."""
+    body = f"{{ GRAPH ?g {{ ?s <{EX}p0> ?o . ?o <{EX}p1> ?x FILTER(?x != <{EX}none>) }} }}"
+    texts = [f"SELECT ?s WHERE {body}", f"SELECT   ?o ?s WHERE {body}", f"SELECT * WHERE {body}",
+             f"SELECT ?x WHERE {body}"]
+
+    def event(tag: str, i: int) -> CompoundEvent:
+        g = event_graph(tag, i, i)
+        a, b, c = (IRI(f"{EX}{tag}{i}{n}") for n in "abc")
+        return CompoundEvent(g, (make_quad(g, a, PREDICATES[0], b), make_quad(g, b, PREDICATES[1], c)))
+
+    async def run(sharing: list[str]) -> tuple[list[list[Notification]], int, int]:
+        async with open_overlay(5, "csma", seed=4) as overlay:
+            clients = [overlay.client(i % 5, f"sub{i}") for i in range(len(sharing))]
+            async with overlay.client(0, "pub") as publisher, clients[0] as c0, clients[1] as c1, \
+                    clients[2] as c2, clients[3] as c3:
+                subs = [await c.subscribe(t, kind=k) for c, t, k in
+                        zip((c0, c1, c2), sharing[:3], ("signal", "bindings", "event"))]
+                events = [event("e", i) for i in range(6)]
+                for e in events[:3]:
+                    await publisher.publish(e)
+                subs.append(await c3.subscribe(sharing[3], kind="bindings"))  # after the first three
+                for e in events[3:]:
+                    await publisher.publish(e)
+                got: list[list[Notification]] = []
+                for sub, want in zip(subs, (6, 6, 6, 3)):
+                    notes: list[Notification] = []
+                    await collect(sub, want, notes, seconds=30)
+                    got.append(notes)
+                rewrites = sum(p.counters["csma_rewrites"] for p in overlay.peers)
+                shared = sum(p.counters["csma_chains_shared"] for p in overlay.peers)
+                return got, rewrites, shared
+
+    got, rewrites, shared = await run(texts)
+    published = [event("e", i).graph.value for i in range(6)]
+    for notes, want in zip(got, (published, published, published, published[3:])):
+        assert sorted(n.event for n in notes) == sorted(want)
+    assert all(n.solutions and n.solutions[0]["x"] for n in got[3])
+    assert [len(n.quads) for n in got[2]] == [2] * 6
+    assert shared == 3 * 3 + 3 * 2   # three members per chain after the fourth subscribed, two before
+    alone, rewrites_alone, _ = await run([texts[0], f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p0> ?o }} }}",
+                                          f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p1> ?o }} }}",
+                                          f"SELECT ?s WHERE {{ GRAPH ?g {{ ?o <{EX}p1> ?s }} }}"])
+    assert rewrites == rewrites_alone == 6  # one chain per event, as for one subscription alone

@@ -89,3 +89,47 @@ async def test_unsubscribe_ends_the_iteration_cleanly(autojump_clock):
             await sub.unsubscribe()
             with trio.fail_after(10):
                 assert [n async for n in sub] == []
+
+
+async def test_concurrent_publishes_travel_together_and_keep_their_own_receipts(autojump_clock):
+    async with open_overlay(3) as overlay:
+        async with overlay.client(1, "sdk") as client:
+            events = [client.event([(S, P, Literal(str(i)))]) for i in range(40)]
+            receipts = {}
+
+            async def publish(event):
+                receipts[event.graph.value] = await client.publish(event)
+
+            before = sum(p.counters["in:publish"] for p in overlay.peers)
+            async with trio.open_nursery() as nursery:
+                for event in events:
+                    nursery.start_soon(publish, event)
+            assert sum(p.counters["in:publish"] for p in overlay.peers) - before == 1  # one request for all
+            assert all(receipts[e.graph.value].graph == e.graph.value for e in events)
+            assert await client.count() == 40
+            await client.publish(client.event([(S, P, Literal("alone"))]))  # at low load: at once
+            assert await client.count() == 41
+
+
+async def test_a_bad_event_among_concurrent_publishes_fails_alone(autojump_clock):
+    """The merged request fails; each event is then published alone, so the good ones are
+    stored and only the bad one raises, with its own error."""
+    async with open_overlay(3) as overlay:
+        async with overlay.client(1, "sdk") as client:
+            good = [client.event([(S, P, Literal(str(i)))]) for i in range(6)]
+            bad = client.event([(S, P, Literal("bad \ud800 surrogate"))])
+            outcomes = {}
+
+            async def publish(event):
+                try:
+                    outcomes[event.graph.value] = await client.publish(event)
+                except ClientError as exc:
+                    outcomes[event.graph.value] = exc
+
+            async with trio.open_nursery() as nursery:
+                for event in good[:3] + [bad] + good[3:]:
+                    nursery.start_soon(publish, event)
+            assert isinstance(outcomes[bad.graph.value], ClientError)
+            assert outcomes[bad.graph.value].code is ErrorCode.BAD_REQUEST
+            assert all(outcomes[e.graph.value].graph == e.graph.value for e in good)
+            assert client.coalesced_retried == 7 and await client.count() == 6

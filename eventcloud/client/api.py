@@ -40,6 +40,20 @@ KINDS = NOTIFICATION_KINDS
 _FINAL = frozenset({ErrorCode.GONE, ErrorCode.NOT_FOUND, ErrorCode.FORBIDDEN, ErrorCode.BAD_REQUEST})
 
 
+#: Events one merged publish request carries at most.
+COALESCED_PUBLISHES = 16
+
+
+class _PublishBatch:
+    __slots__ = ("events", "done", "receipts", "error")
+
+    def __init__(self, events: list[CompoundEvent]) -> None:
+        self.events = events
+        self.done = trio.Event()
+        self.receipts: list[Receipt] = []
+        self.error: BaseException | None = None
+
+
 class Client:
     def __init__(self, source: str, *, publish_retry: float = 30.0) -> None:
         self.source = source
@@ -52,6 +66,8 @@ class Client:
         self.link: Link = None  # type: ignore[assignment]  # set by connect()
         self._nursery: trio.Nursery | None = None
         self._acks = trio.Event()
+        self._publishing: _PublishBatch | None = None   # the batch concurrent publishes join
+        self.coalesced_retried = 0  # events published alone again after their merged request failed
 
     @property
     def lost(self) -> str | None:
@@ -83,7 +99,39 @@ class Client:
 
     async def publish(self, event: CompoundEvent) -> Receipt:
         """Store the event on the overlay; returns once every quad is stored. Publishing the
-        same graph IRI again is a retry and never produces a second notification."""
+        same graph IRI again is a retry and never produces a second notification.
+
+        Publishes that other tasks make on this client in the same scheduling round travel in
+        one request (no waiting: at low load a publish goes out at once); each event keeps its
+        own receipt, and if that request fails each is published again alone, so each gets its
+        own error too."""
+        batch = self._publishing
+        if batch is not None and len(batch.events) < COALESCED_PUBLISHES:
+            index = len(batch.events)
+            batch.events.append(event)
+            await batch.done.wait()
+        else:
+            batch, index = _PublishBatch([event]), 0
+            self._publishing = batch
+            try:
+                await trio.lowlevel.checkpoint()  # the other tasks of this round may join
+            finally:
+                if self._publishing is batch:
+                    self._publishing = None
+            try:
+                batch.receipts = await self.publish_batch(batch.events)
+            except ClientError as exc:
+                batch.error = exc
+            except BaseException as exc:  # this task was cancelled: the others go alone
+                batch.error = exc
+                raise
+            finally:
+                batch.done.set()
+        if batch.error is None:
+            return batch.receipts[index]
+        if len(batch.events) == 1:
+            raise batch.error
+        self.coalesced_retried += 1
         return (await self.publish_batch([event]))[0]
 
     async def publish_batch(self, events: list[CompoundEvent]) -> list[Receipt]:

@@ -44,7 +44,7 @@ _TOKENS = re.compile(r"""
   | \s+ | [\s\S]
 """, re.X)
 _SIMPLE_LOCAL = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
-_INTEGER = re.compile(r"\d+\Z")
+_INTEGER = re.compile(r"[0-9]+\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +56,9 @@ class Shape:
 
 
 def shape_of(text: str) -> Shape | None:
-    """The shape of `text`, or None when it has no constant to vary (or holds the marker)."""
-    if MARKER in text or _INT_MARKER in text:
+    """The shape of `text`, or None when it has no constant to vary, holds the marker, or has
+    \\u escapes (rdflib expands those in the whole text before parsing it)."""
+    if MARKER in text or _INT_MARKER in text or "\\u" in text or "\\U" in text:
         return None
     out: list[str] = []
     slots: list[tuple[str, str, str]] = []
@@ -65,8 +66,8 @@ def shape_of(text: str) -> Shape | None:
     for match in _TOKENS.finditer(text):
         group = match.lastgroup
         if group is None or group == "decl":
-            token = match.group()
-            if not ("0" <= token[0] <= "9" and token.isdigit()) or (match.start() and text[match.start() - 1] in "+-"):
+            # an unsigned INTEGER: ASCII digits only ("²" is a digit to str.isdigit, not to SPARQL)
+            if not _INTEGER.match(match.group()) or (match.start() and text[match.start() - 1] in "+-"):
                 continue
             kind, group = "integer", 0
         elif group == "local" or group == "prefix":

@@ -36,6 +36,10 @@ TRICKY = [
     "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?v FILTER(?v >= 5 && ?v < 17 && ?v != -3 && ?v > +2) } }",
     "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?v FILTER(?v > 2.5 || ?v < 1e3 || ?v = .5 || ?v = - 4) } }",
     "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> 42.} }",
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?v FILTER(?v > 1²) } }",   # not an INTEGER to SPARQL
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ² } }",
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> \\u0022 <http://x/o> \\u0022 } }",  # expanded before parsing
+    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/ünï> \"ß\" . ?s ex:ünï 3 } }",
     # comparisons written without spaces, IRIs in comments, blank nodes, the keyword a
     "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?a . ?s <http://x/q> ?b FILTER(?a<?b&&?b>3) } }",
     "SELECT ?g WHERE { # <http://x/comment> 'quoted\n GRAPH ?g { _:b0 <http://x/p> [] . ?s a <http://x/C> } }",

@@ -72,6 +72,7 @@ class Subscriptions:
         self.operators = operators
         self.index = SubscriptionIndex(taxonomy=taxonomy, order=order, statistics=statistics)
         self._stored: dict[str, Stored] = {}
+        self._alike: dict[tuple, list] = {}   # chain key -> [the subscription whose parts are shared, holders]
         self._tombstones: dict[str, float] = {}
         for record in store.sync.subscriptions().values():
             try:
@@ -106,6 +107,8 @@ class Subscriptions:
             stored = self._stored.get(ident)
             sub = self.index.get(ident)
             if stored is not None and sub is not None:
+                self._unshare(stored.sub)
+                self._alike.setdefault(sub.chain_key, [sub, 0])[1] += 1
                 self._stored[ident] = Stored(stored.record, sub)
         return rebound
 
@@ -122,12 +125,37 @@ class Subscriptions:
     def _put(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored:
         # kept without its parsed form (the Subscription is what is used; `export` re-adds it),
         # with the strings many records repeat shared
+        old = self._stored.get(record.id)
+        if old is not None:
+            self._unshare(old.sub)
         stored = Stored(replace(record, parsed=None, kind=sys.intern(record.kind), entry=sys.intern(record.entry)),
-                        sub if sub is not None else self.parse(record))
+                        self._share(sub if sub is not None else self.parse(record)))
         self._stored[record.id] = stored
         self.index.add(record.id, stored.sub)
         self.counters["subscriptions"] = len(self._stored)
         return stored
+
+    def _share(self, sub: Subscription) -> Subscription:
+        """Identical subscriptions (popular queries: same patterns and FILTERs) held here share
+        their patterns and compiled FILTERs: each keeps only its own text and projection."""
+        key = sub.chain_key
+        alike = self._alike.get(key)
+        if alike is None:
+            self._alike[key] = [sub, 1]
+            return sub
+        alike[1] += 1
+        first = alike[0]
+        if first.patterns is sub.patterns and first.filters is sub.filters:
+            return sub
+        return replace(sub, patterns=first.patterns, filters=first.filters)
+
+    def _unshare(self, sub: Subscription) -> None:
+        key = sub.chain_key
+        alike = self._alike.get(key)
+        if alike is not None:
+            alike[1] -= 1
+            if alike[1] <= 0:
+                del self._alike[key]
 
     async def add(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored | None:
         """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile."""
@@ -145,7 +173,10 @@ class Subscriptions:
     async def remove(self, ident: str) -> bool:
         """Forget a subscription (a tombstone keeps late copies of it out for a while)."""
         self._tombstones[ident] = trio.current_time() + self.tombstone_ttl
-        found = self._stored.pop(ident, None) is not None
+        gone = self._stored.pop(ident, None)
+        found = gone is not None
+        if gone is not None:
+            self._unshare(gone.sub)
         self.index.remove(ident)
         if found:
             await self.store.write([drop_subscription(ident)])
@@ -161,6 +192,7 @@ class Subscriptions:
         gone = [s for s in self._stored.values() if not zone.intersects(self.box(s.sub))]
         for stored in gone:
             del self._stored[stored.id]
+            self._unshare(stored.sub)
             self.index.remove(stored.id)
         if gone:
             await self.store.write([drop_subscription(s.id) for s in gone])

@@ -183,13 +183,9 @@ class Subscription:
     @property
     def chain_key(self) -> tuple:
         """Equal for subscriptions whose CSMA chains are the same (graph term, patterns in order,
-        FILTERs): the projection, DISTINCT and text may differ (made on first use)."""
-        key = self.__dict__.get("_chain_key")
-        if key is None:
-            key = (self.graph, self.patterns, tuple(f.expr for f in self.filters),
-                   tuple(f.base for f in self.filters), tuple(f.taxonomy for f in self.filters))
-            object.__setattr__(self, "_chain_key", key)
-        return key
+        FILTERs, which compare by expression, base and taxonomy): the projection, DISTINCT and
+        text may differ."""
+        return (self.graph, self.patterns, self.filters)
 
     @property
     def indexed_plan(self) -> JoinPlan:

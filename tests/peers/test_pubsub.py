@@ -405,3 +405,31 @@ async def test_identical_csma_subscriptions_share_one_chain_and_each_is_notified
                                           f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p1> ?o }} }}",
                                           f"SELECT ?s WHERE {{ GRAPH ?g {{ ?o <{EX}p1> ?s }} }}"])
     assert rewrites == rewrites_alone == 6  # one chain per event, as for one subscription alone
+
+
+async def test_identical_subscriptions_share_their_parsed_parts_on_a_peer(autojump_clock):
+    """Popular queries: subscriptions with the same patterns and FILTERs keep one copy of them
+    on each peer (each its own text and projection), released as they are unsubscribed."""
+    body = f"{{ GRAPH ?g {{ ?s <{EX}p0> ?o FILTER(?o != <{EX}x>) }} }}"
+    async with open_overlay(3, "osma", seed=2) as overlay:
+        async with overlay.client(0, "a") as a, overlay.client(1, "b") as b, overlay.client(2, "c") as c:
+            subs = [await a.subscribe(f"SELECT ?s WHERE {body}"), await b.subscribe(f"SELECT * WHERE {body}"),
+                    await c.subscribe(f"SELECT ?o WHERE {body}", kind="signal")]
+            holders = [p for p in overlay.peers if len(p.subscriptions) == 3]
+            assert holders
+            for peer in holders:
+                held = [s.sub for s in peer.subscriptions]
+                assert len({id(s.patterns) for s in held}) == len({id(s.filters) for s in held}) == 1
+                assert sorted(s.projection for s in held) == [("g", "s", "o"), ("o",), ("s",)]
+                assert list(peer.subscriptions._alike.values())[0][1] == 3
+            await subs[0].unsubscribe()
+            await subs[1].unsubscribe()
+            for peer in holders:
+                assert [entry[1] for entry in peer.subscriptions._alike.values()] == [1]
+            graph = event_graph("shared", 1, 1)
+            await a.publish(CompoundEvent(graph, (make_quad(graph, SUBJECTS[0], PREDICATES[0], SUBJECTS[1]),)))
+            got: list[Notification] = []
+            await collect(subs[2], 1, got, seconds=30)
+            assert [n.event for n in got] == [graph.value]
+            await subs[2].unsubscribe()
+            assert all(not peer.subscriptions._alike for peer in holders)

@@ -207,7 +207,10 @@ class Matcher:
         stored = await self.subscriptions.add(record, sub)
         if stored is None:
             return 0
-        # Committed quads stored before the subscription arrived but published after it was made.
+        # Committed quads stored before the subscription arrived but published after it was made
+        # (none when no event held here arrived after its stamp: no store scan then).
+        if self.store.sync.latest_published < stored.t:
+            return 1
         for quad in await self.store.find(*sub.pattern_terms(0), committed_only=True):
             info = self.store.event_info(quad.g)
             if info is not None and info.published >= stored.t:

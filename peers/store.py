@@ -103,6 +103,9 @@ class PeerStore:
         self.mailboxes = mb.Mailboxes()  # of durable subscriptions homed here; a file at checkpoints
         self.committed_quads = 0
         self.pending_quads = 0
+        #: the largest arrival stamp of an event held here (a subscription stamped later has
+        #: nothing stored here to catch up on)
+        self.latest_published = 0
         self._load()
         if self.path is not None:
             self._wal = WriteAheadLog(self.path / "wal", durable=durable)
@@ -116,7 +119,8 @@ class PeerStore:
         for quad in self._store.quads_for_pattern(None, None, None, _META):
             graph = quad.subject.value
             if quad.predicate == _INFO:
-                self._events[graph] = EventInfo.from_json(json.loads(quad.object.value))
+                info = self._events[graph] = EventInfo.from_json(json.loads(quad.object.value))
+                self.latest_published = max(self.latest_published, info.published)
             elif quad.predicate in (_OLD_SIZE, _OLD_PUBLISHED):
                 slot = old.setdefault(graph, [0, 0])
                 slot[0 if quad.predicate == _OLD_SIZE else 1] = int(quad.object.value)
@@ -364,6 +368,8 @@ class PeerStore:
         # In memory; the log makes it durable, a checkpoint writes it to the store.
         self._events[graph] = info
         self._dirty.add(graph)
+        if info.published > self.latest_published:
+            self.latest_published = info.published
 
     def _forget(self, graph: str) -> None:
         if self._events.pop(graph, None) is not None:

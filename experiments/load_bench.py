@@ -8,9 +8,10 @@ Starts a local cluster of real peer processes (R = 2, fsync on) per algorithm, c
 them subscribe to one pattern, half to a two-pattern join, so CSMA chains), then
 `--publishers` publishers each publish `--events` events one per request, all at once. It
 prints the publish rate, the notification rate, the lag of each notification behind the
-acknowledgement of its event (p50/p95/p99/max), the peak RSS of each peer, and the
-notifications not received (expected, not there when `--timeout` ran out after the last
-publish) and duplicated.
+acknowledgement of its event (p50/p95/p99/max) and behind the publish call (p50/p99), the
+peak RSS of each peer, and the notifications not received (expected, not there when
+`--timeout` ran out after the last publish) and duplicated. `--publishers 1 --subscribers 1`
+measures the notification latency at low load (one event at a time).
 
 `--baseline COMMIT` runs the peers of that commit (checked out in a temporary worktree)
 with the same workload in the same run, first, and prints both side by side.
@@ -19,6 +20,7 @@ with the same workload in the same run, first, and prints both side by side.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
@@ -67,6 +69,8 @@ async def run_once(algorithm: str, args: argparse.Namespace, code: Path | None) 
     acked: dict[int, float] = {}
     received: Counter[tuple[int, int]] = Counter()
     lags: list[float] = []
+    sent: dict[int, float] = {}
+    latencies: list[float] = []   # from the publish call to each notification
     arrivals: list[float] = []
     try:
         async with trio.open_nursery() as nursery:
@@ -84,6 +88,8 @@ async def run_once(algorithm: str, args: argparse.Namespace, code: Path | None) 
                         arrivals.append(now)
                         if j in acked:
                             lags.append(now - acked[j])
+                        if j in sent:
+                            latencies.append(now - sent[j])
                         if len(received) >= len(expected):
                             done.set()
 
@@ -97,7 +103,9 @@ async def run_once(algorithm: str, args: argparse.Namespace, code: Path | None) 
                 address = cluster.addresses[(p % (args.peers - 1)) + 1] if args.peers > 1 else cluster.entry
                 async with connect(address, source=f"load-pub-{p}") as client:
                     for j in range(p, total, args.publishers):
-                        await client.publish(event(j))
+                        built = event(j)
+                        sent[j] = time.perf_counter()
+                        await client.publish(built)
                         acked[j] = time.perf_counter()
 
             async with trio.open_nursery() as publishers:
@@ -119,6 +127,7 @@ async def run_once(algorithm: str, args: argparse.Namespace, code: Path | None) 
         "notification_rate": len(arrivals) / max(1e-9, last - started),
         "last_after_publish": last - published,
         "lag": [percentile(lags, q) for q in (0.5, 0.95, 0.99)] + [max(lags, default=float("nan"))],
+        "latency": [percentile(latencies, q) for q in (0.5, 0.99)],
         "rss_max": max(rss), "rss_mean": sum(rss) / len(rss),
         "lost": len(expected - set(received)),
         "duplicated": sum(n - 1 for n in received.values() if n > 1),
@@ -127,13 +136,14 @@ async def run_once(algorithm: str, args: argparse.Namespace, code: Path | None) 
 
 
 HEADER = ["code", "algorithm", "events", "publish ev/s", "notifications/s", "last after publish (s)",
-          "lag p50 / p95 / p99 / max (s)", "peak RSS max / mean (MB)", "expected", "not received", "duplicated"]
+          "lag p50 / p95 / p99 / max (s)", "from the publish call p50 / p99 (ms)", "peak RSS max / mean (MB)", "expected", "not received", "duplicated"]
 
 
 def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
     return markdown_table(HEADER, [
         (code, r["algorithm"], f"{r['events']:,}", f"{r['publish_rate']:,.0f}", f"{r['notification_rate']:,.0f}",
          f"{r['last_after_publish']:.1f}", " / ".join(f"{x:.2f}" for x in r["lag"]),
+         " / ".join(f"{x * 1000:.1f}" for x in r["latency"]),
          f"{r['rss_max']:.0f} / {r['rss_mean']:.0f}", f"{r['expected']:,}", f"{r['lost']:,}",
          f"{r['duplicated'] + r['unexpected']:,}") for code, r in rows])
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import trio
 
 from eventcloud.errors import ErrorCode, EventCloudError, RemoteError
-from eventcloud.wire.messages import Empty, ReplicaOf, ReplicaState, ReplicaSync, Replicate
+from eventcloud.wire.messages import ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate
 from eventcloud.wire.ops import Op
 from peers.mailboxes import install
 from peers.router import FAILED, Router
@@ -88,6 +88,10 @@ class Replication:
         #: copying our zone to one of them would wait for the very commit we are handling.
         self.joining: set[str] = set()
         self._pending_later = trio.Event()
+        #: Set when this peer learns a replica took its zone over (it was frozen or cut off past
+        #: the failure timeout): the runtime then stops serving the zone and rejoins.
+        self.superseded = trio.Event()
+        self.taken_over_at: str | None = None   # the stand-in's address, when the replica says it
 
     @property
     def enabled(self) -> bool:
@@ -130,12 +134,30 @@ class Replication:
                 log.info("peer %s: replica check: %s", self.state.id, exc)
 
     async def _answers(self, ident: str, address: str) -> bool:
+        """Does the replica answer? (It may answer that it took the zone over: see `superseded`.)"""
+        status = await self._status(address)
+        self._superseded_by(status)
+        return status is not None
+
+    async def _status(self, address: str) -> ReplicaStatus | None:
         try:
             with trio.fail_after(self.retry_window):
-                await self.router.call(address, Op.PING, Empty())
-            return True
+                return ReplicaStatus.from_wire(await self.router.call(
+                    address, Op.REPLICA_STATUS, ReplicaOf(self.state.id, self.state.incarnation)))
         except (*FAILED, EventCloudError, trio.TooSlowError):
+            return None
+
+    def _superseded_by(self, status: ReplicaStatus | None) -> bool:
+        """Whether the replica's answer says it took this zone over (then `superseded` is set)."""
+        if status is None or not status.taken_over or status.incarnation <= self.state.incarnation:
             return False
+        if not self.superseded.is_set():
+            log.warning("peer %s: its replica took its zone over (it was unreachable for too long); "
+                        "it stops serving the zone and rejoins", self.state.id)
+            self.counters["superseded"] += 1
+            self.taken_over_at = status.address
+            self.superseded.set()
+        return True
 
     # --- choosing and filling a replica -------------------------------------------------------
 
@@ -216,6 +238,12 @@ class Replication:
                                                                     tuple(carried + batches)))
             return
         except (*FAILED, RemoteError) as exc:
+            if isinstance(exc, RemoteError) and exc.code is ErrorCode.FORBIDDEN and \
+                    self._superseded_by(await self._status(address)):
+                # Another peer serves this zone now: a write here must not be acknowledged (a
+                # new replica would make it look durable, and it would be lost when we rejoin).
+                raise StoreError(f"peer {self.state.id}'s zone was taken over by its replica; it is rejoining: "
+                                 f"retry", ErrorCode.UNAVAILABLE) from None
             log.info("peer %s: replica %s failed (%s); replacing it", self.state.id, ident, exc)
             self.router.suspect(ident, address)
         if not await self.ensure(replace=True):

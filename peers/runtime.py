@@ -96,7 +96,7 @@ class RunningPeer:
     replicas: Replicas
     host: Host
     runtime_limits: ConnectionLimits
-    cancel_scope: trio.CancelScope
+    cancel_scope: Any      # stop() cancels whichever runtime of the peer is current
     stopped: trio.Event
     homes: Homes
     attachments: Attachments
@@ -115,11 +115,26 @@ class RunningPeer:
 
 
 class _Superseded(Exception):
-    """A replica took this peer's zone over while it was down: it must rejoin as a new peer."""
+    """A replica took this peer's zone over while it was down (or frozen, or cut off): it must
+    rejoin as a new peer, through one of `rejoin`, listening on `listen` if given."""
 
-    def __init__(self, rejoin: list[str]) -> None:
+    def __init__(self, rejoin: list[str], listen: str | None = None) -> None:
         super().__init__("superseded")
         self.rejoin = rejoin
+        self.listen = listen
+
+
+class _StartedOnce:
+    """`task_status` for a peer that may rejoin after it started: the caller hears once."""
+
+    def __init__(self, task_status: trio.TaskStatus[RunningPeer]) -> None:
+        self._task_status = task_status
+        self.done = False
+
+    def started(self, value: RunningPeer) -> None:
+        if not self.done:
+            self.done = True
+            self._task_status.started(value)
 
 
 async def run_peer(config: PeerConfig, transport: Transport | None = None, *, physical_ms=wall_clock_ms,
@@ -133,22 +148,35 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
     data directory holds none (a stand-in starts with its launcher's)."""
     transport = transport or _tcp(config)
     process = process if process is not None else ProcessPeers()
+    once = _StartedOnce(task_status)
+    lifetime = _Lifetime()
     try:
         try:
-            await _PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy).run(task_status)
+            await _PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy,
+                               lifetime).run(once)  # type: ignore[arg-type]
         except BaseExceptionGroup as group:  # a start-up step failed inside the peer's nursery
             raise _one_typed(group) from None
     except _Superseded as superseded:
         if config.data_dir is not None:
             _drop_stale(config.data_dir)
+        listen = config.listen
+        if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
+            listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
         for address in superseded.rejoin:
-            fresh = replace(config, join=address)
+            if lifetime.stop_asked:
+                lifetime.stopped.set()
+                return
+            fresh = replace(config, join=address, listen=listen)
             try:
-                await _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy).run(task_status)
+                await _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy,
+                                   lifetime).run(once)  # type: ignore[arg-type]
                 return
             except EventCloudError as exc:
                 log.warning("rejoining through %s failed: %s", address, exc)
-        raise StateError("this peer's zone was taken over while it was down, and no peer it knew lets it "
+            except BaseExceptionGroup as group:
+                log.warning("rejoining through %s failed: %s", address, _one_typed(group))
+        lifetime.stopped.set()
+        raise StateError("this peer's zone was taken over by its replica, and no peer it knew lets it "
                          "rejoin; start it with --join ADDRESS of a live peer") from None
 
 
@@ -208,9 +236,27 @@ class _Persistence:
         self.data_dir = None
 
 
+class _Lifetime:
+    """What outlives one runtime of a peer: a stop asked of whichever runtime is current, and
+    `stopped`, set when the peer ends (not when it steps down to rejoin as a new peer)."""
+
+    def __init__(self) -> None:
+        self.scope: trio.CancelScope | None = None
+        self.stopped = trio.Event()
+        self.stop_asked = False
+
+    def cancel(self) -> None:
+        self.stop_asked = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+
 class _PeerRuntime:
     def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
-                 state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None) -> None:
+                 state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None,
+                 lifetime: _Lifetime | None = None) -> None:
+        self.lifetime = lifetime = lifetime or _Lifetime()
+        self.stepping_down = False
         self.config = config
         self.transport = transport
         data_dir = config.data_dir
@@ -279,8 +325,10 @@ class _PeerRuntime:
                                          retry_window=config.retry_window, resolve_after=config.resolve_after,
                                          abort_after=config.abort_after)
         self.persistence = _Persistence(state, clock, data_dir, offload, replication)
-        self.scope = trio.CancelScope()
-        self.stopped = trio.Event()
+        self.scope = lifetime.scope = trio.CancelScope()
+        if lifetime.stop_asked:
+            self.scope.cancel()
+        self.stopped = lifetime.stopped
         self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
         self._nursery: trio.Nursery | None = None
         self.membership = membership = Membership(
@@ -373,10 +421,11 @@ class _PeerRuntime:
                     await nursery.start(_run_membership, self.membership, config.stabilise_every)
                     for service in (self.storage, self.replication, self.replicas, self.schema):
                         await nursery.start(service.run)
+                    nursery.start_soon(self._step_down_when_superseded)
                     task_status.started(RunningPeer(
                         state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,
                         self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
-                        self.limits, self.scope, self.stopped, self.homes, self.attachments, self.schema))
+                        self.limits, self.lifetime, self.stopped, self.homes, self.attachments, self.schema))
                     await trio.sleep_forever()
         finally:
             self.runner.close()
@@ -388,7 +437,8 @@ class _PeerRuntime:
                     except (OSError, EventCloudError) as exc:
                         log.warning("peer %s: could not save its state on the way out: %s", state.id, exc)
                 self.store.sync.close()
-            self.stopped.set()
+            if not self.stepping_down:
+                self.stopped.set()
 
     async def _listen(self, nursery: trio.Nursery) -> None:
         config, restored = self.config, self.restored
@@ -442,6 +492,16 @@ class _PeerRuntime:
             log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", state.id)
             raise _Superseded(rejoin)
 
+
+    async def _step_down_when_superseded(self) -> None:
+        """A peer frozen or cut off past the failure timeout comes back to find its replica
+        serving its zone: two owners of one zone would split its data, so it stops serving
+        (this runtime ends) and rejoins as a new peer on the same address."""
+        await self.replication.superseded.wait()
+        self.stepping_down = True
+        state = self.state
+        rejoin = [a for a in (self.replication.taken_over_at, *(n.address for n in state.neighbours.values())) if a]
+        raise _Superseded(rejoin, listen=state.address)
 
     async def _ask(self, address: str, op: Op, body: Any) -> dict[str, Any] | None:
         """One request on a connection of its own (the router does not run yet); None if it fails."""

@@ -18,7 +18,10 @@ from peers.cluster import LocalCluster
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with LocalCluster(3, data_dir=tmp_path_factory.mktemp("cluster")) as running:
+    # no takeover within 60 s however loaded the machine: a peer stalled past the default 3 s by
+    # a loaded CI machine would have its zone taken over and step down, ending the gateway's
+    # sessions through it (tests/peers/test_freeze.py tests that behaviour itself)
+    with LocalCluster(3, data_dir=tmp_path_factory.mktemp("cluster"), extra=["--failure-timeout", "60"]) as running:
         yield running
 
 

@@ -34,6 +34,18 @@ async def publish(http: httpx.AsyncClient, tag: str, numbers: range) -> list[str
     return graphs
 
 
+async def message(ws, seconds: float = 30) -> dict:
+    """The next WebSocket message, decoded; a test failure (not a hang) if none comes in time."""
+    with trio.fail_after(seconds):
+        return json.loads(await ws.get_message())
+
+
+async def next_event(events, seconds: float = 30):
+    """The next server-sent event; a test failure (not a hang) if none comes in time."""
+    with trio.fail_after(seconds):
+        return await anext(events)
+
+
 async def read_notifications(events, want: int, into: list[tuple[int, str]], limit: float = 30) -> None:
     with trio.fail_after(limit):
         while want > 0:
@@ -61,7 +73,7 @@ async def test_sse_resumes_after_last_event_id_without_loss_or_repeat(gateway):
         async with http.stream("GET", "/subscriptions/stream", params={"query": query}) as response:
             assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
             events = sse_events(response)
-            hello = await anext(events)
+            hello = await next_event(events)
             assert hello.event == "subscribed" and hello.id == "0" and hello.data["resumed"] is False
             ident = hello.data["subscription"]
             published = await publish(publisher, tag, range(0, 10))
@@ -71,8 +83,9 @@ async def test_sse_resumes_after_last_event_id_without_loss_or_repeat(gateway):
         last = received[-1][0]
         async with http.stream("GET", "/subscriptions/stream", params={"query": query},
                                headers={"last-event-id": str(last)}) as response:
+            assert response.status_code == 200, response.status_code  # 409: the old stream was not released
             events = sse_events(response)
-            hello = await anext(events)
+            hello = await next_event(events)
             assert hello.data["subscription"] == ident and hello.data["resumed"] is True
             assert hello.data["after"] == last
             await read_notifications(events, 6, received)
@@ -82,8 +95,9 @@ async def test_sse_resumes_after_last_event_id_without_loss_or_repeat(gateway):
         async with httpx.AsyncClient(base_url=gateway.url, headers=gateway.auth, timeout=30) as curl:
             async with curl.stream("GET", "/subscriptions/stream", params={"query": query},
                                    headers={"last-event-id": str(last)}) as response:
+                assert response.status_code == 200, response.status_code
                 events = sse_events(response)
-                hello = await anext(events)
+                hello = await next_event(events)
                 assert hello.data["subscription"] == ident
                 await read_notifications(events, len(published) - len(received), received)
         # and through the resource URL the `subscribed` event gives, with the ticket in it
@@ -91,7 +105,7 @@ async def test_sse_resumes_after_last_event_id_without_loss_or_repeat(gateway):
         published += await publish(publisher, tag, range(20, 23))
         async with http.stream("GET", hello.data["resume"], headers={"last-event-id": str(last)}) as response:
             events = sse_events(response)
-            assert (await anext(events)).data["after"] == last
+            assert (await next_event(events)).data["after"] == last
             await read_notifications(events, len(published) - len(received), received)
     check_exactly_once(received, published)
 
@@ -110,7 +124,7 @@ async def test_durable_subscription_created_by_post_and_streamed_by_id(gateway):
         async with http.stream("GET", created["stream"], params={"ticket": ticket}) as response:
             assert response.status_code == 200
             events = sse_events(response)
-            assert (await anext(events)).data["resumed"] is True
+            assert (await next_event(events)).data["resumed"] is True
             with trio.fail_after(30):
                 event = await anext(events)
             assert event.data["kind"] == "event" and len(event.data["quads"]) == 2
@@ -120,7 +134,7 @@ async def test_durable_subscription_created_by_post_and_streamed_by_id(gateway):
         async with http.stream("GET", created["stream"], params={"lastEventId": received[-1][0]},
                                headers={"eventcloud-ticket": ticket}) as response:
             events = sse_events(response)
-            assert (await anext(events)).data["after"] == received[-1][0]
+            assert (await next_event(events)).data["after"] == received[-1][0]
             await read_notifications(events, len(published) - len(received), received)
         check_exactly_once(received, published)
         # wrong ticket, renew, cancel, then gone
@@ -145,25 +159,25 @@ async def test_websocket_subscribe_notify_unsubscribe(gateway):
         async with open_websocket_url(f"{ws_url}?access_token={gateway.token}") as ws:
             await ws.send_message(json.dumps({"subscribe": {"sparql": subscription(tag), "alias": "mine"}}))
             with trio.fail_after(30):
-                reply = json.loads(await ws.get_message())
+                reply = await message(ws)
             assert reply["subscribed"]["alias"] == "mine"
             spuid = reply["subscribed"]["spuid"]
             published = await publish(http, tag, range(0, 3))
             seen = []
             with trio.fail_after(30):
                 while len(seen) < 3:
-                    note = json.loads(await ws.get_message())["notification"]
+                    note = (await message(ws))["notification"]
                     assert note["spuid"] == spuid and note["alias"] == "mine"
                     assert note["addedResults"]["head"]["vars"] == ["s", "v"]
                     seen.append((note["sequence"], note["event"]))
             check_exactly_once(seen, published)
             await ws.send_message(json.dumps({"subscribe": {"sparql": "SELECT ?s WHERE { ?s ?p ?o }", "alias": 2}}))
-            error = json.loads(await ws.get_message())["error"]
+            error = (await message(ws))["error"]
             assert error["status_code"] == 400 and error["alias"] == 2 and "GRAPH" in error["error_description"]
             await ws.send_message("not json")
-            assert json.loads(await ws.get_message())["error"]["status_code"] == 400
+            assert (await message(ws))["error"]["status_code"] == 400
             await ws.send_message(json.dumps({"unsubscribe": {"spuid": spuid}}))
-            assert json.loads(await ws.get_message()) == {"unsubscribed": {"spuid": spuid, "alias": "mine"}}
+            assert await message(ws) == {"unsubscribed": {"spuid": spuid, "alias": "mine"}}
             await publish(http, tag, range(3, 5))
             with trio.move_on_after(1.5):
                 extra = await ws.get_message()
@@ -175,10 +189,10 @@ async def test_websocket_subscribe_notify_unsubscribe(gateway):
         assert refused.value.status_code == 403
         async with open_websocket_url(ws_url) as ws:
             await ws.send_message(json.dumps({"subscribe": {"sparql": subscription(tag)}}))
-            assert json.loads(await ws.get_message())["error"]["status_code"] == 401
+            assert (await message(ws))["error"]["status_code"] == 401
             await ws.send_message(json.dumps({"subscribe": {"sparql": subscription(tag),
                                                             "authorization": f"Bearer {gateway.token}"}}))
-            assert "subscribed" in json.loads(await ws.get_message())
+            assert "subscribed" in await message(ws)
 
 
 async def test_websocket_durable_subscription_resumed_on_a_new_socket(gateway):
@@ -187,20 +201,20 @@ async def test_websocket_durable_subscription_resumed_on_a_new_socket(gateway):
     async with gateway.client() as http:
         async with open_websocket_url(ws_url) as ws:
             await ws.send_message(json.dumps({"subscribe": {"sparql": subscription(tag), "durable": True}}))
-            opened = json.loads(await ws.get_message())["subscribed"]
+            opened = (await message(ws))["subscribed"]
             published = await publish(http, tag, range(0, 4))
             with trio.fail_after(30):
-                first = json.loads(await ws.get_message())["notification"]
+                first = (await message(ws))["notification"]
         published += await publish(http, tag, range(4, 6))
         seen = [(first["sequence"], first["event"])]
         async with open_websocket_url(ws_url) as ws:
             await ws.send_message(json.dumps({"resume": {"spuid": opened["spuid"], "ticket": opened["ticket"],
                                                          "after": first["sequence"]}}))
-            assert json.loads(await ws.get_message())["subscribed"]["after"] == first["sequence"]
+            assert (await message(ws))["subscribed"]["after"] == first["sequence"]
             with trio.fail_after(30):
                 while len(seen) < len(published):
-                    note = json.loads(await ws.get_message())["notification"]
+                    note = (await message(ws))["notification"]
                     seen.append((note["sequence"], note["event"]))
             await ws.send_message(json.dumps({"unsubscribe": {"spuid": opened["spuid"]}}))
-            assert "unsubscribed" in json.loads(await ws.get_message())
+            assert "unsubscribed" in await message(ws)
         check_exactly_once(seen, published)

@@ -114,10 +114,16 @@ class ShapeCache:
             entry = self._learn(shape)
             self._shapes[shape.text] = entry
             if len(self._shapes) > self._size:
-                self._shapes.popitem(last=False)
+                try:
+                    self._shapes.popitem(last=False)
+                except KeyError:  # emptied meanwhile by another thread using this cache
+                    pass
         else:
             self.hits += 1
-            self._shapes.move_to_end(shape.text)
+            try:
+                self._shapes.move_to_end(shape.text)
+            except KeyError:  # evicted meanwhile by another thread
+                pass
         if entry is None:
             return None
         tree, prologue, trie, leaves = entry

@@ -112,12 +112,14 @@ class Body:
 
     __slots__ = ()
     _fields: ClassVar[tuple[tuple[str, str, Codec, bool], ...]] = ()
+    _defaults: ClassVar[tuple[Any, ...]] = ()   # each field's default (MISSING when required)
 
     def to_wire(self) -> dict[str, Any]:
+        """The body as a map; a field holding its default is left out (the decoder restores it)."""
         out: dict[str, Any] = {}
-        for name, key, codec, _ in self._fields:
+        for (name, key, codec, required), default in zip(self._fields, self._defaults):
             value = getattr(self, name)
-            if value is not None:
+            if value is not None and (required or value != default):
                 out[key] = codec.encode(value)
         return out
 
@@ -154,4 +156,6 @@ def message(cls: type[T]) -> type[T]:
         required = f.default is MISSING and f.default_factory is MISSING
         table.append((f.name, f.metadata.get("key") or f.name, codec, required))
     data_cls._fields = tuple(table)  # type: ignore[attr-defined]
+    data_cls._defaults = tuple(f.default if f.default_factory is MISSING else f.default_factory()  # type: ignore[attr-defined]
+                               for f in dataclasses.fields(data_cls))
     return data_cls  # type: ignore[return-value]

@@ -224,7 +224,8 @@ class Matcher:
         """A rewritten subscription for one event: match it against the quads of that event held
         here and go on with its chain; returns once the chain is done (1) or nothing matched (0)."""
         record = body.record
-        if self.subscriptions.removed(record.id) and not body.members:
+        members = body.members or ()
+        if self.subscriptions.removed(record.id) and not members:
             return 0
         IRI(body.graph)  # a ModelError (bad-request) for anything but an event's graph IRI
         sub = self.subscriptions.parse(record)
@@ -235,7 +236,7 @@ class Matcher:
         for quad in await self._quads_here(body.graph, sub.pattern_terms(index, dict(body.partial.bindings))):
             advanced = await self._advance(sub, body.partial, index, quad, body.graph)
             if advanced is not None:
-                await self._chain(record, advanced, body.graph, body.size, body.published, body.members)
+                await self._chain(record, advanced, body.graph, body.size, body.published, members)
                 done = 1
         return done
 
@@ -375,7 +376,8 @@ class Matcher:
         index = next_pattern(sub, partial)
         box = self.state.space.pattern_box(sub.pattern_terms(index, dict(partial.bindings)))
         self.counters["csma_rewrites"] += 1
-        await self.router.multicast(box, Op.CSMA_SUB, CsmaStep(record, partial, graph, size, published, members))
+        await self.router.multicast(box, Op.CSMA_SUB, CsmaStep(record, partial, graph, size, published,
+                                                                members or None))
 
     async def _notify(self, record: SubscriptionRecord, graph: str, size: int, published: int, *,
                       csma: bool = False, solutions: Any = None, quads: Any = None, truncated: bool = False) -> None:

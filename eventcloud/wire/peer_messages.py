@@ -147,7 +147,7 @@ class CsmaStep(Body):
     graph: str = field(STR)
     size: int = field(INT)
     published: int = field(INT)
-    members: tuple[ChainMember, ...] = field(LIST(NESTED(ChainMember)), default=())
+    members: tuple[ChainMember, ...] | None = field(OPT(LIST(NESTED(ChainMember))), default=None)  # none: left out
 
 
 @message

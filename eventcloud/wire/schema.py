@@ -112,14 +112,12 @@ class Body:
 
     __slots__ = ()
     _fields: ClassVar[tuple[tuple[str, str, Codec, bool], ...]] = ()
-    _defaults: ClassVar[tuple[Any, ...]] = ()   # each field's default (MISSING when required)
 
     def to_wire(self) -> dict[str, Any]:
-        """The body as a map; a field holding its default is left out (the decoder restores it)."""
         out: dict[str, Any] = {}
-        for (name, key, codec, required), default in zip(self._fields, self._defaults):
+        for name, key, codec, _ in self._fields:
             value = getattr(self, name)
-            if value is not None and (required or value != default):
+            if value is not None:
                 out[key] = codec.encode(value)
         return out
 
@@ -156,6 +154,4 @@ def message(cls: type[T]) -> type[T]:
         required = f.default is MISSING and f.default_factory is MISSING
         table.append((f.name, f.metadata.get("key") or f.name, codec, required))
     data_cls._fields = tuple(table)  # type: ignore[attr-defined]
-    data_cls._defaults = tuple(f.default if f.default_factory is MISSING else f.default_factory()  # type: ignore[attr-defined]
-                               for f in dataclasses.fields(data_cls))
     return data_cls  # type: ignore[return-value]

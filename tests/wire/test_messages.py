@@ -71,3 +71,11 @@ def test_bad_bodies_name_the_class_and_field(cls, data, words):
 def test_bodies_are_frozen():
     with pytest.raises(AttributeError):
         m.Counted(1).count = 2  # type: ignore[misc]
+
+
+def test_bodies_encode_every_field_even_at_its_default() -> None:
+    """Bodies are also the JSON of `--json` outputs and of the HTTP API's listings: a program
+    reading them finds every field, defaults included."""
+    info = m.SubscriptionInfo("id1", "SELECT …", "signal", False)
+    assert set(info.to_wire()) == {"id", "sparql", "kind", "durable", "entry", "expires", "peers", "retained",
+                                   "last", "acked", "dropped", "attached"}

@@ -6,7 +6,8 @@ body is a list of independent items (deliveries, commits) are therefore merged p
 call for the same peer and operation made by the tasks that run meanwhile joins that batch;
 then the first call sends it and all of them share the reply (or the error). At low load a
 call goes out after one yield (no timer, no added latency); under load one message carries
-what many tasks sent in the same round.
+what many tasks sent in the same round. Pushes (messages without a reply, e.g. commits) merge
+the same way.
 
 A batch never waits for an earlier request to return: peers deliver to each other at the
 same time, and "wait until my previous request to you returns" would let two such requests
@@ -40,15 +41,27 @@ class _Batch:
 
 
 class Coalescer:
-    def __init__(self, call: Callable[[str, Op, Body], Awaitable[dict[str, Any]]], counters: Counter[str]) -> None:
+    def __init__(self, call: Callable[[str, Op, Body], Awaitable[dict[str, Any]]], counters: Counter[str],
+                 push: Callable[[str, Op, Body], Awaitable[None]] | None = None) -> None:
         self._call = call
+        self._push = push
         self.counters = counters
-        self._open: dict[tuple[str, Op], _Batch] = {}
+        self._open: dict[tuple[str, Op, bool], _Batch] = {}
 
     async def call(self, address: str, op: Op, items: list[Any] | tuple[Any, ...],
                    body: Callable[[tuple[Any, ...]], Body]) -> dict[str, Any]:
         """Send `items` to `address` as (part of) one `op` request built by `body`; its reply."""
-        key = (address, op)
+        return await self._merged(address, op, items, body, False)
+
+    async def push(self, address: str, op: Op, items: list[Any] | tuple[Any, ...],
+                   body: Callable[[tuple[Any, ...]], Body]) -> None:
+        """Send `items` as (part of) one `op` push (no reply); returns once it is written."""
+        assert self._push is not None
+        await self._merged(address, op, items, body, True)
+
+    async def _merged(self, address: str, op: Op, items: list[Any] | tuple[Any, ...],
+                      body: Callable[[tuple[Any, ...]], Body], push: bool) -> Any:
+        key = (address, op, push)
         batch = self._open.get(key)
         if batch is not None and len(batch.items) < MAX_ITEMS:
             batch.items.extend(items)  # joins a batch a call of this round opened
@@ -66,14 +79,17 @@ class Coalescer:
             raise batch.error
         return batch.reply
 
-    async def _send(self, key: tuple[str, Op], batch: _Batch, body: Callable[[tuple[Any, ...]], Body]) -> None:
-        self.counters[f"merged:{key[1].value}"] += len(batch.items) - 1
+    async def _send(self, key: tuple[str, Op, bool], batch: _Batch, body: Callable[[tuple[Any, ...]], Body]) -> None:
+        address, op, push = key
+        self.counters[f"merged:{op.value}"] += len(batch.items) - 1
+        send = self._push if push else self._call
+        assert send is not None
         try:
-            batch.reply = await self._call(key[0], key[1], body(tuple(batch.items)))
+            batch.reply = await send(address, op, body(tuple(batch.items)))
         except Exception as exc:  # shared by every caller of the batch
             batch.error = exc
         except BaseException:  # this caller was cancelled: the others learn their batch did not go
-            batch.error = Unavailable(f"the {key[1].value} request carrying this batch was cancelled")
+            batch.error = Unavailable(f"the {op.value} message carrying this batch was cancelled")
             raise
         finally:
             batch.done.set()

@@ -8,17 +8,20 @@ malformed body is a `bad-request` naming the field before any service sees it.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any, Awaitable, Callable, Mapping
 
 import trio
 
-from eventcloud.errors import BadRequest, ErrorCode, RequestError
+from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
 from peers.auth import PeerAuth
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import REQUESTS
 from eventcloud.wire.ops import PEER_OPS, ROUTED_OPS, Op, parse_op
 from eventcloud.wire.schema import Body
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Dispatcher", "RequestHandler", "RoutedHandler"]
 
@@ -34,10 +37,15 @@ class Dispatcher:
         self.auth = auth
         self._requests: dict[Op, RequestHandler] = {}
         self._routed: dict[Op, RoutedHandler] = {}
+        self._pushes: dict[Op, RequestHandler] = {}
         #: set once the peer owns a zone (after join or restore); requests but ping wait for it
         self.ready = trio.Event()
 
-    def register(self, requests: Mapping[Op, RequestHandler] = {}, routed: Mapping[Op, RoutedHandler] = {}) -> None:
+    def register(self, requests: Mapping[Op, RequestHandler] = {}, routed: Mapping[Op, RoutedHandler] = {},
+                 pushes: Mapping[Op, RequestHandler] = {}) -> None:
+        for op in pushes:
+            if op in self._pushes or op not in PEER_OPS:
+                raise ValueError(f"push {op} registered twice or not a peer operation")
         for op in requests:
             if op in self._requests or op in ROUTED_OPS:
                 raise ValueError(f"operation {op} registered twice or in the wrong table")
@@ -46,6 +54,7 @@ class Dispatcher:
                 raise ValueError(f"routed operation {op} registered twice or not routed")
         self._requests.update(requests)
         self._routed.update(routed)
+        self._pushes.update(pushes)
 
     @property
     def request_ops(self) -> frozenset[Op]:
@@ -67,6 +76,22 @@ class Dispatcher:
         if op is not Op.PING:
             await self.ready.wait()
         return await handler(conn, body)
+
+    async def handle_push(self, conn: RpcConnection, op: Op, raw: dict[str, Any]) -> None:
+        """Serve one push frame: a peer's message that needs no answer (a commit). Nothing is
+        sent back; a refused or failed one is counted and logged (its sender does not wait)."""
+        self.counters[f"in:{op.value}"] += 1
+        handler = self._pushes.get(op)
+        try:
+            if handler is None:
+                raise RequestError(f"operation {op.value!r} is not accepted as a push", ErrorCode.UNKNOWN_OP)
+            self.auth.check(conn, op)
+            body = REQUESTS[op].from_wire(raw, trusted=True)
+            await self.ready.wait()
+            await handler(conn, body)
+        except EventCloudError as exc:
+            self.counters["pushes_failed"] += 1
+            log.info("push %s on %s not served: %s", op.value, conn.name, exc)
 
     async def run_routed(self, op_name: str, raw: Any) -> Any:
         """Run a routed operation that reached this peer (named by its wire string)."""

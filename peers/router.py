@@ -101,7 +101,7 @@ class Router:
         self._connecting: dict[str, trio.Lock] = {}
         self._suspects: dict[tuple[str, str], float] = {}
         self._nursery: trio.Nursery | None = None
-        self._coalescer = Coalescer(self.call, counters)
+        self._coalescer = Coalescer(self.call, counters, push=self.push)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -165,6 +165,26 @@ class Router:
             if conn.reused:  # a pooled connection the other side may have closed while idle: once more
                 return await (await self.connection(address)).call(op, body)
             raise
+
+    async def push(self, address: str, op: Op, body: Body | dict[str, Any]) -> None:
+        """One message without a reply to another peer (written, not known to be served);
+        Unreachable/ConnectionLost if it cannot be written."""
+        self.counters[f"out:{op.value}"] += 1
+        conn = await self.connection(address)
+        try:
+            await conn.push(op, body)
+        except ConnectionLost:
+            if self._connections.get(address) is conn:
+                del self._connections[address]
+            if conn.reused:  # a pooled connection the other side may have closed while idle: once more
+                await (await self.connection(address)).push(op, body)
+                return
+            raise
+
+    async def push_merged(self, address: str, op: Op, items: list[Any] | tuple[Any, ...],
+                          body: Callable[[tuple[Any, ...]], Body]) -> None:
+        """A push whose body is a list of items, merged with concurrent ones to the same peer."""
+        await self._coalescer.push(address, op, items, body)
 
     async def call_merged(self, address: str, op: Op, items: list[Any] | tuple[Any, ...],
                           body: Callable[[tuple[Any, ...]], Body]) -> dict[str, Any]:

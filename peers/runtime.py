@@ -341,7 +341,8 @@ class _PeerRuntime:
             departed=membership.departed)
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
         for service in (router, queries, delivery, attachments, storage, membership, replicas, self.schema):
-            dispatcher.register(service.handlers(), getattr(service, "routed", dict)())
+            dispatcher.register(service.handlers(), getattr(service, "routed", dict)(),
+                                getattr(service, "pushes", dict)())
         dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()})
 
     async def _ping(self, conn: RpcConnection, body: Empty) -> Pong:
@@ -366,7 +367,8 @@ class _PeerRuntime:
             await _refuse(stream, self.clock, f"peer {self.state.id} serves {limits.max_connections} connections "
                                               f"already; try another peer or later")
             return
-        conn = RpcConnection(stream, self.clock, on_request=self.dispatcher.handle, max_frame=config.max_frame,
+        conn = RpcConnection(stream, self.clock, on_request=self.dispatcher.handle, on_push=self.dispatcher.handle_push,
+                             max_frame=config.max_frame,
                              accepted_ops=self.dispatcher.request_ops, max_inflight=config.max_inflight,
                              max_outbox=config.max_outbox, name=f"{self.state.address}<-client",
                              counters=self.counters, limits=limits, idle_timeout=config.idle_timeout,

@@ -84,6 +84,9 @@ class Storage:
     def routed(self) -> dict[Op, Any]:
         return {Op.DELIVER_LOCAL: self._local_deliver}
 
+    def pushes(self) -> dict[Op, Any]:
+        return {Op.COMMIT: self._on_commit}
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Send the commits of acknowledged publications; resolve pending events left behind (an
         entry that died between the phases, a commit message lost)."""
@@ -161,7 +164,8 @@ class Storage:
                 if address == self.state.address:
                     await self.commit_here(graphs)
                 else:
-                    await self.router.call_merged(address, Op.COMMIT, graphs, Commit)
+                    # a push: the owner answers nothing (one frame less per owner and event)
+                    await self.router.push_merged(address, Op.COMMIT, graphs, Commit)
             except EventCloudError as exc:
                 self.counters["commits_unsent"] += 1
                 log.info("peer %s: commit to %s failed (%s); it will resolve", self.state.id, address, exc)

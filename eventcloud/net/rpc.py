@@ -12,6 +12,7 @@ code, and a bug becomes `internal` without taking anything else down.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import math
@@ -34,7 +35,9 @@ log = logging.getLogger(__name__)
 #: Serves one request: (connection, op, body) -> reply body, or raises an EventCloudError.
 RequestHandler = Callable[["RpcConnection", Op, dict[str, Any]], Awaitable[dict[str, Any] | Body]]
 #: Takes one push, synchronously, in the reader task (it must not block).
-PushHandler = Callable[["RpcConnection", Op, dict[str, Any]], None]
+#: Handles a push: called inline when it is a plain function (the SDK's notifications); an
+#: async one is served like a request without a reply (its own task, within the in-flight limit).
+PushHandler = Callable[["RpcConnection", Op, dict[str, Any]], None | Awaitable[None]]
 
 _BROKEN = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
@@ -66,6 +69,7 @@ class RpcConnection:
         self.name = name
         self._on_request = on_request
         self._on_push = on_push
+        self._push_async = inspect.iscoroutinefunction(on_push)
         self._on_close = on_close
         self._limits = limits
         self._accounted = 0
@@ -197,6 +201,9 @@ class RpcConnection:
         elif kind is Kind.REQUEST:
             await self._inflight.acquire()  # bounded: past the limit, stop reading this connection
             nursery.start_soon(self._serve_request, message)
+        elif self._on_push is not None and self._push_async:
+            await self._inflight.acquire()
+            nursery.start_soon(self._serve_push, message)
         elif self._on_push is not None:
             assert message.op is not None
             try:
@@ -235,6 +242,15 @@ class RpcConnection:
                 pass
             if self.end_after_reply:
                 await self.aclose()
+        finally:
+            self._inflight.release()
+
+    async def _serve_push(self, message: Message) -> None:
+        assert message.op is not None and self._on_push is not None
+        try:
+            await self._on_push(self, message.op, message.body)  # type: ignore[misc]
+        except Exception:  # a bug in a push handler must not end the connection
+            log.exception("push handler for %s failed", message.op)
         finally:
             self._inflight.release()
 

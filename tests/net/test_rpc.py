@@ -70,6 +70,36 @@ async def test_pushes_reach_the_push_handler_and_a_failing_one_does_not_end_the_
         assert not pair.client.closed
 
 
+async def test_an_async_push_handler_runs_in_its_own_task_within_the_in_flight_limit(autojump_clock):
+    """Pushes between peers (commits) are served like requests without a reply: a slow one
+    does not hold up reading, at most `max_inflight` run at once, a failing one is logged."""
+    running, most, done = 0, 0, []
+
+    async def on_push(conn, op, body):
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        try:
+            await trio.sleep(1)
+            if body.get("boom"):
+                raise ValueError("bad push handler")
+            done.append(body["n"])
+        finally:
+            running -= 1
+
+    async with open_rpc_pair(server={"on_request": echo, "on_push": on_push, "max_inflight": 3}) as pair:
+        await pair.client.push(Op.COMMIT, {"boom": True})
+        for n in range(6):
+            await pair.client.push(Op.COMMIT, {"n": n})
+        started = trio.current_time()
+        with trio.fail_after(10):
+            while len(done) < 6:
+                await trio.sleep(0.1)
+        assert sorted(done) == list(range(6)) and most == 3
+        assert trio.current_time() - started < 4  # three at a time, not one by one
+        assert await pair.client.call(Op.PING, {}) == {"op": "ping"}  # the connection goes on
+
+
 async def test_clocks_merge_on_every_message(autojump_clock):
     async with open_rpc_pair(server={"on_request": echo}) as pair:
         pair.client.clock.observe(pack(3_000_000, 0))  # the client is 50 minutes ahead

@@ -8,8 +8,10 @@ import trio
 
 from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode
+from eventcloud.net.rpc import RpcConnection
 from eventcloud.testing import open_overlay
 from eventcloud.wire import messages as m
+from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.ops import Op
 from tests.helpers import sample_events
 
@@ -62,6 +64,26 @@ async def test_an_unauthenticated_client_cannot_use_peer_operations(autojump_clo
             assert len((await attacker.status()).peers) == 3
         async with connect(overlay.peers[0].address, transport=overlay.network, admin_token="tok-12345") as admin:
             assert await admin.delete(sample_events(1)[0].graph) == 5
+
+
+async def test_a_client_cannot_push_peer_messages_either(autojump_clock):
+    """Commits travel between peers as pushes (no reply): one pushed by a client is refused
+    and counted, nothing is committed, and the connection still serves the client."""
+    async with open_overlay(3, secret=SECRET, seed=2) as overlay:
+        peer = overlay.peers[1]
+        stream = await overlay.network.connect(peer.state.address)
+        conn = RpcConnection(stream, HybridClock(lambda: int(trio.current_time() * 1000)), name="attacker")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.run)
+            committed = peer.counters["events_committed"]
+            await conn.push(Op.COMMIT, m.Commit(("http://ex/g",)))
+            await conn.push(Op.NOTIFY, m.Notifies(()))  # not a push at all
+            with trio.fail_after(10):
+                while peer.counters["pushes_failed"] < 2:
+                    await trio.sleep(0.05)
+            assert peer.counters["events_committed"] == committed
+            assert (await conn.call(Op.PING, m.Empty()))["id"] == peer.state.id
+            nursery.cancel_scope.cancel()
 
 
 async def test_a_peer_with_a_wrong_secret_is_refused_and_so_is_a_forged_proof(autojump_clock):

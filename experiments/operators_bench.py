@@ -30,6 +30,7 @@ notification arrived, operator calls, and predicate evaluations, per order.
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import random
 import time
 from bisect import bisect
@@ -357,9 +358,69 @@ def part_e2e(args: argparse.Namespace) -> None:
     print(f"\nSame notifications under every order: {'yes' if len(counts) == 1 else 'NO'}\n")
 
 
+def part_chains(args: argparse.Namespace) -> None:
+    """CSMA with heavily overlapping subscriptions: contained ones riding their container's chain
+    against every distinct subscription running its own (identical ones share in both)."""
+    import trio
+
+    from eventcloud.testing import open_overlay
+    from eventcloud.testing.operator_workload import CountingOperators, overlapping_workload, reading
+
+    texts = overlapping_workload(random.Random(args.seed), args.chain_subs)
+    events = [reading(random.Random(30_000 + i), i) for i in range(args.e2e_events)]
+    print(f"## CSMA chains: 4 in-process peers, {len(texts)} overlapping subscriptions "
+          f"({len(set(texts))} distinct texts), {len(events)} readings\n")
+    print("| contained subscriptions | ms per event (publish to last notification) | notifications | "
+          "CSMA rewrites | riders (identical / contained) | contained dropped at delivery |")
+    print("|---|---:|---:|---:|---:|---:|")
+
+    async def one(contained: bool) -> tuple[float, dict[str, int], Counter]:
+        ops = CountingOperators()
+        async with open_overlay(4, "csma", seed=args.seed, operators=tuple(ops.operator_set().values()),
+                                operator_plugins=False, operator_inline_cost=1e9,
+                                contained_chains=contained) as overlay:
+            async with overlay.client(0, "sub") as subscriber, overlay.client(1, "pub") as publisher:
+                subs = [await subscriber.subscribe(text, kind="signal") for text in texts]
+                got: dict[str, int] = {}
+                started = last = time.perf_counter()
+                for event in events:
+                    await publisher.publish(event)
+                quiet = 0
+                while quiet < 10:  # until nothing arrives for a second
+                    arrived = 0
+                    for n, sub in enumerate(subs):
+                        while True:
+                            try:
+                                note = sub._receive.receive_nowait()
+                            except trio.WouldBlock:
+                                break
+                            key = f"{n} {note.event}"
+                            got[key] = got.get(key, 0) + 1
+                            arrived += 1
+                    if arrived:
+                        last, quiet = time.perf_counter(), 0
+                    else:
+                        quiet += 1
+                    await trio.sleep(0.1)
+            counters: Counter = Counter()
+            for peer in overlay.peers:
+                counters.update(peer.counters)
+            return (last - started) / len(events) * 1000, got, counters
+
+    results = {}
+    for contained in (False, True):
+        ms, got, c = results[contained] = trio.run(one, contained)
+        print(f"| {'ride the container' if contained else 'own chains'} | {ms:.1f} | {sum(got.values()):,} | "
+              f"{c['csma_rewrites']:,} | {c['csma_chains_shared']:,} / {c['csma_chains_contained']:,} | "
+              f"{c['contained_rejected']:,} |", flush=True)
+    same = set(results[False][1]) == set(results[True][1])
+    doubled = sum(1 for r in results.values() for v in r[1].values() if v > 1)
+    print(f"\nSame (subscription, event) pairs both ways: {'yes' if same else 'NO'}; repeated: {doubled}\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=("all", "paper", "stats", "overlap", "e2e"), default="all")
+    parser.add_argument("--part", choices=("all", "paper", "stats", "overlap", "e2e", "chains"), default="all")
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[2_000, 20_000, 80_000],
                         help="N_s values of the paper's figures 4 and 5 [2000,20000,80000]")
     parser.add_argument("--events", type=int, default=20, help="events per row [20]")
@@ -367,12 +428,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overlap-subs", type=int, default=2_000)
     parser.add_argument("--e2e-subs", type=int, default=200)
     parser.add_argument("--e2e-events", type=int, default=30)
+    parser.add_argument("--chain-subs", type=int, default=300, help="subscriptions of the CSMA chains part")
     parser.add_argument("--spark", action="store_true", help="compute the offline statistics with PySpark (local)")
     args = parser.parse_args(argv)
     import logging
 
     logging.getLogger("peers").setLevel(logging.ERROR)  # in-process peers warn about their open test overlay
-    parts = ("paper", "stats", "overlap", "e2e") if args.part == "all" else (args.part,)
+    parts = ("paper", "stats", "overlap", "e2e", "chains") if args.part == "all" else (args.part,)
     for part in parts:
         globals()[f"part_{part}"](args)
 

@@ -91,6 +91,7 @@ class PeerConfig:
     operator_inline_cost: float = 50.0    # operators declaring at most this many µs run in place
     evaluation_order: str = "suborder"    # residual predicates: naive, sequential or suborder
     statistics_file: Path | None = None   # offline statistics (experiments/spark/statistics.py) to start from
+    contained_chains: bool = True         # CSMA: contained subscriptions ride their container's chain
     # store
     offload_store: bool | None = None     # run store calls in a thread (None: iff on disk)
     fsync: bool = True                    # the log is fsynced before a write is acknowledged

@@ -87,6 +87,7 @@ class _Reconstruction:
     graph: str
     size: int
     published: int
+    verify: bool
 
 
 class Delivery:
@@ -332,8 +333,9 @@ class Delivery:
             seen.popitem(last=False)
         stored = session.subscriptions[ident]
         kind = stored.record.kind
-        if body.csma and kind != "signal":
-            await self._rebuild_send.send(_Reconstruction(session, stored, graph, body.size, body.published))
+        if body.csma and (kind != "signal" or body.verify):
+            await self._rebuild_send.send(_Reconstruction(session, stored, graph, body.size, body.published,
+                                                          body.verify))
             return
         self._offer(session, Notification(ident, graph, kind, body.published, solutions=body.solutions or (),
                                           quads=body.quads or (), truncated=body.truncated))
@@ -354,6 +356,6 @@ class Delivery:
     async def _reconstruct(self, job: _Reconstruction) -> None:
         note = await reconstruct(self.gatherer, job.stored, job.graph, job.size, job.published,
                                  deadline=self.reconstruct_deadline, counters=self.counters, taxonomy=self.taxonomy(),
-                                 runner=self.runner)
+                                 runner=self.runner, verify=job.verify)
         if note is not None and job.stored.id in job.session.subscriptions:
             self._offer(job.session, note)

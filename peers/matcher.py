@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable, Union
 import trio
 
 from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
+from eventcloud.matching.chains import ChainGrouper
 from eventcloud.matching.csma import PartialMatch, advance, is_complete, next_pattern, start
 from eventcloud.matching.osma import decide
 from eventcloud.matching.reference import MAX_SOLUTIONS, event_index, matches
@@ -75,7 +76,7 @@ class _First:
     quad: Quad
     size: int
     published: int
-    members: tuple[ChainMember, ...] = ()   # identical subscriptions the chain also notifies
+    members: tuple[ChainMember, ...] = ()   # identical and contained subscriptions riding the chain
 
 
 Work = Union[_Committed, _First]
@@ -88,7 +89,7 @@ class Matcher:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  notify_here: Callable[[Notify], Awaitable[None]], clock: HybridClock, counters: Counter[str],
                  runner: OperatorRunner, *, workers: int, work_queue: int, enqueue_timeout: float,
-                 outbox_every: float, give_up_after: float) -> None:
+                 outbox_every: float, give_up_after: float, contained_chains: bool = True) -> None:
         self.state = state
         self.router = router
         self.store = store
@@ -105,6 +106,8 @@ class Matcher:
         # quads held here of recent events: matching and CSMA steps read them, not the store
         self._recent: OrderedDict[str, list[Quad]] = OrderedDict()
         self._busy: set[str] = set()   # events being matched right now
+        # which CSMA chains share a first step (identical subscriptions always; contained ones unless off)
+        self._grouper = ChainGrouper() if contained_chains else ChainGrouper(max_groups=0)
         self._send, self._receive = trio.open_memory_channel[Work](work_queue)
 
     def routed(self) -> dict[Op, Any]:
@@ -279,6 +282,9 @@ class Matcher:
             if partial is not None:
                 await self._chain(stored.record, partial, work.quad.g.value, work.size, work.published,
                                   work.members)
+        else:  # the chain's subscription went meanwhile: its riders start chains of their own
+            for member in work.members:
+                await self._process(_First(member.id, work.quad, work.size, work.published))
 
     async def _advance(self, sub: Any, partial: PartialMatch, index: int, quad: Quad, graph: str) -> PartialMatch | None:
         """One CSMA rewriting step; FILTERs calling operators share the event's call table."""
@@ -304,18 +310,21 @@ class Matcher:
         await self.store.write([notified(graph)], durable=False)
 
     def _firsts(self, quad: Quad, info: Any) -> list[_First]:
-        """CSMA's first steps from one quad: one chain per set of identical subscriptions whose
-        stamps here let them see the event (the others ride along as members)."""
-        chains: dict[tuple, list[Any]] = {}
+        """CSMA's first steps from one quad, for the subscriptions whose stamps here let them
+        see the event: one chain per set of identical ones, and contained ones ride the chain of
+        one containing them (`eventcloud.matching.chains`)."""
+        candidates = []
         for ident in self.subscriptions.index.first_pattern_candidates(quad):
             stored = self.subscriptions.get(ident)
             if stored is not None and info.published >= stored.t:
-                chains.setdefault(stored.sub.chain_key, []).append(stored)
+                candidates.append(stored)
         firsts = []
-        for first, *others in chains.values():
-            members = tuple(ChainMember(s.id, s.record.entry, s.record.home) for s in others)
-            self.counters["csma_chains_shared"] += len(members)
-            firsts.append(_First(first.id, quad, info.size, info.published, members))
+        for plan in self._grouper.plan(candidates, lambda stored: stored.sub, lambda stored: stored.id):
+            members = (*(ChainMember(s.id, s.record.entry, s.record.home) for s in plan.identical),
+                       *(ChainMember(s.id, s.record.entry, s.record.home, contained=True) for s in plan.contained))
+            self.counters["csma_chains_shared"] += len(plan.identical)
+            self.counters["csma_chains_contained"] += len(plan.contained)
+            firsts.append(_First(plan.leader.id, quad, info.size, info.published, members))
         return firsts
 
     async def _osma(self, graph: str, here: list[Quad], size: int, published: int,
@@ -368,7 +377,8 @@ class Matcher:
         member), else hand the rewritten subscription to the peers of its next pattern (and
         wait for the rest of the chain)."""
         if is_complete(partial):
-            owed = [(lambda who=who: self._notify(who, graph, size, published, csma=True))
+            owed = [(lambda who=who: self._notify(who, graph, size, published, csma=True,
+                                                  verify=isinstance(who, ChainMember) and who.contained))
                     for who in (record, *members) if not self.subscriptions.removed(who.id)]
             await gather(owed)
             return
@@ -380,11 +390,12 @@ class Matcher:
                                                                 members or None))
 
     async def _notify(self, record: SubscriptionRecord, graph: str, size: int, published: int, *,
-                      csma: bool = False, solutions: Any = None, quads: Any = None, truncated: bool = False) -> None:
+                      csma: bool = False, solutions: Any = None, quads: Any = None, truncated: bool = False,
+                      verify: bool = False) -> None:
         """Hand one notification to the subscription's entry peer; raises if it cannot be done
         (the event stays in the outbox and is matched again)."""
         body = Notify(record.id, graph, size, published, csma=csma, solutions=solutions, quads=quads,
-                      truncated=truncated)
+                      truncated=truncated, verify=verify)
         self.counters["notifications_sent"] += 1
         if record.home is not None:
             await self._notify_home(record, body)

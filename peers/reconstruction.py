@@ -1,8 +1,9 @@
 """Completing a CSMA notification: the chain's last peer knows *that* an event matched, not its
 bindings nor all its quads. Whoever delivers it (the entry peer, or a durable subscription's
 home) gathers the event's quads (g, ?, ?, ?) until all `size` are there, then evaluates the
-subscription on the whole event for the exact solutions. An event that matched several
-subscriptions delivered here is gathered once."""
+subscription on the whole event for the exact solutions. A subscription that rode the chain of
+one containing it (`verify`) is evaluated whatever its kind: the chain proved its container
+matched, not it. An event that matched several subscriptions delivered here is gathered once."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ class Gatherer:
 
 async def reconstruct(gatherer: Gatherer, stored: Stored, graph: str, size: int, published: int, *,
                       deadline: float, counters: Counter[str], taxonomy: Taxonomy,
-                      runner: OperatorRunner | None = None) -> Notification | None:
+                      runner: OperatorRunner | None = None, verify: bool = False) -> Notification | None:
     """The complete notification; one carrying an error if the quads did not all appear within
     `deadline` seconds; None when the whole event does not match after all. Is-a tests read
     `taxonomy` (this peer's); operator calls go through `runner` (this peer's, once per event)."""
@@ -85,15 +86,17 @@ async def reconstruct(gatherer: Gatherer, stored: Stored, graph: str, size: int,
                             error=f"could not reconstruct event {graph}: {len(quads)} of {size} quads found "
                                   f"after {deadline:g} s")
     event = CompoundEvent(IRI(graph), tuple(quads))
-    if kind == "bindings":
+    if kind == "bindings" or verify:
         sub = stored.sub.with_taxonomy(taxonomy)
+        limit = MAX_SOLUTIONS if kind == "bindings" else 1
         if runner is not None and sub.uses_operators:
-            found = await runner.run(graph, lambda: solutions(sub, event, MAX_SOLUTIONS))
+            found = await runner.run(graph, lambda: solutions(sub, event, limit))
         else:
-            found = solutions(sub, event, MAX_SOLUTIONS)
+            found = solutions(sub, event, limit)
         if not found:
-            counters["reconstruction_mismatch"] += 1
+            counters["contained_rejected" if verify else "reconstruction_mismatch"] += 1
             return None
-        return Notification(stored.id, graph, kind, published, solutions=tuple(project(sub, found)),
-                            truncated=len(found) >= MAX_SOLUTIONS)
-    return Notification(stored.id, graph, kind, published, quads=event.quads)
+        if kind == "bindings":
+            return Notification(stored.id, graph, kind, published, solutions=tuple(project(sub, found)),
+                                truncated=len(found) >= MAX_SOLUTIONS)
+    return Notification(stored.id, graph, kind, published, quads=event.quads if kind == "event" else ())

@@ -40,8 +40,11 @@ def equivalent(s1: Subscription, s2: Subscription) -> bool:
     return contains(s1, s2) and contains(s2, s1)
 
 
-def contains(s1: Subscription, s2: Subscription) -> bool:
-    """Can it be proved that every event matching `s2` matches `s1`?"""
+def contains(s1: Subscription, s2: Subscription, *, first_onto_first: bool = False) -> bool:
+    """Can it be proved that every event matching `s2` matches `s1`? With `first_onto_first`,
+    only by an h mapping S1's patterns[0] onto S2's patterns[0]: then a solution of S2 that
+    matches its first pattern with quad q gives one of S1 matching its first pattern with q
+    (what lets S2 ride S1's CSMA chain from q)."""
     start: dict[str, Any] = {}
     if isinstance(s1.graph, Var):
         start[s1.graph.name] = s2.graph
@@ -55,7 +58,13 @@ def contains(s1: Subscription, s2: Subscription) -> bool:
         return False  # IRI() resolves against the base: conjuncts compare only under one
     if any(f.uses_taxonomy for f in s1.filters) and s1.taxonomy != s2.taxonomy:
         return False
-    for h in _homomorphisms(mine, theirs, 0, start):
+    if first_onto_first:
+        if not mine or not theirs or not _unify(mine[0], theirs[0], start):
+            return False
+        solutions = _homomorphisms(mine, theirs, 1, start)
+    else:
+        solutions = _homomorphisms(mine, theirs, 0, start)
+    for h in solutions:
         if all(_implied(c, h, given) for c in wanted):
             return True
     return False
@@ -67,24 +76,36 @@ def _homomorphisms(mine: list[tuple], theirs: list[tuple], i: int, h: dict[str, 
         yield h
         return
     for target in theirs:
-        added: list[str] = []
-        ok = True
-        for term, image in zip(mine[i], target):
-            if isinstance(term, Var):
-                known = h.get(term.name)
-                if known is None:
-                    h[term.name] = image
-                    added.append(term.name)
-                elif known != image:
-                    ok = False
-                    break
-            elif term != image:
-                ok = False
-                break
-        if ok:
+        added = _extend(mine[i], target, h)
+        if added is not None:
             yield from _homomorphisms(mine, theirs, i + 1, h)
+            for name in added:
+                del h[name]
+
+
+def _extend(pattern: tuple, target: tuple, h: dict[str, Any]) -> list[str] | None:
+    """Extend h so that `pattern` renamed is `target`: the names it added, or None (h unchanged)."""
+    added: list[str] = []
+    for term, image in zip(pattern, target):
+        if isinstance(term, Var):
+            known = h.get(term.name)
+            if known is None:
+                h[term.name] = image
+                added.append(term.name)
+                continue
+            if known == image:
+                continue
+        elif term == image:
+            continue
         for name in added:
             del h[name]
+        return None
+    return added
+
+
+def _unify(pattern: tuple, target: tuple, h: dict[str, Any]) -> bool:
+    """Extend h (in place, for good) so that `pattern` renamed is `target`."""
+    return _extend(pattern, target, h) is not None
 
 
 def _rename(expr: Any, h: dict[str, Any]) -> Any:

@@ -98,6 +98,7 @@ class Notify(Body):
     solutions: tuple[dict[str, Term], ...] | None = field(OPT(SOLUTIONS), default=None)
     quads: tuple[Quad, ...] | None = field(OPT(LIST(QUAD)), default=None)
     truncated: bool = field(BOOL, default=False)
+    verify: bool = field(BOOL, default=False)    # CSMA: the chain was another's, evaluate on the whole event
 
 
 @message
@@ -130,12 +131,15 @@ class StoreSubscription(Body):
 
 @message
 class ChainMember(Body):
-    """A subscription identical to a CSMA chain's own (same patterns and FILTERs): the chain
-    runs once for all of them and notifies each when it completes."""
+    """A subscription riding a CSMA chain: identical to the chain's own (same patterns and
+    FILTERs), or contained in it (every event it matches, the chain's matches, from the same
+    first quad). The chain runs once for all of them and notifies each when it completes; a
+    contained one is then evaluated on the whole event by whoever delivers it."""
 
     id: str = field(STR)
     entry: str = field(STR)        # its entry peer ('' for a durable one)
     home: Point | None = field(OPT(POINT), default=None)   # durable: its mailbox's point
+    contained: bool = field(BOOL, default=False)
 
 
 @message

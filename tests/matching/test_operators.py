@@ -11,10 +11,10 @@ import pytest
 from eventcloud.matching.containment import contains, equivalent
 from eventcloud.matching.index import SubscriptionIndex
 from eventcloud.matching.ordering import ORDERS, ResidualPlan
-from eventcloud.matching.reference import matches
+from eventcloud.matching.reference import matches, solutions
 from eventcloud.matching.statistics import Statistics
 from eventcloud.sparql.filters.operators import CallTable, active, call_operator
-from eventcloud.sparql.subscription import parse_subscription
+from eventcloud.sparql.subscription import Var, parse_subscription
 from eventcloud.testing.operator_workload import PREFIXES, CountingOperators, overlapping_workload, reading
 
 OPS = CountingOperators()
@@ -149,6 +149,34 @@ def test_containment_is_sound_against_brute_force_on_random_events():
                 assert matched[j] <= matched[i]
     assert found > 20
     assert equivalent(subs[0], subs[0])
+
+
+def _first_quads(sub, event) -> set:
+    """The quads S's patterns[0] is matched with in its solutions on `event`."""
+    def term(t, row):
+        return row[t.name] if isinstance(t, Var) else t
+    p = sub.patterns[0]
+    return {(term(p.subject, row), term(p.predicate, row), term(p.object, row)) for row in solutions(sub, event)}
+
+
+def test_first_onto_first_containment_is_sound_chain_by_chain():
+    """S1 ⊇ S2 first onto first: every quad S2's first pattern matches in a solution is one
+    S1's first pattern matches in a solution (S2 may ride S1's CSMA chain from that quad)."""
+    rng = random.Random(9)
+    subs = list({t: parse(t) for t in overlapping_workload(rng, 90)}.values())
+    events = [reading(random.Random(700 + n), n) for n in range(40)]
+    firsts = [[_first_quads(s, e) for e in events] for s in subs]
+    found = 0
+    for i, s1 in enumerate(subs):
+        for j, s2 in enumerate(subs):
+            if i != j and contains(s1, s2, first_onto_first=True):
+                found += 1
+                assert contains(s1, s2)
+                assert all(firsts[j][n] <= firsts[i][n] for n in range(len(events)))
+    assert found > 20
+    swapped = parse(PREFIXES + "SELECT * WHERE { GRAPH ?g { ?s ex:kind ex:Traffic . ?s ex:value ?v } }")
+    plain = parse(PREFIXES + "SELECT * WHERE { GRAPH ?g { ?s ex:value ?v . ?s ex:kind ex:Traffic } }")
+    assert contains(swapped, plain) and not contains(swapped, plain, first_onto_first=True)
 
 
 def test_the_containment_tree_follows_removals():

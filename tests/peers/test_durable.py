@@ -9,6 +9,7 @@ import trio
 
 from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode
+from eventcloud.rdf.model import IRI, CompoundEvent, Literal, event_graph, make_quad
 from eventcloud.testing import open_overlay, trio_ms
 from tests.helpers import sample_events
 from tests.peers.test_atomic_publish import spread_events
@@ -235,3 +236,29 @@ async def test_a_mailbox_moves_with_its_zone_when_peers_join_and_leave(autojump_
             assert {n.event for n in got} == {e.graph.value for e in events}
             (now,) = [p for p in overlay.peers if p is not home and p.homes.boxes.get(sub.id)
                       and p.homes.owns(p.homes.boxes.get(sub.id))]
+
+
+@pytest.mark.parametrize("kind", ["bindings", "event"])
+async def test_a_durable_csma_subscription_whose_home_is_outside_its_box_is_notified(kind, autojump_clock):
+    """Under CSMA the home completes the notification (gathers the event, evaluates the query)
+    and is seldom a peer of the subscription's box: it reads the subscription from its mailbox.
+    (It used to answer "unknown here", and the notifier then removed the subscription.)"""
+    p0, p1 = "http://ex.org/d0", "http://ex.org/d1"
+    text = f"SELECT ?x WHERE {{ GRAPH ?g {{ ?s <{p0}> ?o . ?o <{p1}> ?x }} }}"
+    async with open_overlay(8, "csma", seed=4) as overlay:
+        async with overlay.client(0, "pub") as publisher, overlay.client(1, "sub") as client:
+            subs = [await client.subscribe(text, kind=kind, durable=True) for _ in range(6)]
+            box = {p.state.id for p in overlay.peers if p.subscriptions.get(subs[0].id) is not None}
+            homes = {p.state.id for p in overlay.peers for s in subs
+                     if p.state.zone.contains(p.state.space.key_point(s.id))}
+            assert homes - box  # some homes are not peers of the box (the case this is about)
+            g = event_graph("durable-csma", 1, 1)
+            event = CompoundEvent(g, (make_quad(g, IRI("http://ex.org/a"), IRI(p0), IRI("http://ex.org/b")),
+                                      make_quad(g, IRI("http://ex.org/b"), IRI(p1), Literal("1"))))
+            await publisher.publish(event)
+            for sub in subs:
+                with trio.fail_after(30):
+                    note = await sub.receive()
+                assert note.event == g.value
+                assert (note.solutions[0]["x"] == Literal("1")) if kind == "bindings" else set(note.quads) == set(event.quads)
+            assert all({p.state.id for p in overlay.peers if p.subscriptions.get(s.id)} == box for s in subs)

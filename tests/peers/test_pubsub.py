@@ -407,6 +407,58 @@ async def test_identical_csma_subscriptions_share_one_chain_and_each_is_notified
     assert rewrites == rewrites_alone == 6  # one chain per event, as for one subscription alone
 
 
+async def test_contained_csma_subscriptions_ride_their_container_chain_and_get_exactly_theirs(autojump_clock):
+    """Under CSMA a subscription contained in another from the same first pattern (a FILTER more,
+    a pattern more) rides that one's chain; whoever delivers it evaluates it on the whole event,
+    so each subscriber gets exactly its own notifications, whatever its kind, durable or not, and
+    one made after an event was acknowledged does not get that event."""
+    p0, p1, p2 = (f"{EX}c{n}" for n in range(3))
+    chain = f"?s <{p0}> ?o . ?o <{p1}> ?x"
+    texts = [  # (text, kind, durable, events expected)
+        (f"SELECT * WHERE {{ GRAPH ?g {{ {chain} }} }}", "bindings", False, range(6)),
+        (f"SELECT ?s WHERE {{ GRAPH ?g {{ {chain} FILTER(?x > 2) }} }}", "signal", False, (3, 4, 5)),
+        (f"SELECT ?y WHERE {{ GRAPH ?g {{ {chain} . ?s <{p2}> ?y }} }}", "bindings", False, (0, 2, 4)),
+        (f"SELECT * WHERE {{ GRAPH ?g {{ {chain} FILTER(?x >= 4) }} }}", "event", False, (4, 5)),
+        (f"SELECT * WHERE {{ GRAPH ?g {{ {chain} FILTER(?x < 2) }} }}", "signal", True, (0, 1)),
+    ]
+    late = (f"SELECT ?x WHERE {{ GRAPH ?g {{ {chain} FILTER(?x > 0) }} }}", "bindings", False, (3, 4, 5))
+
+    def event(i: int) -> CompoundEvent:
+        g = event_graph("contained", i, i)
+        a, b = IRI(f"{EX}ca{i}"), IRI(f"{EX}cb{i}")
+        quads = [make_quad(g, a, IRI(p0), b), make_quad(g, b, IRI(p1), Literal(str(i), datatype=XSD + "integer"))]
+        if i % 2 == 0:
+            quads.append(make_quad(g, a, IRI(p2), Literal(f"y{i}")))
+        return CompoundEvent(g, tuple(quads))
+
+    events = [event(i) for i in range(6)]
+    async with open_overlay(5, "csma", seed=4) as overlay:
+        async with overlay.client(0, "pub") as publisher, overlay.client(1, "a") as a, overlay.client(3, "b") as b:
+            subs = [await (a, b)[n % 2].subscribe(t, kind=k, durable=d) for n, (t, k, d, _) in enumerate(texts)]
+            for e in events[:3]:
+                await publisher.publish(e)
+            subs.append(await b.subscribe(late[0], kind=late[1]))
+            for e in events[3:]:
+                await publisher.publish(e)
+            by_graph = {e.graph.value: e for e in events}
+            got = []
+            for sub, (_, kind, _, want) in zip(subs, [*texts, late]):
+                notes: list[Notification] = []
+                await collect(sub, len(want), notes, seconds=30)
+                assert sorted(n.event for n in notes) == sorted(events[i].graph.value for i in want), sub.sparql
+                assert all(set(n.quads) == (set(by_graph[n.event].quads) if kind == "event" else set())
+                           for n in notes)
+                got.append(notes)
+            assert sorted(n.solutions[0]["y"].lexical for n in got[2]) == ["y0", "y2", "y4"]
+            assert sorted(n.solutions[0]["x"].lexical for n in got[5]) == ["3", "4", "5"]
+            counters = Counter()
+            for peer in overlay.peers:
+                counters.update(peer.counters)
+            assert counters["csma_chains_contained"] >= 4 * 6 - 2   # all but the container, every event
+            assert counters["contained_rejected"] > 0               # a container's match is not theirs
+            assert counters["csma_rewrites"] == 6                   # one chain per event: the container's
+
+
 async def test_identical_subscriptions_share_their_parsed_parts_on_a_peer(autojump_clock):
     """Popular queries: subscriptions with the same patterns and FILTERs keep one copy of them
     on each peer (each its own text and projection), released as they are unsubscribed."""

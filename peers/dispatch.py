@@ -18,7 +18,7 @@ from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestErr
 from peers.auth import PeerAuth
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import REQUESTS
-from eventcloud.wire.ops import PEER_OPS, ROUTED_OPS, Op, parse_op
+from eventcloud.wire.ops import PEER_OPS, PEER_PUSH_OPS, ROUTED_OPS, Op, parse_op
 from eventcloud.wire.schema import Body
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class Dispatcher:
     def register(self, requests: Mapping[Op, RequestHandler] = {}, routed: Mapping[Op, RoutedHandler] = {},
                  pushes: Mapping[Op, RequestHandler] = {}) -> None:
         for op in pushes:
-            if op in self._pushes or op not in PEER_OPS:
+            if op in self._pushes or op not in PEER_PUSH_OPS:
                 raise ValueError(f"push {op} registered twice or not a peer operation")
         for op in requests:
             if op in self._requests or op in ROUTED_OPS:

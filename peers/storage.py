@@ -31,7 +31,7 @@ from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.wire.codec import triple_from_wire, triple_to_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
-from eventcloud.wire.messages import Commit, Deliver, Delivered, Delivery, Empty, Publish, Published, Receipt
+from eventcloud.wire.messages import Commit, Deliver, Delivered, Delivery, Publish, Published, Receipt
 from eventcloud.wire.ops import Op
 from peers.commits import ABORT, COMMIT, UNKNOWN, Commits
 from peers.matcher import Matcher
@@ -79,7 +79,7 @@ class Storage:
             tuple[set[str], tuple[str, ...]]](COMMITS_QUEUED)
 
     def handlers(self) -> dict[Op, Any]:
-        return {Op.PUBLISH: self._on_publish, Op.DELIVER: self._on_deliver, Op.COMMIT: self._on_commit}
+        return {Op.PUBLISH: self._on_publish, Op.DELIVER: self._on_deliver}
 
     def routed(self) -> dict[Op, Any]:
         return {Op.DELIVER_LOCAL: self._local_deliver}
@@ -177,9 +177,8 @@ class Storage:
 
     # --- owners -------------------------------------------------------------------------------
 
-    async def _on_commit(self, conn: RpcConnection, body: Commit) -> Empty:
+    async def _on_commit(self, conn: RpcConnection, body: Commit) -> None:
         await self.commit_here(body.graphs)
-        return Empty()
 
     async def commit_here(self, graphs: tuple[str, ...] | list[str]) -> None:
         """Make events visible here and match them (once: a second commit changes nothing)."""

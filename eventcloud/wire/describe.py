@@ -14,7 +14,7 @@ import inspect
 
 from eventcloud.errors import CONNECTION_FATAL, TRANSIENT, ErrorCode
 from eventcloud.wire import messages
-from eventcloud.wire.ops import ADMIN_OPS, CLIENT_OPS, PEER_OPS, PUSH_OPS, ROUTED_OPS, Op
+from eventcloud.wire.ops import ADMIN_OPS, CLIENT_OPS, PEER_OPS, PEER_PUSH_OPS, PUSH_OPS, ROUTED_OPS, Op
 from eventcloud.wire.schema import Body
 
 __all__ = ["reference", "BEGIN", "END"]
@@ -56,7 +56,7 @@ def _family(op: Op) -> str:
     if op in CLIENT_OPS:
         return "client, admin" if op in ADMIN_OPS else "client"
     if op in PEER_OPS:
-        return "peer"
+        return "peer, push" if op in PEER_PUSH_OPS else "peer"
     if op in ROUTED_OPS:
         return "routed"
     return "push"
@@ -69,7 +69,7 @@ def reference() -> str:
         request = messages.REQUESTS[op]
         reply = messages.REPLIES.get(op)
         reply_text = f"`{reply.__name__}`" if reply is not None else "a plain value"
-        if op in PUSH_OPS:
+        if op in PUSH_OPS or op in PEER_PUSH_OPS:
             reply_text = "— (no reply)"
         lines.append(f"| `{op.value}` | {_family(op)} | `{request.__name__}` | {reply_text} |")
     lines += ["", "### Message bodies", "", "| type | fields (`key`: type [= default]) | meaning |", "|---|---|---|"]

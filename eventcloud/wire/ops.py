@@ -102,6 +102,8 @@ ROUTED_OPS = frozenset({
     Op.SCHEMA_SET, Op.SCHEMA_LOCAL, Op.SPARQL_LOCAL,
 })
 PUSH_OPS = frozenset({Op.NOTIFICATION, Op.ENDED})
+#: Peer operations sent as pushes (no reply): an owner that misses a commit resolves the event.
+PEER_PUSH_OPS = frozenset({Op.COMMIT})
 #: What a peer accepts as the `op` of a request frame.
 REQUEST_OPS = CLIENT_OPS | PEER_OPS
 #: Operations that change or stop the overlay, and so need the admin token when one is set.

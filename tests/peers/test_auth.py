@@ -45,7 +45,6 @@ async def test_an_unauthenticated_client_cannot_use_peer_operations(autojump_clo
                 Op.TABLE: m.Empty(),
                 Op.REPLICATE: m.Replicate("x", 0, ()),
                 Op.DELIVER: m.Deliver(()),
-                Op.COMMIT: m.Commit(("http://ex/g",)),
             }
             for op, body in attempts.items():
                 with pytest.raises(ClientError) as info:

@@ -62,6 +62,7 @@ class PeerConfig:
     # matching and delivery
     workers: int = 4                      # matching tasks
     work_queue: int = 65536               # matching steps queued
+    admit_backlog: int = 128              # publications wait while owners queue more matching steps (0: never)
     reconstructors: int = 4               # CSMA reconstructions at once (apart from matching)
     reconstruct_deadline: float = 30.0
     subscriber_buffer: int = 10_000       # notifications queued per subscriber before dropping

@@ -110,6 +110,11 @@ class Matcher:
         self._grouper = ChainGrouper() if contained_chains else ChainGrouper(max_groups=0)
         self._send, self._receive = trio.open_memory_channel[Work](work_queue)
 
+    @property
+    def backlog(self) -> int:
+        """Matching steps queued here and not yet taken by a worker."""
+        return self._send.statistics().current_buffer_used
+
     def routed(self) -> dict[Op, Any]:
         return {Op.STORE_SUB: self._local_store_sub, Op.REMOVE_SUB: self._local_remove_sub,
                 Op.CSMA_SUB: self._local_csma_sub}

@@ -63,7 +63,7 @@ def canonical_event(event: CompoundEvent) -> CompoundEvent:
 class Storage:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, commits: Commits, matcher: Matcher,
                  clock: HybridClock, counters: Counter[str], guard: ZoneGuard, *, retry_window: float,
-                 resolve_after: float, abort_after: float) -> None:
+                 resolve_after: float, abort_after: float, admit_backlog: int = 0) -> None:
         self.state = state
         self.guard = guard
         self.router = router
@@ -75,6 +75,8 @@ class Storage:
         self.retry_window = retry_window
         self.resolve_after = resolve_after
         self.abort_after = abort_after
+        self.admit_backlog = admit_backlog   # 0: no admission control
+        self._backlog = 0                    # longest matching queue the last deliveries met
         self._commits_send, self._commits_receive = trio.open_memory_channel[
             tuple[set[str], tuple[str, ...]]](COMMITS_QUEUED)
 
@@ -113,6 +115,7 @@ class Storage:
         if not body.events:
             raise BadRequest("empty batch: give at least one event")
         events = [canonical_event(e) for e in body.events]
+        await self._admit()
         stamped = [(event, self.clock.now()) for event in events]
         self.counters["events_published"] += len(events)
         # Shielded: a publisher that disconnects mid-request must not leave the attempt half done
@@ -120,6 +123,17 @@ class Storage:
         with trio.CancelScope(shield=True):
             await self.publish(stamped)
         return Published(tuple(Receipt(e.graph.value, t, len(e)) for e, t in stamped))
+
+    async def _admit(self) -> None:
+        """Admission control: when the owners' matching queues run long, new publications wait
+        (before anything of them is stored) for the queues to drain, so that what is accepted is
+        matched and notified soon after instead of queueing behind a growing backlog. The wait
+        is proportional to the longest queue the last deliveries met, at most a second."""
+        backlog = max(self._backlog, self.matcher.backlog)
+        if self.admit_backlog and backlog > self.admit_backlog:
+            self.counters["publications_held"] += 1
+            self._backlog = 0  # measured again by the deliveries made after the wait
+            await trio.sleep(min(1.0, backlog / (4 * self.admit_backlog)))
 
     async def publish(self, stamped: list[tuple[CompoundEvent, int]]) -> None:
         """Both phases for a batch: pending at the owners, the decision here, then the commits."""
@@ -131,7 +145,8 @@ class Storage:
         failure: EventCloudError | None = None
         with trio.move_on_after(self.retry_window * 3) as phase:
             try:
-                owners = await self._deliver(deliveries)
+                owners, backlog = await self._deliver(deliveries)
+                self._backlog = max(self._backlog, backlog)
             except EventCloudError as exc:
                 failure = exc
         if phase.cancelled_caught:
@@ -221,11 +236,13 @@ class Storage:
     # --- delivery -----------------------------------------------------------------------------
 
     async def _on_deliver(self, conn: RpcConnection, body: Deliver) -> Delivered:
-        return Delivered(tuple(sorted(await self._deliver(list(body.deliveries)))))
+        owners, backlog = await self._deliver(list(body.deliveries))
+        return Delivered(tuple(sorted(owners)), backlog)
 
-    async def _deliver(self, deliveries: list[Delivery]) -> set[str]:
+    async def _deliver(self, deliveries: list[Delivery]) -> tuple[set[str], int]:
         """Keep the quads this peer owns; forward the others, all events together, one message per
-        hop. Returns the addresses of every peer that stored some."""
+        hop. Returns the addresses of every peer that stored some, and the longest matching queue
+        among them."""
         state = self.state
         await self.guard.enter()  # the quads decided ours below are written before the zone may shrink
         try:
@@ -234,14 +251,16 @@ class Storage:
             self.guard.leave()
             raise
         owners: set[str] = set()
+        backlog = [self.matcher.backlog]
 
         async def forward(hop: str, part: list[Delivery]) -> None:
             neighbour = state.neighbours.get(hop)
             try:
                 if neighbour is None:
                     raise FAILED[0]("neighbour vanished")
-                reply = await self.router.call_merged(neighbour.address, Op.DELIVER, part, Deliver)
-                owners.update(Delivered.from_wire(reply).owners)
+                reply = Delivered.from_wire(await self.router.call_merged(neighbour.address, Op.DELIVER, part, Deliver))
+                owners.update(reply.owners)
+                backlog.append(reply.backlog)
             except FAILED as exc:
                 log.info("peer %s: delivery via %s failed (%s); routing quads one by one", state.id, hop, exc)
                 for delivery in part:
@@ -262,7 +281,7 @@ class Storage:
                 await self._stored(mine, results)  # every event of the batch in one durable write
 
         await gather([store_mine, *(partial(forward, hop, part) for hop, part in groups.items())])
-        return owners
+        return owners, max(backlog)
 
     def _sort(self, deliveries: list[Delivery]) -> tuple[list[_Mine], dict[str, list[Delivery]]]:
         """The quads this peer owns, and the rest grouped by next hop."""

@@ -69,6 +69,7 @@ class Delivered(Body):
     """Where the quads went: the addresses of the peers that stored some (for the commit)."""
 
     owners: tuple[str, ...] = field(LIST(STR), default=())
+    backlog: int = field(INT, default=0)   # the longest matching queue among them (admission control)
 
 
 @message

@@ -1,0 +1,62 @@
+"""Admission control: publications wait while the owners' matching queues run long, so what is
+accepted is notified soon after instead of queueing behind a growing backlog (issue 12)."""
+
+from __future__ import annotations
+
+import trio
+
+from eventcloud.testing import open_overlay
+from eventcloud.wire.messages import Delivered
+from tests.helpers import sample_events
+
+ACCEPT_ALL = "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"
+
+
+async def test_a_publication_waits_while_the_owners_report_a_long_matching_queue(autojump_clock):
+    async with open_overlay(3, seed=5, admit_backlog=100) as overlay:
+        entry = overlay.peers[0]
+        async with overlay.client(0, "pub") as publisher, overlay.client(1, "sub") as subscriber:
+            sub = await subscriber.subscribe(ACCEPT_ALL, kind="signal")
+            events = sample_events(3)
+            began = trio.current_time()
+            await publisher.publish(events[0])                 # queues short: no wait
+            assert trio.current_time() - began < 0.5 and entry.counters["publications_held"] == 0
+            entry.storage._backlog = 250                       # as if a delivery had met 250 queued steps
+            began = trio.current_time()
+            await publisher.publish(events[1])                 # waits 250 / (4 x 100) s first
+            assert trio.current_time() - began >= 0.6 and entry.counters["publications_held"] == 1
+            entry.storage._backlog = 10_000
+            began = trio.current_time()
+            await publisher.publish(events[2])                 # never more than a second
+            assert 1.0 <= trio.current_time() - began < 1.5
+            got = set()
+            with trio.fail_after(30):
+                while len(got) < 3:                            # nothing held back is lost
+                    got.add((await sub.receive()).event)
+            assert got == {e.graph.value for e in events}
+
+
+class _Queued:
+    """A peer's matcher as its storage sees it, with a long queue."""
+
+    def __init__(self, matcher, backlog: int) -> None:
+        self._matcher, self.backlog = matcher, backlog
+
+    def __getattr__(self, name):
+        return getattr(self._matcher, name)
+
+
+async def test_deliveries_report_the_longest_matching_queue_among_their_owners(autojump_clock):
+    async with open_overlay(4, seed=6, admit_backlog=0) as overlay:  # 0: reported, never waited on
+        entry, others = overlay.peers[0], overlay.peers[1:]
+        for n, peer in enumerate(others):
+            peer.storage.matcher = _Queued(peer.matcher, 100 * (n + 1))
+        async with overlay.client(0, "pub") as publisher:
+            for event in sample_events(6):
+                await publisher.publish(event)
+        held = {p.state.address for p in others if p.storage.store.count()}
+        assert held  # some quads went to other peers
+        longest = max(100 * (n + 1) for n, p in enumerate(others) if p.state.address in held)
+        assert entry.storage._backlog == longest
+        assert all(p.counters["publications_held"] == 0 for p in overlay.peers)
+    assert Delivered.from_wire({"owners": ["a"]}).backlog == 0          # older peers: nothing reported

@@ -118,6 +118,11 @@ class Delivery:
         self._rebuild_send, self._rebuild_receive = trio.open_memory_channel[_Reconstruction](1024)
         self._nursery: trio.Nursery | None = None
 
+    @property
+    def backlog(self) -> int:
+        """CSMA notifications waiting to be completed here (their events gathered)."""
+        return self._rebuild_send.statistics().current_buffer_used
+
     def handlers(self) -> dict[Op, Any]:
         return {Op.SUBSCRIBE: self._on_subscribe, Op.UNSUBSCRIBE: self._on_unsubscribe, Op.NOTIFY: self._on_notify}
 

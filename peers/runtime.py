@@ -323,7 +323,8 @@ class _PeerRuntime:
         guard = ZoneGuard()
         self.storage = storage = Storage(state, router, store_, commits, matcher, clock, counters, guard,
                                          retry_window=config.retry_window, resolve_after=config.resolve_after,
-                                         abort_after=config.abort_after, admit_backlog=config.admit_backlog)
+                                         abort_after=config.abort_after, admit_backlog=config.admit_backlog,
+                                         backlog=lambda: max(matcher.backlog, delivery.backlog))
         self.persistence = _Persistence(state, clock, data_dir, offload, replication)
         self.scope = lifetime.scope = trio.CancelScope()
         if lifetime.stop_asked:

@@ -20,7 +20,7 @@ import logging
 from collections import Counter
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -63,7 +63,8 @@ def canonical_event(event: CompoundEvent) -> CompoundEvent:
 class Storage:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, commits: Commits, matcher: Matcher,
                  clock: HybridClock, counters: Counter[str], guard: ZoneGuard, *, retry_window: float,
-                 resolve_after: float, abort_after: float, admit_backlog: int = 0) -> None:
+                 resolve_after: float, abort_after: float, admit_backlog: int = 0,
+                 backlog: Callable[[], int] | None = None) -> None:
         self.state = state
         self.guard = guard
         self.router = router
@@ -77,6 +78,8 @@ class Storage:
         self.abort_after = abort_after
         self.admit_backlog = admit_backlog   # 0: no admission control
         self._backlog = 0                    # longest matching queue the last deliveries met
+        # this peer's queued work (matching; the runtime adds CSMA reconstructions)
+        self.backlog = backlog if backlog is not None else (lambda: matcher.backlog)
         self._commits_send, self._commits_receive = trio.open_memory_channel[
             tuple[set[str], tuple[str, ...]]](COMMITS_QUEUED)
 
@@ -129,7 +132,7 @@ class Storage:
         (before anything of them is stored) for the queues to drain, so that what is accepted is
         matched and notified soon after instead of queueing behind a growing backlog. The wait
         is proportional to the longest queue the last deliveries met, at most a second."""
-        backlog = max(self._backlog, self.matcher.backlog)
+        backlog = max(self._backlog, self.backlog())
         if self.admit_backlog and backlog > self.admit_backlog:
             self.counters["publications_held"] += 1
             self._backlog = 0  # measured again by the deliveries made after the wait
@@ -251,7 +254,7 @@ class Storage:
             self.guard.leave()
             raise
         owners: set[str] = set()
-        backlog = [self.matcher.backlog]
+        backlog = [self.backlog()]
 
         async def forward(hop: str, part: list[Delivery]) -> None:
             neighbour = state.neighbours.get(hop)

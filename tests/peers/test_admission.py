@@ -36,21 +36,11 @@ async def test_a_publication_waits_while_the_owners_report_a_long_matching_queue
             assert got == {e.graph.value for e in events}
 
 
-class _Queued:
-    """A peer's matcher as its storage sees it, with a long queue."""
-
-    def __init__(self, matcher, backlog: int) -> None:
-        self._matcher, self.backlog = matcher, backlog
-
-    def __getattr__(self, name):
-        return getattr(self._matcher, name)
-
-
 async def test_deliveries_report_the_longest_matching_queue_among_their_owners(autojump_clock):
     async with open_overlay(4, seed=6, admit_backlog=0) as overlay:  # 0: reported, never waited on
         entry, others = overlay.peers[0], overlay.peers[1:]
         for n, peer in enumerate(others):
-            peer.storage.matcher = _Queued(peer.matcher, 100 * (n + 1))
+            peer.storage.backlog = lambda queued=100 * (n + 1): queued
         async with overlay.client(0, "pub") as publisher:
             for event in sample_events(6):
                 await publisher.publish(event)

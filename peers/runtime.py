@@ -495,7 +495,6 @@ class _PeerRuntime:
             log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", state.id)
             raise _Superseded(rejoin)
 
-
     async def _step_down_when_superseded(self) -> None:
         """A peer frozen or cut off past the failure timeout comes back to find its replica
         serving its zone: two owners of one zone would split its data, so it stops serving

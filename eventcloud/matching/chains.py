@@ -64,6 +64,8 @@ class ChainGrouper:
         """The chains to start for `candidates` (in their order). With `key` (a subscription's
         id: the same id always names the same query), the grouping of a set of candidates seen
         before is reused instead of decided again."""
+        if len(candidates) < 2:  # most quads: nothing to group, nothing worth remembering
+            return [ChainPlan(candidate) for candidate in candidates]
         shape = tuple(map(key, candidates)) if key is not None else None
         layout = self._layouts.get(shape) if shape is not None else None
         if layout is None:

@@ -59,7 +59,7 @@ def contains(s1: Subscription, s2: Subscription, *, first_onto_first: bool = Fal
     if any(f.uses_taxonomy for f in s1.filters) and s1.taxonomy != s2.taxonomy:
         return False
     if first_onto_first:
-        if not mine or not theirs or not _unify(mine[0], theirs[0], start):
+        if not mine or not theirs or _extend(mine[0], theirs[0], start) is None:
             return False
         solutions = _homomorphisms(mine, theirs, 1, start)
     else:
@@ -101,11 +101,6 @@ def _extend(pattern: tuple, target: tuple, h: dict[str, Any]) -> list[str] | Non
             del h[name]
         return None
     return added
-
-
-def _unify(pattern: tuple, target: tuple, h: dict[str, Any]) -> bool:
-    """Extend h (in place, for good) so that `pattern` renamed is `target`."""
-    return _extend(pattern, target, h) is not None
 
 
 def _rename(expr: Any, h: dict[str, Any]) -> Any:

@@ -2,12 +2,13 @@
 what each stored subscription costs a peer.
 
     python -m experiments.subscribe_bench [--peers 8] [--subscriptions 4000] [--clients 16]
-        [--mix chains|filters|both] [--baseline COMMIT]
+        [--mix chains|filters|both] [--batch N] [--baseline COMMIT]
 
 Starts a local cluster of real peer processes (R = 2, fsync on), then `--clients` clients
 (each its own connection, spread over the entry peers) register `--subscriptions` distinct
 subscriptions between them, each waiting for its subscribe to return (stored on every peer of
-its indexing box) before sending the next. Prints subscribes per second, the latency of one
+its indexing box) before sending the next; with `--batch N` each client registers N at a time
+with `Client.subscribe_many` (one request, one multicast for the lot). Prints subscribes per second, the latency of one
 subscribe (p50/p99), messages and the peers' CPU time per subscribe, and the peers' resident
 memory per stored copy (growth of the peers' RSS over the copies they store, i.e. with the
 index entries and the store's own memory).
@@ -63,10 +64,14 @@ async def run_once(texts: list[str], args: argparse.Namespace, code: Path | None
                 async def client(slot: int) -> None:
                     async with connect(cluster.addresses[slot % args.peers], source=f"sub-{slot}") as c:
                         connections.append(c)
-                        for text in texts[slot::args.clients]:
+                        mine = texts[slot::args.clients]
+                        for start in range(0, len(mine), args.batch):
                             started = time.perf_counter()
-                            await c.subscribe(text, kind="signal")
-                            latencies.append(time.perf_counter() - started)
+                            if args.batch == 1:
+                                await c.subscribe(mine[start], kind="signal")
+                            else:
+                                await c.subscribe_many(mine[start:start + args.batch], kind="signal")
+                            latencies.extend([time.perf_counter() - started] * len(mine[start:start + args.batch]))
                         await done.wait()  # keep the subscriptions (a closed connection ends them)
 
                 done = trio.Event()
@@ -145,7 +150,8 @@ async def main_async(args: argparse.Namespace) -> None:
             print(table(rows[-1:]), file=sys.stderr)
     rows.append(("this", await run_once(texts, args, None)))
     print(f"{args.peers} peers ({args.algorithm}, R = {args.replicas}, fsync {'off' if args.no_fsync else 'on'}), "
-          f"{args.clients} clients, {args.mix} subscriptions, each distinct")
+          f"{args.clients} clients, {args.mix} subscriptions, each distinct, "
+          f"{'one per request' if args.batch == 1 else f'{args.batch} per request'}")
     print(table(rows))
 
 
@@ -155,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--subscriptions", type=int, default=4000)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--mix", choices=("chains", "filters", "both"), default="both")
+    parser.add_argument("--batch", type=int, default=1, help="subscriptions per request (subscribe_many when > 1)")
     parser.add_argument("--algorithm", default="osma")
     parser.add_argument("--replicas", type=int, default=2, choices=(1, 2))
     parser.add_argument("--no-fsync", action="store_true")

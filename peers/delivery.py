@@ -1,11 +1,11 @@
 """The entry side of pub/sub: subscribe and unsubscribe, and delivery to subscribers.
 
-Timing rule (MISSION §3): the entry peer first reads every peer's hybrid clock (a
-whole-space multicast) and stamps the subscription t_S above all of them, so every
-publication that completed before `subscribe` was called has t_P < t_S. It then stores the
-subscription with a second whole-space multicast (peers outside the indexing box only merge
-the clock), so once `subscribe` returns every peer's clock is past t_S and any later
-publication, from any client, gets t_P > t_S. A pair counts only when t_P >= t_S.
+Timing rule (MISSION §3, docs/pubsub.md "Timing"): a subscription is stored on the peers of
+its indexing box only, and each stamps it with its own clock when it stores it; it then
+matches the events whose quads arrive there afterwards. `subscribe` returns once every peer
+of the box has stored it, so a publication made after that is matched, and one completed
+before it was called is not. `subscribe_many` stores many in one multicast, each on its own
+box's peers, with the same rule for each.
 
 Each subscriber connection has a session: its subscriptions, a bounded queue of
 notifications pushed by one pump task, and the (subscription, event) pairs already
@@ -35,7 +35,7 @@ from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
     Empty, Leases, MailboxEnd, MailboxOpen, Notification, Notifies, Notify, StoreSubscription, Subscribe, Subscribed,
-    SubscriptionId, SubscriptionRecord, Unsubscribe,
+    SubscribedMany, SubscribeMany, SubscribeOutcome, SubscriptionId, SubscriptionRecord, Unsubscribe,
 )
 from eventcloud.wire.parsed import subscription_to_wire
 from eventcloud.wire.schema import Body
@@ -54,6 +54,8 @@ __all__ = ["Delivery", "Session"]
 
 #: Most notifications pushed to one subscriber in one write.
 PUSH_BATCH = 256
+#: Durable subscriptions of one `subscribe_many` opened at once (each opens its mailbox first).
+DURABLE_AT_ONCE = 16
 
 
 @dataclass
@@ -124,7 +126,8 @@ class Delivery:
         return self._rebuild_send.statistics().current_buffer_used
 
     def handlers(self) -> dict[Op, Any]:
-        return {Op.SUBSCRIBE: self._on_subscribe, Op.UNSUBSCRIBE: self._on_unsubscribe, Op.NOTIFY: self._on_notify}
+        return {Op.SUBSCRIBE: self._on_subscribe, Op.SUBSCRIBE_MANY: self._on_subscribe_many,
+                Op.UNSUBSCRIBE: self._on_unsubscribe, Op.NOTIFY: self._on_notify}
 
     def routed(self) -> dict[Op, Any]:
         return {Op.CLOCK: self._local_clock}
@@ -142,23 +145,14 @@ class Delivery:
     # --- subscribe / unsubscribe --------------------------------------------------------------
 
     async def _on_subscribe(self, conn: RpcConnection, body: Subscribe) -> Subscribed:
-        router, space = self.router, self.state.space
-        try:
-            sub = parse_cached(body.sparql, self.operators)
-        except SubscriptionError as exc:
-            raise RequestError(exc.message, ErrorCode.BAD_SUBSCRIPTION) from None
+        sub = self._parse(body.sparql)
         ident = uuid.uuid4().hex
         # Stored on the peers of its indexing box only; each stamps it with its own clock, and
         # matches it against the events that arrive there afterwards (docs/pubsub.md, "Timing").
         t = self.clock.now()
         if body.durable:
             return await self._subscribe_durable(ident, body, sub, t)
-        record = SubscriptionRecord(ident, body.sparql, body.kind, self.state.address, t,
-                                    expires=self.physical_ms() + int(self.leases.session * 1000))
-        session = self.session(conn)
-        session.subscriptions[ident] = Stored(record, sub)
-        session.seen[ident] = OrderedDict()
-        self._by_id[ident] = session
+        record = self._open(conn, ident, body, sub, t)
         try:
             await self._store_everywhere(record, sub)
         except RequestError:
@@ -166,6 +160,76 @@ class Delivery:
             raise
         self.counters["subscribe"] += 1
         return Subscribed(ident, record.t, len(sub.patterns))
+
+    async def _on_subscribe_many(self, conn: RpcConnection, body: SubscribeMany) -> SubscribedMany:
+        """Each item made or refused on its own, as `subscribe` would; the non-durable ones are
+        stored all in one `mcast_each` (one tree for the lot; on each peer their writes share
+        an fsync), each on the peers of its own box with the same timing rule."""
+        outcomes: list[SubscribeOutcome] = [SubscribeOutcome()] * len(body.items)
+        plain: list[tuple[int, SubscriptionRecord, Any]] = []
+        durable: list[tuple[int, Subscribe, Any]] = []
+        for i, item in enumerate(body.items):
+            try:
+                sub = self._parse(item.sparql)
+            except RequestError as exc:
+                outcomes[i] = SubscribeOutcome(code=exc.code.value, message=exc.message)
+                continue
+            if item.durable:
+                durable.append((i, item, sub))
+            else:
+                plain.append((i, self._open(conn, uuid.uuid4().hex, item, sub, self.clock.now()), sub))
+
+        async def one_durable(i: int, item: Subscribe, sub: Any, limiter: trio.CapacityLimiter) -> None:
+            async with limiter:
+                try:
+                    made = await self._subscribe_durable(uuid.uuid4().hex, item, sub, self.clock.now())
+                    outcomes[i] = SubscribeOutcome(made)
+                except EventCloudError as exc:
+                    outcomes[i] = SubscribeOutcome(code=exc.code.value, message=exc.message)
+
+        async with trio.open_nursery() as nursery:
+            limiter = trio.CapacityLimiter(DURABLE_AT_ONCE)
+            for i, item, sub in durable:
+                nursery.start_soon(one_durable, i, item, sub, limiter)
+            if plain:
+                stored = await self.router.multicast_each(Op.STORE_SUB, [
+                    (self._box(sub), StoreSubscription(replace(record, parsed=subscription_to_wire(sub))))
+                    for _, record, sub in plain])
+                failed = []
+                for (i, record, sub), result in zip(plain, stored):
+                    if isinstance(result, EventCloudError):
+                        self._forget(record.id)
+                        failed.append((record, sub))
+                        outcomes[i] = SubscribeOutcome(code=ErrorCode.UNREACHABLE.value, message=(
+                            f"subscription not stored on every peer, rolled back: {result.message}"))
+                    else:
+                        outcomes[i] = SubscribeOutcome(Subscribed(record.id, record.t, len(sub.patterns)))
+                        self.counters["subscribe"] += 1
+                if failed:
+                    with trio.move_on_after(self.retry_window):
+                        await self.router.multicast_each(Op.REMOVE_SUB, [
+                            (self._box(sub), SubscriptionId(record.id)) for record, sub in failed])
+        return SubscribedMany(tuple(outcomes))
+
+    def _parse(self, sparql: str) -> Any:
+        try:
+            return parse_cached(sparql, self.operators)
+        except SubscriptionError as exc:
+            raise RequestError(exc.message, ErrorCode.BAD_SUBSCRIPTION) from None
+
+    def _open(self, conn: RpcConnection, ident: str, body: Subscribe, sub: Any, t: int) -> SubscriptionRecord:
+        """The record of a new subscription of this connection, in its session (its lease is
+        renewed while the connection lives)."""
+        record = SubscriptionRecord(ident, body.sparql, body.kind, self.state.address, t,
+                                    expires=self.physical_ms() + int(self.leases.session * 1000))
+        session = self.session(conn)
+        session.subscriptions[ident] = Stored(record, sub)
+        session.seen[ident] = OrderedDict()
+        self._by_id[ident] = session
+        return record
+
+    def _box(self, sub: Any) -> Box:
+        return self.state.space.pattern_box(sub.pattern_terms(0))
 
     async def _subscribe_durable(self, ident: str, body: Subscribe, sub: Any, t: int) -> Subscribed:
         """Open its mailbox at its home, then store it on every peer of its box; the ticket is
@@ -201,7 +265,7 @@ class Delivery:
     async def _store_everywhere(self, record: SubscriptionRecord, sub: Any) -> None:
         """Store a subscription on every peer of its indexing box (with its parsed form: they
         parse nothing); rolled back (and an error) if that cannot be done."""
-        box = self.state.space.pattern_box(sub.pattern_terms(0))
+        box = self._box(sub)
         try:
             await self.router.multicast(box, Op.STORE_SUB,
                                         StoreSubscription(replace(record, parsed=subscription_to_wire(sub))))

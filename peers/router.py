@@ -24,11 +24,12 @@ from eventcloud.errors import (
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
-    Box, Neighbour, Point, intersection, lowest_corner, multicast_children, multicast_root, next_hop, tiles,
+    Box, Neighbour, Point, Zone, hull, intersection, lowest_corner, multicast_children, multicast_root, next_hop,
+    subtree_reach, tiles,
 )
 from eventcloud.wire.codec import box_from_wire, box_to_wire, neighbour_from_wire, neighbour_to_wire, point_to_wire
 from eventcloud.wire.hlc import HybridClock
-from eventcloud.wire.messages import Multicast, Route, Routed
+from eventcloud.wire.messages import Multicast, MulticastEach, Route, Routed
 from eventcloud.wire.ops import Op
 from eventcloud.wire.schema import Body
 from peers.auth import PeerAuth
@@ -44,6 +45,8 @@ __all__ = ["RetryPolicy", "Router", "FAILED"]
 FAILED = (Unreachable, ConnectionLost)
 #: How long a peer that did not answer is routed around before it is tried again.
 SUSPECT_FOR = 1.0
+#: Items of one `mcast_each` a peer runs at once (concurrent writes share one fsync).
+EACH_AT_ONCE = 64
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ class Router:
         return {Op.ROUTE: self._on_route}
 
     def routed(self) -> dict[Op, Any]:
-        return {Op.MCAST: self._local_multicast}
+        return {Op.MCAST: self._local_multicast, Op.MCAST_EACH: self._local_multicast_each}
 
     # --- connections --------------------------------------------------------------------------
 
@@ -323,34 +326,9 @@ class Router:
         state = self.state
         forward = body.to_wire()
         results: list[Any] = []
-        policy = RetryPolicy(self.partial_wait) if body.partial else self.retry
 
         async def child(key: str) -> None:
-            neighbour = state.neighbours.get(key)
-            if neighbour is None:
-                return
-            attempts = policy.start()
-            while True:
-                try:
-                    reply = await self.call(neighbour.address, Op.ROUTE, {
-                        "point": point_to_wire(lowest_corner(neighbour.zone, body.box)), "op": Op.MCAST.value,
-                        "body": forward, "hops": 1,
-                    })
-                    results.extend(reply["result"])
-                    return
-                except FAILED as exc:
-                    self.suspect(key, neighbour.address)
-                    if not await attempts.pause():
-                        if body.partial:
-                            results.append({"down": neighbour_to_wire(key, neighbour)})
-                        else:
-                            results.append({"error": f"peer {key} at {neighbour.address} is unreachable "
-                                                     f"({exc.message})"})
-                        return
-                    neighbour = state.neighbours.get(key, neighbour)
-                except RemoteError as exc:
-                    results.append({"error": f"peer {key}: {exc.message}"})
-                    return
+            results.extend(await self._to_child(key, body.box, Op.MCAST, forward, body.partial))
 
         mine: Any = None
         failure: Exception | None = None
@@ -364,9 +342,172 @@ class Router:
                 failure = exc
         if failure is not None:
             raise failure
-        piece = intersection(zone, body.box)
-        covered = box_to_wire(piece) if piece is not None and state.zone == zone else None
-        return [{"ok": mine, "cover": covered}, *results]
+        return [{"ok": mine, "cover": _cover(zone, state.zone, body.box)}, *results]
+
+    async def _to_child(self, key: str, box: Box, op: Op, forward: dict[str, Any], partial: bool = False
+                        ) -> list[Any]:
+        """Send a multicast on to the neighbour `key` (routed to the lowest corner of its part of
+        the box); the answers of its subtree, or one `error` (`down` when partial) if it stays
+        unreachable."""
+        neighbour = self.state.neighbours.get(key)
+        if neighbour is None:
+            return []
+        attempts = (RetryPolicy(self.partial_wait) if partial else self.retry).start()
+        while True:
+            try:
+                reply = await self.call(neighbour.address, Op.ROUTE, {
+                    "point": point_to_wire(lowest_corner(neighbour.zone, box)), "op": op.value,
+                    "body": forward, "hops": 1,
+                })
+                return list(reply["result"])
+            except FAILED as exc:
+                self.suspect(key, neighbour.address)
+                if not await attempts.pause():
+                    if partial:
+                        return [{"down": neighbour_to_wire(key, neighbour)}]
+                    return [{"error": f"peer {key} at {neighbour.address} is unreachable ({exc.message})"}]
+                neighbour = self.state.neighbours.get(key, neighbour)
+            except RemoteError as exc:
+                return [{"error": f"peer {key}: {exc.message}"}]
+
+    # --- many items, one tree -----------------------------------------------------------------
+
+    async def multicast_each(self, op: Op, items: list[tuple[Box, Body]]) -> list[list[Any] | EventCloudError]:
+        """Run routed `op` once per item on every peer whose zone meets that item's box, all items
+        in one tree over their hull (`overlay.subtree_reach` prunes what each child is sent).
+
+        Per item, in order: its results (one per peer), or the error that stopped it. An item
+        whose answers do not tile its box crossed a membership change and is run again (as
+        every multicast operation, `op` is idempotent), within the retry window. The hull's
+        tree may pass through a peer that an item's own box does not need: an item cut off by
+        an unreachable peer is run again in a tree of its own, and fails only if it needs it."""
+        outcome, cut_off = await self._each(op, items)
+        if len(items) > 1 and cut_off:
+            limiter = trio.CapacityLimiter(EACH_AT_ONCE)
+
+            async def alone(i: int) -> None:
+                async with limiter:
+                    outcome[i] = (await self._each(op, [items[i]]))[0][0]
+
+            async with trio.open_nursery() as nursery:
+                for i in sorted(cut_off):
+                    nursery.start_soon(alone, i)
+        return outcome
+
+    async def _each(self, op: Op, items: list[tuple[Box, Body]]
+                    ) -> tuple[list[list[Any] | EventCloudError], set[int]]:
+        outcome: list[list[Any] | EventCloudError | None] = [None] * len(items)
+        cut_off: set[int] = set()
+        boxes = [box for box, _ in items]
+        wires = [body.to_wire() for _, body in items]
+        pending = list(range(len(items)))
+        attempts = self.retry.start()
+        while pending:
+            whole = hull([boxes[i] for i in pending])
+            request = {"box": box_to_wire(whole), "op": op.value,
+                       "items": [{"index": i, "box": box_to_wire(boxes[i]), "body": wires[i]} for i in pending]}
+            try:
+                reply = await self.route(multicast_root(whole), Op.MCAST_EACH, request)
+                results, failed, pieces, unreached = _gathered(reply, pending, boxes)
+                cut_off |= unreached
+            except EventCloudError as exc:
+                for i in pending:
+                    outcome[i] = exc
+                if exc.transient:   # e.g. the hull's root is down: an item's own tree may not need it
+                    cut_off.update(pending)
+                break
+            missing = []
+            for i in pending:
+                if i in failed:
+                    outcome[i] = failed[i]
+                elif pieces[i] is not None and tiles(boxes[i], pieces[i]):
+                    outcome[i] = results[i]
+                else:
+                    missing.append(i)
+            pending = missing
+            if pending:
+                self.counters["multicast_repeated"] += 1
+                if not await attempts.pause():
+                    for i in pending:
+                        outcome[i] = RequestError(f"a multicast for {op.value} kept missing zones while peers joined "
+                                                  f"or left; retried for {self.retry.window:g} s", ErrorCode.UNAVAILABLE)
+                    break
+        return outcome, cut_off  # type: ignore[return-value]
+
+    async def _local_multicast_each(self, body: MulticastEach) -> list[Any]:
+        """Run the items whose box meets this zone (at most EACH_AT_ONCE at once), and forward
+        each child the items its subtree can need; answers as `_gathered` reads them."""
+        state = self.state
+        zone = state.zone
+        answers: list[Any] = []
+        ok: list[Any] = []
+        failed: list[Any] = []
+        limiter = trio.CapacityLimiter(EACH_AT_ONCE)
+
+        async def child(key: str, sent: list[Any]) -> None:
+            forward = MulticastEach(body.box, body.op, tuple(sent)).to_wire()
+            got = await self._to_child(key, body.box, Op.MCAST_EACH, forward)
+            if len(got) == 1 and "error" in got[0]:
+                got[0]["items"] = [item.index for item in sent]
+            answers.extend(got)
+
+        async def run(item: Any) -> None:
+            async with limiter:
+                try:
+                    ok.append([item.index, await self.dispatcher.run_routed(body.op, item.body)])
+                except EventCloudError as exc:
+                    failed.append([item.index, exc.code.value, exc.message])
+
+        async with trio.open_nursery() as nursery:
+            for key in multicast_children(zone, state.neighbour_zones(), body.box):
+                reach = Zone(subtree_reach(state.neighbours[key].zone, body.box))
+                sent = [item for item in body.items if reach.intersects(item.box)]
+                if sent:
+                    nursery.start_soon(child, key, sent)
+            for item in body.items:
+                if zone.intersects(item.box):
+                    nursery.start_soon(run, item)
+        return [{"ok": ok, "failed": failed, "cover": _cover(zone, state.zone, body.box)}, *answers]
+
+
+def _cover(zone: Zone, now: Zone, box: Box) -> Any:
+    """What a peer reports it covered of a multicast's box: zone ∩ box, or nothing if its zone
+    changed while it answered (the sender then runs the multicast again)."""
+    piece = intersection(zone, box)
+    return box_to_wire(piece) if piece is not None and now == zone else None
+
+
+def _gathered(reply: Any, pending: list[int], boxes: list[Box]) -> tuple[
+        dict[int, list[Any]], dict[int, EventCloudError], dict[int, list[Box] | None], set[int]]:
+    """A `mcast_each`'s answers, per item: the results, the failures, the pieces of its box the
+    peers that ran it covered (None: one of them changed zone meanwhile); and the items cut
+    off by an unreachable peer on the way."""
+    if not isinstance(reply, list):
+        raise RequestError("malformed multicast reply", ErrorCode.INTERNAL)
+    results: dict[int, list[Any]] = {i: [] for i in pending}
+    pieces: dict[int, list[Box] | None] = {i: [] for i in pending}
+    failed: dict[int, EventCloudError] = {}
+    unreached: set[int] = set()
+    try:
+        for answer in reply:
+            if "error" in answer:
+                for i in answer["items"]:
+                    failed[i] = RequestError(answer["error"], ErrorCode.UNREACHABLE)
+                    unreached.add(i)
+                continue
+            cover = box_from_wire(answer["cover"]) if answer["cover"] is not None else None
+            for i, result in answer["ok"]:
+                results[i].append(result)
+                piece = intersection(Zone(cover), boxes[i]) if cover is not None else None
+                if piece is None or pieces[i] is None:
+                    pieces[i] = None
+                else:
+                    pieces[i].append(piece)  # type: ignore[union-attr]
+            for i, code, message in answer["failed"]:
+                failed[i] = RemoteError(code, message)
+    except (KeyError, TypeError, ValueError, EventCloudError) as exc:
+        raise RequestError(f"malformed multicast reply ({exc})", ErrorCode.INTERNAL) from None
+    return results, failed, pieces, unreached
 
 
 def _tiled(box: Box, answers: list[dict[str, Any]]) -> bool:

@@ -4,8 +4,9 @@ One reader task per connection feeds the sans-I/O decoder and dispatches: replie
 caller waiting on that request id, pushes go to the (synchronous) push handler, requests run
 in the connection's own nursery, at most `max_inflight` at a time: past that the reader stops
 reading, so a client that floods requests is slowed by TCP instead of growing our memory.
-Outgoing frames are grouped (frames queued while a write is in progress go out in the next
-single write) in an outbox bounded by `max_outbox` bytes. Garbage or an oversized frame gets
+Outgoing frames go to an outbox bounded by `max_outbox` bytes, written by one writer task per
+connection: frames queued while a write is in progress go out together in the next write, and
+a caller cancelled meanwhile (its own timeout) never takes anyone else's frames with it. Garbage or an oversized frame gets
 one error frame and closes the connection; a handler's error becomes an error reply with its
 code, and a bug becomes `internal` without taking anything else down.
 """
@@ -82,11 +83,14 @@ class RpcConnection:
         self._ids = itertools.count(1)
         self._waiting: dict[int, trio.MemorySendChannel[Message]] = {}
         self._inflight = trio.Semaphore(max_inflight)
-        self._send_lock = trio.Lock()
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
         self._max_outbox = max_outbox
-        self._drained = trio.Event()
+        self._drained = trio.Event()      # the writer took the outbox (room for more)
+        self._queued_frames = trio.Event()  # the writer has something to write
+        self._written = trio.Event()      # a write completed
+        self._queued_count = 0            # frames queued so far / written so far (for `flush`)
+        self._written_count = 0
         self._closed = trio.Event()
         self.close_reason: str | None = None
         self.counters: Counter[str] = counters if counters is not None else Counter()
@@ -111,9 +115,11 @@ class RpcConnection:
     # --- reading ----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Read until the stream ends; request handlers run in a nursery owned by this call."""
+        """Read until the stream ends; the writer and request handlers run in a nursery owned by
+        this call."""
         try:
             async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._write_loop, nursery.cancel_scope)
                 await self._read_loop(nursery)
                 nursery.cancel_scope.cancel()
         finally:
@@ -241,6 +247,8 @@ class RpcConnection:
             except _BROKEN:
                 pass
             if self.end_after_reply:
+                with trio.move_on_after(1):
+                    await self.flush()   # the refusal goes out first
                 await self.aclose()
         finally:
             self._inflight.release()
@@ -297,6 +305,7 @@ class RpcConnection:
         await self._send_frames([encode(message, self._max_frame)])
 
     async def _send_frames(self, frames: list[bytes]) -> None:
+        """Queue frames for the writer (waiting while the outbox is full)."""
         while self._outbox_bytes > self._max_outbox and not self.closed:
             await self._drained.wait()  # bounded outbox: wait for the writer to catch up
         if self.closed:
@@ -305,22 +314,42 @@ class RpcConnection:
             self.counters["bytes_out"] += len(frame)
             self._outbox.append(frame)
             self._outbox_bytes += len(frame)
-        # Group commit: acquiring the lock yields, so frames queued meanwhile by other tasks
-        # go out in the same send_all (one system call for many small messages).
-        async with self._send_lock:
-            if not self._outbox:
-                return  # a previous holder already sent our frame
-            data = b"".join(self._outbox)
-            self._outbox.clear()
-            self._outbox_bytes = 0
+        self._queued_count += len(frames)
+        self._queued_frames.set()
+
+    async def _write_loop(self, scope: trio.CancelScope) -> None:
+        """The one task that writes: whatever is queued goes out in one `send_all` (one system
+        call for many small messages). A broken stream ends the connection (its callers get
+        ConnectionLost)."""
+        while True:
+            await self._queued_frames.wait()
+            self._queued_frames = trio.Event()
+            frames, count = self._outbox, len(self._outbox)
+            self._outbox, self._outbox_bytes = [], 0
             self._drained.set()
             self._drained = trio.Event()
-            await self.stream.send_all(data)
+            try:
+                await self.stream.send_all(frames[0] if count == 1 else b"".join(frames))
+            except _BROKEN as exc:
+                self.close_reason = self.close_reason or f"connection broken: {exc}"
+                scope.cancel()
+                return
+            self._written_count += count
+            self._written.set()
+            self._written = trio.Event()
+
+    async def flush(self) -> None:
+        """Wait until every frame queued so far is written (or the connection closed)."""
+        target = self._queued_count
+        while self._written_count < target and not self.closed:
+            await self._written.wait()
 
     async def _send_quietly(self, message: Message) -> None:
+        """Send a last frame (an error before closing) and wait, a second at most, until it is out."""
         with trio.move_on_after(1):
             try:
                 await self._send(message)
+                await self.flush()
             except Exception:
                 pass
 
@@ -332,6 +361,7 @@ class RpcConnection:
             self._on_close(self.close_reason or "the connection closed")
         self._closed.set()
         self._drained.set()
+        self._written.set()
         for channel in self._waiting.values():
             channel.close()
         self._waiting.clear()

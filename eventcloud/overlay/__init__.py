@@ -17,14 +17,15 @@ from eventcloud.overlay.plans import (
     MergePlan, Neighbour, SplitPlan, announced, heirs, merge_for_leave, split_for_join, verified,
 )
 from eventcloud.overlay.routing import (
-    covering, intersection, lowest_corner, multicast_children, multicast_root, neighbours_of, next_hop, tiles,
+    covering, hull, intersection, lowest_corner, multicast_children, multicast_root, neighbours_of, next_hop,
+    subtree_reach, tiles,
 )
 from eventcloud.overlay.zones import Zone
 
 __all__ = [
     "DIMENSIONS", "MAPPINGS", "Point", "Interval", "Box", "CoordinateSpace", "GeometryError", "local_name",
     "Zone", "next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
-    "intersection", "tiles",
+    "intersection", "tiles", "hull", "subtree_reach",
     "Neighbour", "SplitPlan", "MergePlan", "split_for_join", "merge_for_leave", "heirs", "announced", "verified",
     "SplitChoice", "median_split", "cut_for", "climb", "evenly", "MIN_SHARE",
 ]

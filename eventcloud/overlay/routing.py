@@ -13,7 +13,7 @@ from eventcloud.overlay.coordinates import DIMENSIONS, Box, Point
 from eventcloud.overlay.zones import Zone
 
 __all__ = ["next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
-           "intersection", "tiles"]
+           "intersection", "tiles", "hull", "subtree_reach"]
 
 K = TypeVar("K")
 
@@ -71,6 +71,26 @@ def multicast_children(zone: Zone, neighbours: Mapping[K, Zone], box: Box) -> li
         if all(zone.bounds[j][0] <= corner[j] < zone.bounds[j][1] for j in range(_NDIM) if j != i):
             children.append(key)
     return sorted(children)  # type: ignore[type-var]
+
+
+def hull(boxes: Sequence[Box]) -> Box:
+    """The smallest box holding every one of `boxes` (a multicast of many items runs over it)."""
+    if not boxes:
+        raise GeometryError("the hull of no box")
+    return tuple((min(b[d][0] for b in boxes), max(b[d][1] for b in boxes))
+                 for d in range(_NDIM))  # type: ignore[return-value]
+
+
+def subtree_reach(child: Zone, box: Box) -> Box:
+    """What of `box` the multicast subtree rooted at `child` can reach: [c, box.hi) with c
+    the lower corner of child ∩ box.
+
+    A zone's parent contains c - e_i, so the parent's own corner is ≤ c in every dimension:
+    corners never decrease from the root down, and every zone under `child` has its corner,
+    hence its part of the box, at or above c. A multicast of many items sends a child only
+    the items whose box meets this (sound: nothing a subtree needs is left out).
+    """
+    return tuple((max(z[0], b[0]), b[1]) for z, b in zip(child.bounds, box))  # type: ignore[return-value]
 
 
 def neighbours_of(zone: Zone, candidates: Mapping[K, Zone]) -> dict[K, Zone]:

@@ -189,6 +189,36 @@ class Subscribed(Body):
     expires: int = field(INT, default=0)       # durable: end of the lease (Unix time, ms)
 
 
+#: The most subscriptions one `subscribe_many` request may register (the SDK splits larger lists).
+MAX_SUBSCRIBE_MANY = 1000
+
+
+@message
+class SubscribeMany(Body):
+    """Several subscriptions in one request: each is made, or refused, on its own (a batch only
+    shares messages: the entry peer stores all of them in one multicast)."""
+
+    items: tuple[Subscribe, ...] = field(LIST(NESTED(Subscribe)))
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.items) <= MAX_SUBSCRIBE_MANY:
+            raise BadRequest(f"subscribe_many takes 1 to {MAX_SUBSCRIBE_MANY} subscriptions, got {len(self.items)}")
+
+
+@message
+class SubscribeOutcome(Body):
+    """One item of a `subscribe_many`: made (`subscribed`), or refused (`code`, `message`)."""
+
+    subscribed: Subscribed | None = field(OPT(NESTED(Subscribed)), default=None)
+    code: str = field(STR, default="")
+    message: str = field(STR, default="")
+
+
+@message
+class SubscribedMany(Body):
+    outcomes: tuple[SubscribeOutcome, ...] = field(LIST(NESTED(SubscribeOutcome)))   # in the request's order
+
+
 @message
 class Unsubscribe(Body):
     id: str = field(STR)

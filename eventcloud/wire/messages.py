@@ -11,14 +11,14 @@ from eventcloud.wire.client_messages import *  # noqa: F401,F403 - one place to 
 from eventcloud.wire.client_messages import (
     Ack, Admin, Attach, Attached, Auth, Challenge, Counted, Delete, Deleted, Empty, Ended, Find, Hello, Left,
     Notification, OverlayInfo, Pong, SchemaInfo, SchemaLoad, Publish, Published, Quads, Renew, Renewed, Sparql, SparqlResult, Status,
-    Subscribe, Subscribed, SubscriptionId, SubscriptionList, Unsubscribe,
+    Subscribe, SubscribeMany, Subscribed, SubscribedMany, SubscriptionId, SubscriptionList, Unsubscribe,
 )
 from eventcloud.wire.fields import *  # noqa: F401,F403
 from eventcloud.wire.ops import Op
 from eventcloud.wire.peer_messages import *  # noqa: F401,F403
 from eventcloud.wire.peer_messages import (
     Announce, ChainMember, Commit, CsmaStep, Deliver, Delivered, Delivery, Handover, JoinCommit, JoinData, JoinRequest, Leases, Load, MailboxAck,
-    MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, Notifies, Notify, PeerId, Probe, ProbeResult,
+    MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, MulticastEach, Notifies, Notify, PeerId, Probe, ProbeResult,
     ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, Route, Routed, StoreSubscription,
     SchemaNewer, SchemaOffer, SparqlLocal, Table, TakeOver,
 )
@@ -27,7 +27,7 @@ from eventcloud.wire.schema import Body
 #: Request body type of each operation a connection may carry or a route may run.
 REQUESTS: dict[Op, type[Body]] = {
     Op.PING: Empty, Op.HELLO: Hello, Op.AUTH: Auth, Op.ADMIN: Admin, Op.OVERLAY_INFO: Empty, Op.PUBLISH: Publish, Op.FIND: Find, Op.COUNT: Find,
-    Op.SPARQL: Sparql, Op.DELETE: Delete, Op.STATUS: Empty, Op.SUBSCRIBE: Subscribe,
+    Op.SPARQL: Sparql, Op.DELETE: Delete, Op.STATUS: Empty, Op.SUBSCRIBE: Subscribe, Op.SUBSCRIBE_MANY: SubscribeMany,
     Op.UNSUBSCRIBE: Unsubscribe, Op.LEAVE: Empty, Op.ATTACH: Attach, Op.ACK: Ack, Op.RENEW: Renew,
     Op.SUBSCRIPTIONS: Empty, Op.MAILBOX_DELIVER: MailboxDeliver,
     Op.MAILBOX_OPEN: MailboxOpen, Op.MAILBOX_ATTACH: MailboxAttach, Op.MAILBOX_ACK: MailboxAck,
@@ -38,7 +38,7 @@ REQUESTS: dict[Op, type[Body]] = {
     Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.TABLE: Empty, Op.PROBE: Probe, Op.REPLICATE: Replicate,
     Op.REPLICA_SYNC: ReplicaSync, Op.REPLICA_STATE: ReplicaState, Op.REPLICA_DROP: ReplicaOf,
     Op.REPLICA_STATUS: ReplicaOf,
-    Op.MCAST: Multicast, Op.JOIN_SPLIT: JoinRequest, Op.LOAD: Empty, Op.LOAD_LOCAL: Empty, Op.JOIN_DATA: JoinData, Op.DELIVER_LOCAL: Delivery, Op.FIND_LOCAL: Find,
+    Op.MCAST: Multicast, Op.MCAST_EACH: MulticastEach, Op.JOIN_SPLIT: JoinRequest, Op.LOAD: Empty, Op.LOAD_LOCAL: Empty, Op.JOIN_DATA: JoinData, Op.DELIVER_LOCAL: Delivery, Op.FIND_LOCAL: Find,
     Op.COUNT_LOCAL: Find, Op.DELETE_LOCAL: Delete, Op.STATUS_LOCAL: Empty, Op.CLOCK: Empty,
     Op.STORE_SUB: StoreSubscription, Op.REMOVE_SUB: SubscriptionId, Op.CSMA_SUB: CsmaStep, Op.RESOLVE: Resolve,
     Op.NOTIFICATION: Notification,
@@ -48,6 +48,7 @@ REQUESTS: dict[Op, type[Body]] = {
 REPLIES: dict[Op, type[Body]] = {
     Op.PING: Pong, Op.HELLO: Challenge, Op.AUTH: PeerId, Op.ADMIN: Empty, Op.OVERLAY_INFO: OverlayInfo, Op.PUBLISH: Published, Op.FIND: Quads, Op.COUNT: Counted,
     Op.SPARQL: SparqlResult, Op.DELETE: Deleted, Op.STATUS: Status, Op.SUBSCRIBE: Subscribed,
+    Op.SUBSCRIBE_MANY: SubscribedMany,
     Op.UNSUBSCRIBE: SubscriptionId, Op.LEAVE: Left, Op.ATTACH: Attached, Op.ACK: Empty, Op.RENEW: Renewed,
     Op.SUBSCRIPTIONS: SubscriptionList, Op.MAILBOX_DELIVER: Empty, Op.SCHEMA: SchemaInfo,
     Op.SCHEMA_LOAD: SchemaInfo, Op.SCHEMA_FETCH: SchemaOffer,

@@ -5,8 +5,9 @@ Three families share one namespace:
 * client operations, sent by the SDK, the CLI or any client to an entry peer;
 * peer operations, sent from peer to peer on the overlay's own connections;
 * routed operations, never sent on a connection by themselves: they travel inside a
-  `route` (unicast to the owner of a point) or a `mcast` (every peer whose zone meets a
-  box) and run on the peer(s) they reach.
+  `route` (unicast to the owner of a point), a `mcast` (every peer whose zone meets a
+  box) or a `mcast_each` (many bodies, each to the peers of its own box) and run on the
+  peer(s) they reach.
 
 Plus one push, `notification`, sent by an entry peer to a subscriber's connection.
 docs/protocol.md lists each with its fields and replies.
@@ -31,6 +32,7 @@ class Op(StrEnum):
     DELETE = "delete"
     STATUS = "status"
     SUBSCRIBE = "subscribe"
+    SUBSCRIBE_MANY = "subscribe_many"
     UNSUBSCRIBE = "unsubscribe"
     LEAVE = "leave"
     ATTACH = "attach"
@@ -60,6 +62,7 @@ class Op(StrEnum):
     JOIN_DATA = "join_data"
     # routed operations (inside ROUTE, or run by MCAST on every peer of a box)
     MCAST = "mcast"
+    MCAST_EACH = "mcast_each"
     JOIN_SPLIT = "join_split"
     LOAD_LOCAL = "load_local"
     DELIVER_LOCAL = "deliver_local"
@@ -89,14 +92,14 @@ class Op(StrEnum):
 
 CLIENT_OPS = frozenset({
     Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
-    Op.SUBSCRIBE, Op.UNSUBSCRIBE, Op.LEAVE, Op.ATTACH, Op.ACK, Op.RENEW, Op.SUBSCRIPTIONS,
+    Op.SUBSCRIBE, Op.SUBSCRIBE_MANY, Op.UNSUBSCRIBE, Op.LEAVE, Op.ATTACH, Op.ACK, Op.RENEW, Op.SUBSCRIPTIONS,
     Op.SCHEMA, Op.SCHEMA_LOAD,
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
                       Op.TABLE, Op.PROBE, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
                       Op.REPLICA_STATUS, Op.MAILBOX_DELIVER, Op.SCHEMA_FETCH, Op.LOAD, Op.JOIN_DATA})
 ROUTED_OPS = frozenset({
-    Op.MCAST, Op.JOIN_SPLIT, Op.LOAD_LOCAL, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
+    Op.MCAST, Op.MCAST_EACH, Op.JOIN_SPLIT, Op.LOAD_LOCAL, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
     Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE, Op.MAILBOX_OPEN,
     Op.MAILBOX_ATTACH, Op.MAILBOX_ACK, Op.MAILBOX_NOTIFY, Op.MAILBOX_END, Op.LEASE_SUB, Op.SUBS_LOCAL,
     Op.SCHEMA_SET, Op.SCHEMA_LOCAL, Op.SPARQL_LOCAL,

@@ -42,6 +42,26 @@ class Multicast(Body):
 
 
 @message
+class MulticastItem(Body):
+    """One item of a `mcast_each`: its own body, run on the peers whose zone meets its box."""
+
+    index: int = field(INT)            # its place in the sender's list (results come back by it)
+    box: Box = field(BOX)
+    body: dict[str, Any] = field(MAP)
+
+
+@message
+class MulticastEach(Body):
+    """Run `op` once per item on every peer whose zone meets that item's box: one tree over
+    `box` (the items' hull), each peer forwarding a child only the items whose box meets what
+    the child's subtree can reach (docs/overlay.md, "Multicast")."""
+
+    box: Box = field(BOX)
+    op: str = field(STR)
+    items: tuple[MulticastItem, ...] = field(LIST(NESTED(MulticastItem)))
+
+
+@message
 class Delivery(Body):
     """Quads of one event on their way to their owners.
 

@@ -179,3 +179,50 @@ async def test_garbage_gets_one_error_frame_then_the_connection_closes(autojump_
         with trio.fail_after(5):
             await server.wait_closed()
         assert closed and "not valid msgpack" in closed[0]
+
+
+class _GatedStream:
+    """A stream whose writes wait at a gate (a slow network), then go through."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.gate = trio.Event()
+
+    async def send_all(self, data) -> None:
+        await self.gate.wait()
+        await self.inner.send_all(data)
+
+    async def receive_some(self, max_bytes=None):
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_caller_cancelled_while_frames_are_written_loses_no_one_elses_frame(autojump_clock):
+    """Frames of several callers go out in one write; a caller is cancelled (its own timeout)
+    while the network is slow. Every other caller's request still arrives and is answered:
+    none waits forever for a reply to a frame that was never sent. (Which caller's task does
+    the write depends on scheduling, so each of them is the impatient one in turn, 5 times.)"""
+    async with open_rpc_pair(server={"on_request": echo}) as pair:
+        for round in range(20):
+            gated = _GatedStream(pair.client.stream)
+            pair.client.stream = gated
+            answers = []
+
+            async def caller(i: int) -> None:
+                if i == round % 4:
+                    with trio.move_on_after(1):
+                        await pair.client.call(Op.PING, {"who": i})
+                else:
+                    answers.append((await pair.client.call(Op.PING, {"who": i}))["who"])
+
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    for i in range(4):
+                        nursery.start_soon(caller, i)
+                    await trio.sleep(2)        # the impatient caller gave up meanwhile
+                    gated.gate.set()
+            assert sorted(answers) == sorted({0, 1, 2, 3} - {round % 4}), round
+            pair.client.stream = gated.inner
+        assert await pair.client.call(Op.PING, {}) == {"op": "ping"}   # and the stream is intact

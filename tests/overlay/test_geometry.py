@@ -14,7 +14,7 @@ from eventcloud.overlay import (
     CoordinateSpace,
     GeometryError,
     Zone,
-    covering, intersection, tiles,
+    covering, hull, intersection, subtree_reach, tiles,
     local_name,
     multicast_children,
     multicast_root,
@@ -427,6 +427,61 @@ def test_multicast_reaches_each_covering_peer_once(space, ops, data) -> None:  #
         if len(pieces) > 1:  # a zone missed, or one reached twice, never does
             assert not tiles(box, pieces[1:])
             assert not tiles(box, pieces + pieces[:1])
+
+
+@PROPERTY
+@given(space=spaces, ops=operations, data=st.data())
+def test_a_multicast_of_many_items_reaches_each_items_zones_once(space, ops, data) -> None:  # type: ignore[no-untyped-def]
+    """One tree over the items' hull, each child sent only the items whose box meets its
+    subtree's reach: every item still reaches exactly the zones meeting its own box, once."""
+    zones = build_overlay(space, ops)
+    tables = {key: neighbours_of(zone, zones) for key, zone in zones.items()}
+    items = data.draw(st.lists(boxes(space), min_size=1, max_size=6))
+    whole = hull(items)
+    root = owner(zones, multicast_root(whole))
+    ran: dict[int, Counter[str]] = {i: Counter() for i in range(len(items))}
+    visits: Counter[str] = Counter()
+    queue = [(root, list(range(len(items))))]
+    while queue:
+        peer, carried = queue.pop()
+        visits[peer] += 1
+        assert visits[peer] == 1, f"{peer} reached twice"
+        for i in carried:
+            if zones[peer].intersects(items[i]):
+                ran[i][peer] += 1
+        for child in multicast_children(zones[peer], tables[peer], whole):
+            reach = subtree_reach(zones[child], whole)
+            sent = [i for i in carried if intersection(Zone(reach), items[i]) is not None]
+            if sent:
+                queue.append((child, sent))
+    for i, box in enumerate(items):
+        assert sorted(ran[i]) == covering(zones, box)
+        assert tiles(box, [intersection(zones[peer], box) for peer in ran[i]])
+    assert len(visits) <= len(covering(zones, whole))
+
+
+def test_hull_and_subtree_reach() -> None:
+    a = ((0, 2), (5, 6), (0, 9), (3, 4))
+    b = ((1, 3), (0, 1), (2, 4), (3, 4))
+    assert hull([a, b]) == ((0, 3), (0, 6), (0, 9), (3, 4))
+    child = Zone(((1, 16), (0, 8), (4, 16), (0, 16)))
+    assert subtree_reach(child, hull([a, b])) == ((1, 3), (0, 6), (4, 9), (3, 4))
+    with pytest.raises(GeometryError):
+        hull([])
+
+
+def test_an_item_reaches_a_zone_whose_parent_it_does_not_meet() -> None:
+    """C's parent in the tree is D, which the item's box misses: D must still carry the item."""
+    whole = (0, 16)
+    a, d = Zone(((0, 8), (0, 8), whole, whole)), Zone(((0, 8), (8, 16), whole, whole))
+    b, c = Zone(((8, 16), (0, 8), whole, whole)), Zone(((8, 16), (8, 16), whole, whole))
+    zones = {"a": a, "b": b, "c": c, "d": d}
+    item, box = ((8, 16), (8, 16), whole, whole), TINY.whole_space()
+    assert multicast_children(a, neighbours_of(a, zones), box) == ["b", "d"]
+    assert multicast_children(d, neighbours_of(d, zones), box) == ["c"]
+    assert not d.intersects(item)
+    assert Zone(subtree_reach(d, box)).intersects(item)
+    assert not Zone(subtree_reach(b, box)).intersects(((0, 8), (8, 16), whole, whole))
 
 
 def test_tiles_refuses_overlap_that_balances_a_gap() -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+import msgpack
 import pyoxigraph as ox
 import trio
 
@@ -101,6 +102,10 @@ class PeerStore:
         self._dirty: set[str] = set()   # events whose metadata the store does not have yet
         self._decisions: dict[str, tuple[str, list[str]]] = {}
         self.mailboxes = mb.Mailboxes()  # of durable subscriptions homed here; a file at checkpoints
+        # subscription records stored here (id -> record): a file at checkpoints, the log between
+        self._subs: dict[str, dict[str, Any]] = {}
+        self._subs_dirty = False
+        self._legacy_subs = False   # records in the store's subscription graph (an older layout)
         self.committed_quads = 0
         self.pending_quads = 0
         #: the largest arrival stamp of an event held here (a subscription stamped later has
@@ -131,6 +136,17 @@ class PeerStore:
         for quad in self._store.quads_for_pattern(None, None, None, _DECISIONS):
             decision, point = json.loads(quad.object.value)
             self._decisions[quad.subject.value.removeprefix("urn:eventcloud:tx:")] = (decision, point)
+        for quad in self._store.quads_for_pattern(None, _RECORD, None, _SUBS):
+            self._subs[quad.subject.value.rsplit(":", 1)[1]] = json.loads(quad.object.value)
+            self._legacy_subs = self._subs_dirty = True
+        if self.path is not None and (self.path / _SUBSCRIPTIONS).exists():
+            try:
+                records = msgpack.unpackb((self.path / _SUBSCRIPTIONS).read_bytes(), raw=False)
+                if not isinstance(records, dict):
+                    raise ValueError("not a map of subscription records")
+            except (ValueError, TypeError, msgpack.ExtraData) as exc:
+                raise StoreError(f"corrupt subscription file {self.path / _SUBSCRIPTIONS}: {exc}; move it away") from None
+            self._subs.update(records)
         if self.path is not None and (self.path / _MAILBOXES).exists():
             try:
                 self.mailboxes.load((self.path / _MAILBOXES).read_bytes())
@@ -200,10 +216,8 @@ class PeerStore:
         return query_rows(self._store, text, graphs, limit, max_rows)
 
     def subscriptions(self) -> dict[str, dict[str, Any]]:
-        out = {}
-        for quad in self._store.quads_for_pattern(None, _RECORD, None, _SUBS):
-            out[quad.subject.value.rsplit(":", 1)[1]] = json.loads(quad.object.value)
-        return out
+        """The subscription records stored here, by id (read them, do not change them)."""
+        return dict(self._subs)
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -246,6 +260,14 @@ class PeerStore:
             if self.mailboxes.dirty:
                 write_atomically(self.path / _MAILBOXES, self.mailboxes.dump())  # type: ignore[operator]
                 self.mailboxes.dirty = False
+            if self._subs_dirty:
+                write_atomically(self.path / _SUBSCRIPTIONS, msgpack.packb(self._subs))  # type: ignore[operator]
+                self._subs_dirty = False
+                if self._legacy_subs:   # now in the file: the older layout's copy goes
+                    for quad in list(self._store.quads_for_pattern(None, _RECORD, None, _SUBS)):
+                        self._store.remove(quad)
+                    self._store.flush()
+                    self._legacy_subs = False
             self._wal.truncate()
 
     @property
@@ -282,12 +304,13 @@ class PeerStore:
         if kind == "remove":
             return self._remove(mutation[1], mutation[2])
         if kind == "sub":
-            self._drop_subscription(mutation[1])
-            node = ox.NamedNode(f"urn:eventcloud:subscription:{mutation[1]}")
-            self._store.add(ox.Quad(node, _RECORD, ox.Literal(json.dumps(mutation[2], sort_keys=True)), _SUBS))
+            self._subs[mutation[1]] = mutation[2]
+            self._subs_dirty = True
             return True
         if kind == "unsub":
-            return self._drop_subscription(mutation[1])
+            found = self._subs.pop(mutation[1], None) is not None
+            self._subs_dirty |= found
+            return found
         if kind in mb.SHAPES:
             return self.mailboxes.apply(mutation)
         if kind == "decide":
@@ -386,13 +409,6 @@ class PeerStore:
                 self._store.add(ox.Quad(node, _INFO, ox.Literal(json.dumps(info.to_json())), _META))
         self._dirty.clear()
 
-    def _drop_subscription(self, ident: str) -> bool:
-        node = ox.NamedNode(f"urn:eventcloud:subscription:{ident}")
-        found = list(self._store.quads_for_pattern(node, _RECORD, None, _SUBS))
-        for quad in found:
-            self._store.remove(quad)
-        return bool(found)
-
     def close(self) -> None:
         try:
             self.checkpoint()
@@ -427,6 +443,7 @@ class PeerStore:
 
 
 _MAILBOXES = "mailboxes.msgpack"
+_SUBSCRIPTIONS = "subscriptions.msgpack"
 
 
 _EMPTY = "urn:eventcloud:no-graph"

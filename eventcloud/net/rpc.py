@@ -292,7 +292,9 @@ class RpcConnection:
         await self.push_all([(op, body)])
 
     async def push_all(self, pushes: list[tuple[Op, dict[str, Any] | Body]]) -> None:
-        """Several pushes (a subscriber's queued notifications) in one write."""
+        """Several pushes (a subscriber's queued notifications) in one write; returns once they
+        are written, so a reader that does not keep up slows its pusher (whose own bounded
+        queue then overflows) instead of filling this outbox."""
         now = self.clock.now()
         frames = [encode(Message(Kind.PUSH, op, None, now, body.to_wire() if isinstance(body, Body) else body),
                          self._max_frame) for op, body in pushes]
@@ -300,6 +302,9 @@ class RpcConnection:
             await self._send_frames(frames)
         except _BROKEN as exc:
             raise ConnectionLost(f"connection {self.name} broke: {exc}") from None
+        await self.flush()
+        if self.closed and self._written_count < self._queued_count:
+            raise ConnectionLost(f"connection {self.name} closed before the pushes were written ({self.close_reason})")
 
     async def _send(self, message: Message) -> None:
         await self._send_frames([encode(message, self._max_frame)])

@@ -83,6 +83,40 @@ def test_everything_survives_reopening(tmp_path):
     again.close()
 
 
+def test_subscription_records_survive_a_crash_and_an_older_layout_is_carried_over(tmp_path):
+    """Records live in memory, the log and a file written at checkpoints: a crash before the
+    checkpoint replays them from the log; records an older version kept in the store's
+    subscription graph are read, then moved to the file."""
+    import json
+
+    import pyoxigraph as ox
+
+    from peers.store import drop_subscription, put_subscription
+
+    wal = WriteAheadLog(tmp_path / "s" / "wal")  # what a crash leaves: logged, never applied
+    wal.append([[put_subscription("s1", {"id": "s1", "v": 1}), put_subscription("s2", {"id": "s2"})],
+                [drop_subscription("s2")]])
+    wal.close()
+    again = PeerStore(tmp_path / "s")
+    assert again.subscriptions() == {"s1": {"id": "s1", "v": 1}}
+    assert (tmp_path / "s" / "subscriptions.msgpack").exists()   # replayed, then checkpointed
+    again._store.add(ox.Quad(ox.NamedNode("urn:eventcloud:subscription:old"), ox.NamedNode("urn:eventcloud:record"),
+                             ox.Literal(json.dumps({"id": "old"})), ox.NamedNode("urn:eventcloud:subscriptions")))
+    again.close()
+    third = PeerStore(tmp_path / "s")
+    assert third.subscriptions() == {"s1": {"id": "s1", "v": 1}, "old": {"id": "old"}}
+    assert not list(third._store.quads_for_pattern(None, None, None, ox.NamedNode("urn:eventcloud:subscriptions")))
+    third.close()
+    assert PeerStore(tmp_path / "s").subscriptions() == {"s1": {"id": "s1", "v": 1}, "old": {"id": "old"}}
+
+
+def test_a_corrupt_subscription_file_is_refused_with_advice(tmp_path):
+    PeerStore(tmp_path / "s").close()
+    (tmp_path / "s" / "subscriptions.msgpack").write_bytes(b"\xc1garbage")
+    with pytest.raises(StoreError, match="corrupt subscription file .* move it away"):
+        PeerStore(tmp_path / "s")
+
+
 @pytest.mark.parametrize("offload", [False, True])
 async def test_the_async_store_gives_the_same_answers_in_a_thread_or_inline(tmp_path, offload):
     (event,) = sample_events(1)

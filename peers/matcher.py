@@ -106,14 +106,16 @@ class Matcher:
         # quads held here of recent events: matching and CSMA steps read them, not the store
         self._recent: OrderedDict[str, list[Quad]] = OrderedDict()
         self._busy: set[str] = set()   # events being matched right now
+        self._steps_here = 0           # CSMA steps from other peers being run here
         # which CSMA chains share a first step (identical subscriptions always; contained ones unless off)
         self._grouper = ChainGrouper() if contained_chains else ChainGrouper(max_groups=0)
         self._send, self._receive = trio.open_memory_channel[Work](work_queue)
 
     @property
     def backlog(self) -> int:
-        """Matching steps queued here and not yet taken by a worker."""
-        return self._send.statistics().current_buffer_used
+        """Matching work waiting here: steps queued and not yet taken by a worker, plus the CSMA
+        chain steps that arrived from other peers and are being run (admission control reads it)."""
+        return self._send.statistics().current_buffer_used + self._steps_here
 
     def routed(self) -> dict[Op, Any]:
         return {Op.STORE_SUB: self._local_store_sub, Op.REMOVE_SUB: self._local_remove_sub,
@@ -231,6 +233,13 @@ class Matcher:
     async def _local_csma_sub(self, body: CsmaStep) -> int:
         """A rewritten subscription for one event: match it against the quads of that event held
         here and go on with its chain; returns once the chain is done (1) or nothing matched (0)."""
+        self._steps_here += 1
+        try:
+            return await self._csma_step(body)
+        finally:
+            self._steps_here -= 1
+
+    async def _csma_step(self, body: CsmaStep) -> int:
         record = body.record
         members = body.members or ()
         if self.subscriptions.removed(record.id) and not members:

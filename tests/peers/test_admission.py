@@ -50,3 +50,36 @@ async def test_deliveries_report_the_longest_matching_queue_among_their_owners(a
         assert entry.storage._backlog == longest
         assert all(p.counters["publications_held"] == 0 for p in overlay.peers)
     assert Delivered.from_wire({"owners": ["a"]}).backlog == 0          # older peers: nothing reported
+
+
+async def test_csma_chain_steps_running_at_a_peer_count_in_its_backlog(autojump_clock):
+    """A CSMA step another peer handed over is matching work waiting here too: while it runs,
+    the backlog this peer reports (and admission reads) counts it."""
+    from tests.helpers import EXO as EX, PS_PREDICATES as PREDICATES, PS_SUBJECTS as SUBJECTS
+    from eventcloud.rdf.model import CompoundEvent, event_graph, make_quad
+
+    query = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p0> ?o . ?o <{EX}p1> ?x }} }}"
+    async with open_overlay(4, "csma", seed=2, admit_backlog=0) as overlay:
+        release, seen = trio.Event(), []
+        for peer in overlay.peers:
+            matcher = peer.matcher
+            step = matcher._csma_step
+
+            async def held(body, matcher=matcher, step=step):
+                seen.append(matcher.backlog)
+                await release.wait()
+                return await step(body)
+            matcher._csma_step = held
+        async with overlay.client(0, "both") as client:
+            sub = await client.subscribe(query, kind="signal")
+            g = event_graph("steps", 1, 1)
+            await client.publish(CompoundEvent(g, (make_quad(g, SUBJECTS[0], PREDICATES[0], SUBJECTS[1]),
+                                                   make_quad(g, SUBJECTS[1], PREDICATES[1], SUBJECTS[2]))))
+            with trio.fail_after(30):
+                while not seen:
+                    await trio.sleep(0.1)
+            assert min(seen) >= 1
+            release.set()
+            with trio.fail_after(30):
+                assert (await sub.receive()).event == g.value
+            assert all(p.matcher.backlog == 0 for p in overlay.peers)

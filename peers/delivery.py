@@ -56,6 +56,8 @@ __all__ = ["Delivery", "Session"]
 PUSH_BATCH = 256
 #: Durable subscriptions of one `subscribe_many` opened at once (each opens its mailbox first).
 DURABLE_AT_ONCE = 16
+#: Subscriptions of one `subscribe_many` parsed between two yields to the event loop.
+PARSE_RUN = 16
 
 
 @dataclass
@@ -169,6 +171,8 @@ class Delivery:
         plain: list[tuple[int, SubscriptionRecord, Any]] = []
         durable: list[tuple[int, Subscribe, Any]] = []
         for i, item in enumerate(body.items):
+            if i % PARSE_RUN == PARSE_RUN - 1:
+                await trio.lowlevel.checkpoint()   # a thousand parses must not hold the event loop
             try:
                 sub = self._parse(item.sparql)
             except RequestError as exc:

@@ -339,6 +339,11 @@ class RpcConnection:
                 self.close_reason = self.close_reason or f"connection broken: {exc}"
                 scope.cancel()
                 return
+            except Exception as exc:  # a failing stream ends this connection, never the process
+                log.exception("connection %s: writing failed", self.name)
+                self.close_reason = self.close_reason or f"writing failed: {type(exc).__name__}: {exc}"
+                scope.cancel()
+                return
             self._written_count += count
             self._written.set()
             self._written = trio.Event()

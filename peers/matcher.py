@@ -68,6 +68,7 @@ CHAINS_AT_ONCE = 64            # CSMA chains of one event started concurrently
 class _Committed:
     graph: str
     whole: CompoundEvent | None
+    again: bool = False   # match even if marked notified (the zone it was matched with was undone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +184,16 @@ class Matcher:
         """An event committed here: match it."""
         kept = self._waiting.pop(graph, None)
         await self._submit(_Committed(graph, whole or kept))
+
+    async def rematch(self, graphs: list[str]) -> None:
+        """Match these committed events again, even those marked notified: a split that was undone
+        gave the zone back, and an event matched meanwhile skipped the quads then outside it (the
+        entry drops the notifications already made)."""
+        for graph in graphs:
+            info = self.store.event_info(graph)
+            if info is not None and info.committed:
+                self.counters["rematched_after_undone_join"] += 1
+                await self._submit(_Committed(graph, None, again=True))
 
     async def _outbox_loop(self) -> None:
         """Match again the committed events whose notifications are not all done."""
@@ -310,7 +321,7 @@ class Matcher:
         """All the notifications this peer owes for one committed event, then the mark."""
         graph = work.graph
         info = self.store.event_info(graph)
-        if info is None or not info.committed or info.notified:
+        if info is None or not info.committed or (info.notified and not work.again):
             return
         if len(self.subscriptions):
             here = await self._quads_here(graph)

@@ -87,8 +87,10 @@ class Membership:
                  transport: Transport, clock: HybridClock, counters: Counter[str], *,
                  replication: Replication, persist: Callable[[], Awaitable[None]],
                  retire: Callable[[RpcConnection], Awaitable[None]], rng: random.Random, join_timeout: float,
-                 retry_window: float, guard: ZoneGuard, operators: OperatorSet = NO_OPERATORS) -> None:
+                 retry_window: float, guard: ZoneGuard, operators: OperatorSet = NO_OPERATORS,
+                 rematch: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
         self.state = state
+        self.rematch = rematch           # match events again after a split is undone (the matcher's)
         self.guard = guard               # zone changes wait for the stores decided from the zone
         self.operators = operators      # a joiner must have exactly these (checked on both sides)
         self.router = router
@@ -359,6 +361,8 @@ class Membership:
             self.state.neighbours = pending.table
             await self.persist()
         self._join_gate.release()
+        if self.rematch is not None:  # what was matched meanwhile skipped the half that is ours again
+            await self.rematch(sorted(pending.events))
 
     async def _on_join_commit(self, conn: RpcConnection, body: JoinCommit) -> Empty:
         state = self.state

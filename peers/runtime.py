@@ -335,7 +335,8 @@ class _PeerRuntime:
         self.membership = membership = Membership(
             state, router, store_, subscriptions, transport, clock, counters, replication=replication,
             persist=self.persistence.save, retire=self._retire, rng=random.Random(config.seed),
-            join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, operators=operators)
+            join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, operators=operators,
+            rematch=matcher.rematch)
         self.replicas = replicas = Replicas(
             state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,

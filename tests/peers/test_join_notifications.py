@@ -64,3 +64,55 @@ async def test_events_matched_while_a_join_splits_the_zone_are_notified_by_the_n
                 while len(got) < len(events):
                     got.add((await sub.receive()).event)
             assert got == {e.graph.value for e in events}
+
+
+async def test_a_split_undone_after_its_newcomer_died_rematches_what_was_matched_meanwhile(autojump_clock):
+    """The newcomer never commits (it died mid-join): the split peer takes its zone back after
+    `join_timeout`. Events it matched meanwhile, with the smaller zone, skipped the quads of
+    the half it gave away; it matches them again, so none is lost (repeats are dropped)."""
+    from eventcloud.wire.ops import Op
+
+    async with open_overlay(2, seed=3, replicas=1, join_timeout=3.0) as overlay:
+        async with overlay.client(0, "sub") as subscriber, overlay.client(1, "pub") as publisher:
+            sub = await subscriber.subscribe(QUERY, kind="signal")
+            gate = trio.Event()
+            waiting: list[int] = []
+            old = list(overlay.peers)
+            for peer in old:
+                match = peer.matcher._match
+
+                async def held(work, match=match):
+                    waiting.append(1)
+                    await gate.wait()
+                    await match(work)
+                    waiting.pop()
+                peer.matcher._match = held
+                persist = peer.membership.persist
+
+                async def shrink_then_match(persist=persist):
+                    gate.set()
+                    with trio.fail_after(30):
+                        while waiting or any(p.matcher.backlog for p in old):
+                            await trio.sleep(0.01)
+                    await persist()
+                peer.membership.persist = shrink_then_match
+
+                async def never_answer(conn, body):   # the newcomer's commit never arrives
+                    await trio.sleep_forever()
+                peer.router.dispatcher._requests[Op.JOIN_COMMIT] = never_answer
+            events = [reading(i) for i in range(40)]
+            for event in events:
+                await publisher.publish(event)
+            await trio.sleep(2)
+            assert waiting
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(overlay.add_peer)
+                await trio.sleep(1)                # it took its data, and waits for the commit...
+                nursery.cancel_scope.cancel()      # ... when it dies (before matching any of it)
+            await trio.sleep(10)                   # past join_timeout: the split is undone
+            assert sum(p.counters["rematched_after_undone_join"] for p in old) > 0
+            got: set[str] = set()
+            with trio.move_on_after(60):
+                while len(got) < len(events):
+                    got.add((await sub.receive()).event)
+            assert got == {e.graph.value for e in events}

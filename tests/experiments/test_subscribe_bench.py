@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from eventcloud.sparql.subscription import parse_subscription
 from experiments.subscribe_bench import run_once, subscriptions, table
 
@@ -16,8 +18,9 @@ def test_the_mixes_are_distinct_valid_subscriptions() -> None:
             parse_subscription(text)
 
 
-async def test_a_small_run_stores_every_subscription_on_its_box() -> None:
-    args = argparse.Namespace(peers=2, clients=4, algorithm="osma", seed=1, replicas=1, no_fsync=True)
+@pytest.mark.parametrize("batch", [1, 5])
+async def test_a_small_run_stores_every_subscription_on_its_box(batch) -> None:
+    args = argparse.Namespace(peers=2, clients=4, algorithm="osma", seed=1, replicas=1, no_fsync=True, batch=batch)
     texts = subscriptions(24, "both")
     result = await run_once(texts, args, None)
     assert result["subscriptions"] == 24 and result["rate"] > 0

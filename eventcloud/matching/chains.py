@@ -31,7 +31,7 @@ __all__ = ["ChainPlan", "ChainGrouper"]
 T = TypeVar("T")
 
 #: Distinct chains for one quad past which contained subscriptions are not looked for.
-MAX_GROUPS = 256
+MAX_GROUPS = 1024
 #: Containment results remembered (pairs of subscription objects), cleared when full.
 REMEMBERED = 65536
 #: Groupings remembered per set of candidate ids, cleared when full.

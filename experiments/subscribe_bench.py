@@ -121,7 +121,8 @@ def memory_per_subscription(texts: list[str]) -> dict[str, float]:
     from eventcloud.wire.parsed import subscription_to_wire
     from experiments.benchkit import memory_of
     from peers.state import PeerState
-    from peers.store import AsyncStore, PeerStore
+    from peers.async_store import AsyncStore
+    from peers.store import PeerStore
     from peers.subscriptions import Subscriptions
 
     frames = [msgpack.packb(SubscriptionRecord(f"{i:032x}", text, "signal", "127.0.0.1:7000", 10 ** 15 + i,

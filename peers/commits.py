@@ -29,7 +29,8 @@ from eventcloud.wire.messages import Resolve
 from eventcloud.wire.ops import Op
 from peers.router import Router
 from peers.state import PeerState
-from peers.store import AsyncStore, EventInfo, decide
+from peers.async_store import AsyncStore
+from peers.store import EventInfo, decide
 
 log = logging.getLogger(__name__)
 

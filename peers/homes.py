@@ -44,7 +44,7 @@ from peers.queries import Queries
 from peers.reconstruction import Gatherer, reconstruct
 from peers.router import FAILED, Router
 from peers.state import PeerState
-from peers.store import AsyncStore
+from peers.async_store import AsyncStore
 from peers.operators import OperatorRunner
 from peers.subscriptions import Stored, Subscriptions, indexing_box
 

@@ -51,7 +51,8 @@ from eventcloud.wire.ops import Op
 from peers.operators import OperatorRunner
 from peers.router import Router
 from peers.state import PeerState
-from peers.store import AsyncStore, notified
+from peers.async_store import AsyncStore
+from peers.store import notified
 from peers.subscriptions import Subscriptions
 from peers.tasks import gather
 

@@ -52,7 +52,8 @@ from peers.replication import Replication
 from peers import mailboxes as mb
 from peers.router import FAILED, Router
 from peers.state import PeerState
-from peers.store import AsyncStore, add, decide, notified, remove
+from peers.async_store import AsyncStore
+from peers.store import add, decide, notified, remove
 from peers.subscriptions import Subscriptions
 from peers.zone_guard import ZoneGuard
 

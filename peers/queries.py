@@ -33,7 +33,8 @@ from eventcloud.wire.ops import Op
 from peers.router import Router
 from peers.state import PeerState
 from peers.commits import COMMIT, Commits
-from peers.store import AsyncStore, Offload, delete, query_rows
+from peers.async_store import AsyncStore, Offload
+from peers.store import delete, query_rows
 from peers.subscriptions import Subscriptions
 
 __all__ = ["Queries"]

@@ -37,7 +37,8 @@ from eventcloud.wire.ops import Op
 from peers.host import Host
 from peers.router import FAILED, Router
 from peers.state import PeerState, save_state
-from peers.store import Offload, PeerStore
+from peers.async_store import Offload
+from peers.store import PeerStore
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from eventcloud.wire.ops import Op
 from peers.mailboxes import install
 from peers.router import FAILED, Router
 from peers.state import PeerState
-from peers.store import AsyncStore, Mutation, PeerStore, StoreError, add, decide, notified, put_subscription
+from peers.async_store import AsyncStore
+from peers.store import Mutation, PeerStore, StoreError, add, decide, notified, put_subscription
 from peers.tasks import gather
 
 log = logging.getLogger(__name__)

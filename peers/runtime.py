@@ -66,7 +66,8 @@ from peers.router import FAILED, RetryPolicy, Router
 from peers.schema import Schema, load_taxonomy
 from peers.state import PeerState, StateError, load_state, save_state
 from peers.storage import Storage
-from peers.store import Offload, PeerStore
+from peers.async_store import Offload
+from peers.store import PeerStore
 from peers.subscriptions import Subscriptions
 from peers.zone_guard import ZoneGuard
 

@@ -40,7 +40,8 @@ from eventcloud.wire.messages import Empty, PeerSchema, SchemaInfo, SchemaLoad, 
 from eventcloud.wire.ops import Op
 from peers.router import Router
 from peers.state import PeerState
-from peers.store import Offload, write_atomically
+from peers.async_store import Offload
+from peers.store import write_atomically
 from peers.subscriptions import Subscriptions
 
 __all__ = ["Schema", "load_taxonomy"]

@@ -37,7 +37,8 @@ from peers.commits import ABORT, COMMIT, UNKNOWN, Commits
 from peers.matcher import Matcher
 from peers.router import FAILED, Router
 from peers.state import PeerState
-from peers.store import AsyncStore, EventInfo, abort, add, commit
+from peers.async_store import AsyncStore
+from peers.store import EventInfo, abort, add, commit
 from peers.tasks import gather
 from peers.zone_guard import ZoneGuard
 

@@ -13,8 +13,8 @@ safely after a crash, and the same lists are what a replica receives. Reads of e
 metadata are in memory.
 
 `PeerStore` is synchronous (pyoxigraph on RocksDB blocks); services reach it through
-`AsyncStore`, which runs calls in a worker thread, one at a time, groups concurrent writes
-into one fsync, and checkpoints the log.
+`peers.async_store.AsyncStore`, which runs calls in a worker thread, one at a time, groups
+concurrent writes into one fsync, and checkpoints the log.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any, Iterable, Iterator
 
 import msgpack
 import pyoxigraph as ox
-import trio
 
 from eventcloud.errors import ErrorCode, EventCloudError
 from eventcloud.rdf.model import IRI, Quad, Term
@@ -41,7 +40,7 @@ from peers.mutations import (
 )
 from peers.wal import WriteAheadLog
 
-__all__ = ["EventInfo", "PeerStore", "AsyncStore", "Offload", "StoreError", "write_atomically", "query_rows", "Mutation", "add", "commit",
+__all__ = ["EventInfo", "PeerStore", "StoreError", "write_atomically", "query_rows", "Mutation", "add", "commit",
            "notified", "abort", "delete", "remove", "put_subscription", "drop_subscription", "decide"]
 
 _INFO = ox.NamedNode("urn:eventcloud:info")
@@ -504,100 +503,3 @@ def write_atomically(path: Path, data: bytes) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
-
-
-class Offload:
-    """Runs blocking calls in worker threads, at most `threads` at once, off the event loop.
-
-    With `enabled=False` calls run inline: for in-memory stores in tests under a mock clock,
-    where a thread would let virtual time jump while it works.
-    """
-
-    def __init__(self, enabled: bool, threads: int = 1) -> None:
-        self.enabled = enabled
-        self._limiter = trio.CapacityLimiter(threads)
-
-    async def run(self, fn: Any, *args: Any) -> Any:
-        if not self.enabled:
-            return fn(*args)
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
-
-
-class _Write:
-    __slots__ = ("mutations", "durable", "result", "error", "done")
-
-    def __init__(self, mutations: list[Mutation], durable: bool) -> None:
-        self.mutations = mutations
-        self.durable = durable
-        self.result: list[Any] = []
-        self.error: BaseException | None = None
-        self.done = False
-
-
-class AsyncStore:
-    """A PeerStore whose blocking calls run in a worker thread (one at a time), off the event loop.
-    Concurrent writes share one fsync; the log is checkpointed once it passes `checkpoint_bytes`."""
-
-    def __init__(self, store: PeerStore, offload: bool, *, checkpoint_bytes: int = 64 * 1024 * 1024) -> None:
-        self.sync = store
-        self._offload = Offload(offload, 1)
-        self._queue: list[_Write] = []
-        self._writing = trio.Lock()
-        self.checkpoint_bytes = checkpoint_bytes
-
-    async def run(self, fn: Any, *args: Any) -> Any:
-        return await self._offload.run(fn, *args)
-
-    async def write(self, mutations: list[Mutation], *, durable: bool = True) -> list[Any]:
-        """Apply mutations, logged (and fsynced, and on the replica, when `durable`) before this
-        returns; their results. Non-durable writes are for marks a crash can derive again."""
-        job = _Write(mutations, durable)
-        self._queue.append(job)
-        async with self._writing:
-            if not job.done:
-                jobs, self._queue = self._queue, []
-                try:
-                    results = await self._commit([(j.mutations, j.durable) for j in jobs])
-                except BaseException as exc:
-                    for j in jobs:
-                        j.error, j.done = exc, True
-                else:
-                    for j, result in zip(jobs, results):
-                        j.result, j.done = result, True
-                if self.sync.log_size > self.checkpoint_bytes:
-                    await self.run(self.sync.checkpoint)
-        if job.error is not None:
-            raise job.error
-        return job.result
-
-    async def _commit(self, jobs: list[tuple[list[Mutation], bool]]) -> list[list[Any]]:
-        """Where a group of writes goes (here: the local log and store). A group of marks only
-        (commit, notified: in-memory metadata and an unsynced append), or any group when the
-        store does not fsync, is applied right here: without a wait for the disk, a thread hop
-        costs more than the work (the GIL changes hands twice; +37% publications/s at R = 1
-        without fsync)."""
-        batches = [m for m, _ in jobs]
-        if not self.sync.syncs or (not any(d for _, d in jobs)
-                                   and all(m[0] in MEMORY_ONLY for b in batches for m in b)):
-            return self.sync.write_many(batches, any(d for _, d in jobs))
-        results = await self.run(self.sync.write_many, batches, any(d for _, d in jobs), True)
-        self.sync.apply_mailboxes(batches, results)  # here, in the event loop that reads them
-        return results
-
-    # cheap in-memory reads stay synchronous
-    def event_info(self, graph: IRI | str) -> EventInfo | None:
-        return self.sync.event_info(graph)
-
-    def events(self) -> dict[str, EventInfo]:
-        return self.sync.events()
-
-    def count(self) -> int:
-        return self.sync.count()
-
-    async def find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None, *,
-                   committed_only: bool = False) -> list[Quad]:
-        return await self.run(self.sync.find_list, g, s, p, o, committed_only)
-
-    async def checkpoint(self) -> None:
-        async with self._writing:
-            await self.run(self.sync.checkpoint)

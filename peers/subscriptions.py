@@ -27,7 +27,8 @@ from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import SubscriptionRecord
 from eventcloud.wire.parsed import subscription_from_wire, subscription_to_wire
 from peers.state import PeerState
-from peers.store import AsyncStore, drop_subscription, put_subscription
+from peers.async_store import AsyncStore
+from peers.store import drop_subscription, put_subscription
 
 __all__ = ["Stored", "Subscriptions", "parse_cached", "indexing_box"]
 

@@ -26,32 +26,39 @@ def reading(i: int) -> CompoundEvent:
                                        Literal(str(i))),))
 
 
+def hold_matching_until_the_zone_shrinks(peers) -> list[int]:
+    """Every match at these peers waits until one of them has shrunk its zone for a join (its
+    state is persisted after the zone changed); then all of them run. The list holds one entry
+    per match waiting."""
+    gate = trio.Event()
+    waiting: list[int] = []
+    for peer in peers:
+        match = peer.matcher._match
+
+        async def held(work, match=match):
+            waiting.append(1)
+            await gate.wait()
+            await match(work)
+            waiting.pop()
+        peer.matcher._match = held
+        persist = peer.membership.persist
+
+        async def shrink_then_match(persist=persist):
+            gate.set()       # the zone has just shrunk: the held matches run now
+            with trio.fail_after(30):
+                while waiting or any(p.matcher.backlog for p in peers):
+                    await trio.sleep(0.01)
+            await persist()
+        peer.membership.persist = shrink_then_match
+    return waiting
+
+
 async def test_events_matched_while_a_join_splits_the_zone_are_notified_by_the_newcomer(autojump_clock):
     async with open_overlay(2, seed=3, replicas=1) as overlay:
         async with overlay.client(0, "sub") as subscriber, overlay.client(1, "pub") as publisher:
             sub = await subscriber.subscribe(QUERY, kind="signal")
-            gate = trio.Event()
-            waiting: list[int] = []
             old = list(overlay.peers)
-            for peer in old:   # matching waits at the gate: the split comes first
-                match = peer.matcher._match
-
-                async def held(work, match=match):
-                    waiting.append(1)
-                    await gate.wait()
-                    await match(work)
-                    waiting.pop()
-                peer.matcher._match = held
-
-                persist = peer.membership.persist
-
-                async def shrink_then_match(persist=persist):
-                    gate.set()       # the zone has just shrunk: the held matches run now
-                    with trio.fail_after(30):
-                        while waiting or any(p.matcher.backlog for p in old):
-                            await trio.sleep(0.01)
-                    await persist()
-                peer.membership.persist = shrink_then_match
+            waiting = hold_matching_until_the_zone_shrinks(old)
             events = [reading(i) for i in range(40)]
             for event in events:
                 await publisher.publish(event)
@@ -75,28 +82,9 @@ async def test_a_split_undone_after_its_newcomer_died_rematches_what_was_matched
     async with open_overlay(2, seed=3, replicas=1, join_timeout=3.0) as overlay:
         async with overlay.client(0, "sub") as subscriber, overlay.client(1, "pub") as publisher:
             sub = await subscriber.subscribe(QUERY, kind="signal")
-            gate = trio.Event()
-            waiting: list[int] = []
             old = list(overlay.peers)
+            waiting = hold_matching_until_the_zone_shrinks(old)
             for peer in old:
-                match = peer.matcher._match
-
-                async def held(work, match=match):
-                    waiting.append(1)
-                    await gate.wait()
-                    await match(work)
-                    waiting.pop()
-                peer.matcher._match = held
-                persist = peer.membership.persist
-
-                async def shrink_then_match(persist=persist):
-                    gate.set()
-                    with trio.fail_after(30):
-                        while waiting or any(p.matcher.backlog for p in old):
-                            await trio.sleep(0.01)
-                    await persist()
-                peer.membership.persist = shrink_then_match
-
                 async def never_answer(conn, body):   # the newcomer's commit never arrives
                     await trio.sleep_forever()
                 peer.router.dispatcher._requests[Op.JOIN_COMMIT] = never_answer

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from eventcloud.rdf.model import IRI, XSD, Literal
-from peers.store import (
-    AsyncStore, EventInfo, PeerStore, StoreError, abort, add, commit, decide, delete, notified, remove,
-)
+from peers.async_store import AsyncStore
+from peers.store import EventInfo, PeerStore, StoreError, abort, add, commit, decide, delete, notified, remove
 from peers.wal import WriteAheadLog
 from tests.helpers import sample_events
 

@@ -93,6 +93,7 @@ async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeo
         "bytes_per_event": counters.get("bytes_out", 0) / len(workload.events),
         "duplicates": counters.get("duplicates_filtered", 0),
         "rewrites": counters.get("csma_rewrites", 0),
+        "by_op": {k[4:]: v / len(workload.events) for k, v in counters.items() if k.startswith("out:") and v},
     }
 
 
@@ -141,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['algorithm']} | {r['notified']}/{r['expected']} | {r['throughput']:,.0f} | "
               f"{r['publish_rate']:,.0f} | {r['end_to_end']:.1f} | {r['messages_per_event']:.1f} | "
               f"{r['bytes_per_event']:,.0f} | {r['duplicates']} | {r['rewrites']} |")
+    for r in rows:
+        ops = sorted(r["by_op"].items(), key=lambda kv: -kv[1])
+        print(f"\n{r['algorithm']} messages per event by operation: " + ", ".join(f"{k} {v:.2f}" for k, v in ops))
     by = {r["algorithm"]: r for r in rows}
     if "osma" in by and "csma" in by:
         print(f"\nOSMA / CSMA subscriber throughput: {by['osma']['throughput'] / by['csma']['throughput']:.2f}× "

@@ -226,3 +226,36 @@ async def test_a_caller_cancelled_while_frames_are_written_loses_no_one_elses_fr
             assert sorted(answers) == sorted({0, 1, 2, 3} - {round % 4}), round
             pair.client.stream = gated.inner
         assert await pair.client.call(Op.PING, {}) == {"op": "ping"}   # and the stream is intact
+
+
+async def test_idle_and_frame_timeouts_count_only_while_the_reader_waits_for_bytes(autojump_clock):
+    """The idle timeout closes a silent connection and the frame timeout one whose frame stalls
+    (each with a clear error frame), but a reader held back by the in-flight limit (slow
+    handlers) is not idle: its connection stays open however long the handlers take."""
+
+    async def slow(conn, op, body):
+        await trio.sleep(body["seconds"])
+        return body
+
+    async with open_rpc_pair(server={"on_request": slow, "max_inflight": 1, "idle_timeout": 10.0,
+                                     "frame_timeout": 5.0}) as pair:
+        began = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            # the reader waits 2 × 30 s for room to dispatch the second and third: far longer
+            # than the idle timeout, while it is not waiting for bytes
+            for seconds in (30, 30, 5):
+                nursery.start_soon(pair.client.call, Op.PING, {"seconds": seconds})
+                await trio.sleep(0)
+        assert trio.current_time() - began == pytest.approx(65, abs=1)
+        assert not pair.server.closed
+        await pair.server.wait_closed()  # silent since the reader read the third, at 60 s
+        assert pair.server.close_reason == "no message for 10 s"
+        assert trio.current_time() - began == pytest.approx(70, abs=1)
+
+    async with open_rpc_pair(server={"on_request": slow, "idle_timeout": 10.0, "frame_timeout": 5.0}) as pair:
+        began = trio.current_time()
+        await trio.sleep(8)
+        await pair.client.stream.send_all(struct.pack(">I", 100) + b"\x81")  # a frame that never completes
+        await pair.server.wait_closed()
+        assert pair.server.close_reason == "a frame was not completed within 5 s"
+        assert trio.current_time() - began == pytest.approx(13, abs=0.5)

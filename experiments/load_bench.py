@@ -118,6 +118,11 @@ async def run_once(algorithm: str, args: argparse.Namespace, code: Path | None) 
             finished = time.perf_counter()
             nursery.cancel_scope.cancel()
         rss = [peak_rss_mb(proc.pid) for proc in cluster.processes]
+        async with connect(cluster.entry, source="load-status") as client:
+            status = (await client.status()).to_wire()
+        ops: Counter[str] = Counter()
+        for peer in status["peers"]:  # messages sent and routed operations run, by operation
+            ops.update({k: v for k, v in peer["counters"].items() if k.startswith(("out:", "run:"))})
     finally:
         await trio.to_thread.run_sync(cluster.stop)
     last = max(arrivals) if arrivals else finished
@@ -132,6 +137,7 @@ async def run_once(algorithm: str, args: argparse.Namespace, code: Path | None) 
         "lost": len(expected - set(received)),
         "duplicated": sum(n - 1 for n in received.values() if n > 1),
         "unexpected": len(set(received) - expected),
+        "ops": {k: v / total for k, v in ops.most_common() if v},
     }
 
 
@@ -162,6 +168,8 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"{args.peers} peers, {args.publishers} publishers x {args.events} events (one per request), "
           f"{args.subscribers} subscribers, R = {args.replicas}, fsync {'off' if args.no_fsync else 'on'}")
     print(table(rows))
+    for code, r in rows:
+        print(f"{code} {r['algorithm']} per event: " + ", ".join(f"{k} {v:.2f}" for k, v in r["ops"].items()))
 
 
 def main(argv: list[str] | None = None) -> None:

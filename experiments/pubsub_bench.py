@@ -94,6 +94,7 @@ async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeo
         "duplicates": counters.get("duplicates_filtered", 0),
         "rewrites": counters.get("csma_rewrites", 0),
         "by_op": {k[4:]: v / len(workload.events) for k, v in counters.items() if k.startswith("out:") and v},
+        "routed": {k[4:]: v / len(workload.events) for k, v in counters.items() if k.startswith("run:") and v},
     }
 
 
@@ -145,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         ops = sorted(r["by_op"].items(), key=lambda kv: -kv[1])
         print(f"\n{r['algorithm']} messages per event by operation: " + ", ".join(f"{k} {v:.2f}" for k, v in ops))
+        runs = sorted(r["routed"].items(), key=lambda kv: -kv[1])
+        print(f"{r['algorithm']} routed operations run per event (on all peers): "
+              + ", ".join(f"{k} {v:.2f}" for k, v in runs))
     by = {r["algorithm"]: r for r in rows}
     if "osma" in by and "csma" in by:
         print(f"\nOSMA / CSMA subscriber throughput: {by['osma']['throughput'] / by['csma']['throughput']:.2f}× "

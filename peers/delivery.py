@@ -41,7 +41,6 @@ from eventcloud.wire.parsed import subscription_to_wire
 from eventcloud.wire.schema import Body
 from eventcloud.wire.ops import Op
 from peers.config import LeaseSettings as Leases_
-from peers.queries import Queries
 from peers.reconstruction import Gatherer, reconstruct
 from peers.router import Router
 from peers.state import PeerState
@@ -92,10 +91,11 @@ class _Reconstruction:
     size: int
     published: int
     verify: bool
+    origin: str = ""
 
 
 class Delivery:
-    def __init__(self, state: PeerState, router: Router, queries: Queries, clock: HybridClock, counters: Counter[str],
+    def __init__(self, state: PeerState, router: Router, gatherer: Gatherer, clock: HybridClock, counters: Counter[str],
                  *, physical_ms: Callable[[], int], leases: Leases_, is_admin: Callable[[RpcConnection], bool],
                  retry_window: float, subscriber_buffer: int, seen_limit: int, reconstructors: int,
                  reconstruct_deadline: float, taxonomy: Callable[[], Taxonomy],
@@ -105,8 +105,7 @@ class Delivery:
         self.operators = operators  # subscriptions may call them; rebuilt bindings evaluate them through runner
         self.runner = runner
         self.router = router
-        self.queries = queries
-        self.gatherer = Gatherer(queries, counters)   # whole events for CSMA notifications
+        self.gatherer = gatherer   # whole events for CSMA notifications
         self.clock = clock
         self.counters = counters
         self.physical_ms = physical_ms
@@ -408,7 +407,7 @@ class Delivery:
         kind = stored.record.kind
         if body.csma and (kind != "signal" or body.verify):
             await self._rebuild_send.send(_Reconstruction(session, stored, graph, body.size, body.published,
-                                                          body.verify))
+                                                          body.verify, body.origin))
             return
         self._offer(session, Notification(ident, graph, kind, body.published, solutions=body.solutions or (),
                                           quads=body.quads or (), truncated=body.truncated))
@@ -429,6 +428,6 @@ class Delivery:
     async def _reconstruct(self, job: _Reconstruction) -> None:
         note = await reconstruct(self.gatherer, job.stored, job.graph, job.size, job.published,
                                  deadline=self.reconstruct_deadline, counters=self.counters, taxonomy=self.taxonomy(),
-                                 runner=self.runner, verify=job.verify)
+                                 runner=self.runner, verify=job.verify, origin=job.origin)
         if note is not None and job.stored.id in job.session.subscriptions:
             self._offer(job.session, note)

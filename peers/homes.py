@@ -40,12 +40,12 @@ from eventcloud.wire.messages import (
 )
 from eventcloud.wire.ops import Op
 from peers import mailboxes as mb
-from peers.queries import Queries
 from peers.reconstruction import Gatherer, reconstruct
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.async_store import AsyncStore
 from peers.operators import OperatorRunner
+from peers.zone_guard import ZoneGuard
 from peers.subscriptions import Stored, Subscriptions, indexing_box
 
 log = logging.getLogger(__name__)
@@ -81,16 +81,16 @@ class _Pending:
 
 class Homes:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 queries: Queries, counters: Counter[str], *, physical_ms: Callable[[], int], retry_window: float,
+                 gatherer: Gatherer, counters: Counter[str], *, physical_ms: Callable[[], int], retry_window: float,
                  attach_refresh: float, lease_check_every: float, ended_ttl: float, lease_grace: float,
-                 reconstruct_deadline: float, runner: OperatorRunner | None = None) -> None:
+                 reconstruct_deadline: float, guard: ZoneGuard, runner: OperatorRunner | None = None) -> None:
         self.state = state
+        self.guard = guard  # mailbox writes against zone changes (a join's split, a leave)
         self.router = router
         self.store = store
         self.subscriptions = subscriptions
         self.runner = runner  # operator calls of rebuilt bindings: once per event, off the loop
-        self.queries = queries
-        self.gatherer = Gatherer(queries, counters)   # whole events for CSMA notifications
+        self.gatherer = gatherer   # whole events for CSMA notifications
         self.counters = counters
         self.physical_ms = physical_ms
         self.retry_window = retry_window
@@ -131,9 +131,18 @@ class Homes:
     async def _local_open(self, body: MailboxOpen) -> int:
         record = dict(body.record)
         record["home"] = point_to_wire(self.home(body.id))
-        (opened,) = await self.store.write([mb.box(body.id, record)])
-        self._still_home(body.id)
+        (opened,) = await self._write_home(body.id, [mb.box(body.id, record)])
         return int(bool(opened))
+
+    async def _write_home(self, ident: str, mutations: list[Any]) -> list[Any]:
+        """Write to mailbox `ident` while this peer is its home. Under the zone guard: a zone
+        change (a join's split, a leave) waits for the write, and takes its snapshot after it,
+        or the write waits for the change and finds its home moved (the caller retries: routing
+        finds the new home). Without it a notification kept during a leave's handover was
+        acknowledged and lost with the leaving peer."""
+        async with self.guard.store():
+            self._still_home(ident)
+            return await self.store.write(mutations)
 
     def _still_home(self, ident: str) -> None:
         """After a write: if the zone moved away meanwhile (a join split it), the new owner may
@@ -196,7 +205,7 @@ class Homes:
                                ErrorCode.BAD_REQUEST)
         if body.seq <= box.acked:
             return box.acked
-        (acked,) = await self.store.write([mb.ack(body.id, body.seq)])
+        (acked,) = await self._write_home(body.id, [mb.ack(body.id, body.seq)])
         return acked
 
     # --- accepting notifications ----------------------------------------------------------------
@@ -218,7 +227,7 @@ class Homes:
             completed = await reconstruct(self.gatherer, stored, body.event, body.size, body.published,
                                           deadline=self.reconstruct_deadline, counters=self.counters,
                                           taxonomy=self.subscriptions.taxonomy, runner=self.runner,
-                                          verify=body.verify)
+                                          verify=body.verify, origin=body.origin)
             if completed is None:
                 return 1  # the whole event does not match after all: nothing to keep
             note = completed
@@ -262,7 +271,7 @@ class Homes:
             seq += 1
         try:
             if mutations:
-                await self.store.write(mutations)
+                await self._write_home(ident, mutations)
                 self.counters["notifications_kept"] += len(mutations)
         except BaseException as exc:
             for item in batch:
@@ -337,14 +346,14 @@ class Homes:
         box = self._box(body.id, None if body.admin else body.ticket)
         if body.lease_ms > 0:
             expires = self.physical_ms() + body.lease_ms
-            await self.store.write([mb.lease(body.id, expires)])
+            await self._write_home(body.id, [mb.lease(body.id, expires)])
             await self.router.multicast(self._stored_on(box), Op.LEASE_SUB, Leases(((body.id, expires),)))
             return expires
         await self._end(box, "cancelled")
         return 0
 
     async def _end(self, box: mb.Mailbox, reason: str) -> None:
-        await self.store.write([mb.end(box.id, reason, self.physical_ms())])
+        await self._write_home(box.id, [mb.end(box.id, reason, self.physical_ms())])
         self.counters[f"subscriptions_{reason}"] += 1
         current = self._attachments.get(box.id)
         if current is not None:

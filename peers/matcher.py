@@ -79,6 +79,7 @@ class _First:
     size: int
     published: int
     members: tuple[ChainMember, ...] = ()   # identical and contained subscriptions riding the chain
+    origin: str = ""                         # the peer the event was published at
 
 
 Work = Union[_Committed, _First]
@@ -107,6 +108,7 @@ class Matcher:
         self._waiting: OrderedDict[str, CompoundEvent | None] = OrderedDict()
         # quads held here of recent events: matching and CSMA steps read them, not the store
         self._recent: OrderedDict[str, list[Quad]] = OrderedDict()
+        self._origins: OrderedDict[str, str] = OrderedDict()   # CSMA: where recent events were published
         self._busy: set[str] = set()   # events being matched right now
         self._steps_here = 0           # CSMA steps from other peers being run here
         # which CSMA chains share a first step (identical subscriptions always; contained ones unless off)
@@ -143,16 +145,20 @@ class Matcher:
 
     # --- events ---------------------------------------------------------------------------------
 
-    def remember(self, graph: str, whole: CompoundEvent | None, held: list[Quad]) -> None:
+    def remember(self, graph: str, whole: CompoundEvent | None, held: list[Quad], origin: str = "") -> None:
         """Keep the whole event of a pending delivery until it commits (OSMA matches it then),
         and the quads of it held here (for matching and CSMA steps without a store read)."""
         self._waiting[graph] = whole
         self._waiting.move_to_end(graph)
         if len(self._waiting) > WAITING_LIMIT:
             self._waiting.popitem(last=False)  # it will be gathered from the owners instead
-        self.held(graph, held)
+        self.held(graph, held, origin)
 
-    def held(self, graph: str, quads: list[Quad]) -> None:
+    def held(self, graph: str, quads: list[Quad], origin: str = "") -> None:
+        if origin:
+            self._origins[graph] = origin
+            if len(self._origins) > RECENT_LIMIT:
+                self._origins.popitem(last=False)
         known = self._recent.get(graph)
         if known is None:
             self._recent[graph] = list(quads)
@@ -165,6 +171,7 @@ class Matcher:
     def forget(self, graph: str) -> None:
         self._waiting.pop(graph, None)
         self._recent.pop(graph, None)
+        self._origins.pop(graph, None)
         self.runner.forget(graph)
 
     async def _quads_here(self, graph: str, pattern: tuple | None = None) -> list[Quad]:
@@ -197,20 +204,30 @@ class Matcher:
                 await self._submit(_Committed(graph, None, again=True))
 
     async def _outbox_loop(self) -> None:
-        """Match again the committed events whose notifications are not all done."""
+        """Match again the committed events whose notifications are not all done.
+
+        How long an event has been owed is measured on this peer's own monotonic clock, from
+        when this loop first saw it owed, not from its publication stamp: hybrid clocks jump
+        forward when a message carries a later time (up to an hour ahead), and measured with
+        them an owed event was either abandoned at once or not retried for that hour. An event
+        whose stamp is already old when first seen (owed before a restart) is retried at once."""
         await trio.sleep(self.outbox_every / 4)
+        owed_since: dict[str, float] = {}
         while True:
+            now = trio.current_time()
             now_ms = unpack(self.clock.now())[0]
+            owed: dict[str, float] = {}
             for graph, info in self.store.events().items():
                 if not info.committed or info.notified or graph in self._busy:
                     continue
-                age = (now_ms - unpack(info.published)[0]) / 1000
-                if age > self.give_up_after:  # an entry peer gone for good: stop owing it
+                since = owed[graph] = owed_since.get(graph, now)
+                if now - since > self.give_up_after:  # an entry peer gone for good: stop owing it
                     self.counters["notifications_abandoned"] += 1
                     await self.store.write([notified(graph)])
-                elif age > self.outbox_every:
+                elif now - since >= self.outbox_every or (now_ms - unpack(info.published)[0]) / 1000 > self.outbox_every:
                     self.counters["outbox_retries"] += 1
                     await self._submit(_Committed(graph, None))
+            owed_since = owed
             await trio.sleep(self.outbox_every)
 
     # --- subscriptions arriving and leaving -----------------------------------------------------
@@ -265,7 +282,7 @@ class Matcher:
         for quad in await self._quads_here(body.graph, sub.pattern_terms(index, dict(body.partial.bindings))):
             advanced = await self._advance(sub, body.partial, index, quad, body.graph)
             if advanced is not None:
-                await self._chain(record, advanced, body.graph, body.size, body.published, members)
+                await self._chain(record, advanced, body.graph, body.size, body.published, members, body.origin)
                 done = 1
         return done
 
@@ -307,10 +324,10 @@ class Matcher:
             partial = await self._advance(stored.sub, start(stored.sub), 0, work.quad, work.quad.g.value)
             if partial is not None:
                 await self._chain(stored.record, partial, work.quad.g.value, work.size, work.published,
-                                  work.members)
+                                  work.members, work.origin)
         else:  # the chain's subscription went meanwhile: its riders start chains of their own
             for member in work.members:
-                await self._process(_First(member.id, work.quad, work.size, work.published))
+                await self._process(_First(member.id, work.quad, work.size, work.published, origin=work.origin))
 
     async def _advance(self, sub: Any, partial: PartialMatch, index: int, quad: Quad, graph: str) -> PartialMatch | None:
         """One CSMA rewriting step; FILTERs calling operators share the event's call table."""
@@ -345,12 +362,13 @@ class Matcher:
             if stored is not None and info.published >= stored.t:
                 candidates.append(stored)
         firsts = []
+        origin = self._origins.get(quad.g.value, "")
         for plan in self._grouper.plan(candidates, lambda stored: stored.sub, lambda stored: stored.id):
             members = (*(ChainMember(s.id, s.record.entry, s.record.home) for s in plan.identical),
                        *(ChainMember(s.id, s.record.entry, s.record.home, contained=True) for s in plan.contained))
             self.counters["csma_chains_shared"] += len(plan.identical)
             self.counters["csma_chains_contained"] += len(plan.contained)
-            firsts.append(_First(plan.leader.id, quad, info.size, info.published, members))
+            firsts.append(_First(plan.leader.id, quad, info.size, info.published, members, origin))
         return firsts
 
     async def _osma(self, graph: str, here: list[Quad], size: int, published: int,
@@ -398,12 +416,12 @@ class Matcher:
         return CompoundEvent(iri, quads)
 
     async def _chain(self, record: SubscriptionRecord, partial: PartialMatch, graph: str, size: int,
-                     published: int, members: tuple[ChainMember, ...] = ()) -> None:
+                     published: int, members: tuple[ChainMember, ...] = (), origin: str = "") -> None:
         """One CSMA step done: notify if nothing is left (the chain's subscription and every
         member), else hand the rewritten subscription to the peers of its next pattern (and
         wait for the rest of the chain)."""
         if is_complete(partial):
-            owed = [(lambda who=who: self._notify(who, graph, size, published, csma=True,
+            owed = [(lambda who=who: self._notify(who, graph, size, published, csma=True, origin=origin,
                                                   verify=isinstance(who, ChainMember) and who.contained))
                     for who in (record, *members) if not self.subscriptions.removed(who.id)]
             await gather(owed)
@@ -413,15 +431,15 @@ class Matcher:
         box = self.state.space.pattern_box(sub.pattern_terms(index, dict(partial.bindings)))
         self.counters["csma_rewrites"] += 1
         await self.router.multicast(box, Op.CSMA_SUB, CsmaStep(record, partial, graph, size, published,
-                                                                members or None))
+                                                                members or None, origin))
 
     async def _notify(self, record: SubscriptionRecord, graph: str, size: int, published: int, *,
                       csma: bool = False, solutions: Any = None, quads: Any = None, truncated: bool = False,
-                      verify: bool = False) -> None:
+                      verify: bool = False, origin: str = "") -> None:
         """Hand one notification to the subscription's entry peer; raises if it cannot be done
         (the event stays in the outbox and is matched again)."""
         body = Notify(record.id, graph, size, published, csma=csma, solutions=solutions, quads=quads,
-                      truncated=truncated, verify=verify)
+                      truncated=truncated, verify=verify, origin=origin)
         self.counters["notifications_sent"] += 1
         if record.home is not None:
             await self._notify_home(record, body)

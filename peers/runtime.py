@@ -60,6 +60,7 @@ from peers.operators import OperatorRunner, load_operators
 from peers.statistics import load_statistics
 from peers.membership import Membership
 from peers.queries import Queries
+from peers.reconstruction import Gatherer, RecentPublications
 from peers.replicas import Replicas
 from peers.replication import ReplicatedStore, Replication
 from peers.router import FAILED, RetryPolicy, Router
@@ -303,8 +304,10 @@ class _PeerRuntime:
         self.queries = queries = Queries(state, router, store_, subscriptions, commits, counters,
                                          offload=Offload(config.offloaded, 2),
                                          handing_over=lambda: self.membership.handing_over)
+        self.published = published = RecentPublications()
+        gatherer = Gatherer(queries, counters, state=state, router=router, published=published)
         self.delivery = delivery = Delivery(
-            state, router, queries, clock, counters, physical_ms=physical_ms, leases=config.leases,
+            state, router, gatherer, clock, counters, physical_ms=physical_ms, leases=config.leases,
             is_admin=self.auth.is_admin, retry_window=config.retry_window,
             subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
             reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline,
@@ -312,20 +315,21 @@ class _PeerRuntime:
         self.attachments = attachments = Attachments(state, router, delivery, clock, counters,
                                                      attach_refresh=config.attach_refresh,
                                                      retry_window=config.retry_window)
+        guard = ZoneGuard()
         self.homes = homes = Homes(
-            state, router, store_, subscriptions, queries, counters, physical_ms=physical_ms,
+            state, router, store_, subscriptions, gatherer, counters, physical_ms=physical_ms,
             retry_window=config.retry_window, attach_refresh=config.attach_refresh,
             lease_check_every=config.lease_check_every, ended_ttl=config.ended_ttl, lease_grace=config.lease_grace,
-            reconstruct_deadline=config.reconstruct_deadline, runner=runner)
+            reconstruct_deadline=config.reconstruct_deadline, guard=guard, runner=runner)
         self.matcher = matcher = Matcher(
             state, router, store_, subscriptions, delivery.accept, clock, counters, runner, workers=config.workers,
             work_queue=config.work_queue, enqueue_timeout=config.retry_window, outbox_every=config.outbox_every,
             give_up_after=config.give_up_after, contained_chains=config.contained_chains)
-        guard = ZoneGuard()
         self.storage = storage = Storage(state, router, store_, commits, matcher, clock, counters, guard,
                                          retry_window=config.retry_window, resolve_after=config.resolve_after,
                                          abort_after=config.abort_after, admit_backlog=config.admit_backlog,
-                                         backlog=lambda: max(matcher.backlog, delivery.backlog))
+                                         backlog=lambda: max(matcher.backlog, delivery.backlog),
+                                         published=published)
         self.persistence = _Persistence(state, clock, data_dir, offload, replication)
         self.scope = lifetime.scope = trio.CancelScope()
         if lifetime.stop_asked:

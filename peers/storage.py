@@ -35,6 +35,7 @@ from eventcloud.wire.messages import Commit, Deliver, Delivered, Delivery, Publi
 from eventcloud.wire.ops import Op
 from peers.commits import ABORT, COMMIT, UNKNOWN, Commits
 from peers.matcher import Matcher
+from peers.reconstruction import RecentPublications
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.async_store import AsyncStore
@@ -65,7 +66,7 @@ class Storage:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, commits: Commits, matcher: Matcher,
                  clock: HybridClock, counters: Counter[str], guard: ZoneGuard, *, retry_window: float,
                  resolve_after: float, abort_after: float, admit_backlog: int = 0,
-                 backlog: Callable[[], int] | None = None) -> None:
+                 backlog: Callable[[], int] | None = None, published: RecentPublications | None = None) -> None:
         self.state = state
         self.guard = guard
         self.router = router
@@ -78,6 +79,8 @@ class Storage:
         self.resolve_after = resolve_after
         self.abort_after = abort_after
         self.admit_backlog = admit_backlog   # 0: no admission control
+        # CSMA: events published here, whole, for the entries that complete their notifications
+        self.published = published if published is not None else RecentPublications()
         self._backlog = 0                    # longest matching queue the last deliveries met
         # this peer's queued work (matching; the runtime adds CSMA reconstructions)
         self.backlog = backlog if backlog is not None else (lambda: matcher.backlog)
@@ -85,7 +88,7 @@ class Storage:
             tuple[set[str], tuple[str, ...]]](COMMITS_QUEUED)
 
     def handlers(self) -> dict[Op, Any]:
-        return {Op.PUBLISH: self._on_publish, Op.DELIVER: self._on_deliver}
+        return {Op.PUBLISH: self._on_publish, Op.DELIVER: self._on_deliver, Op.EVENT_GET: self.published.on_event_get}
 
     def routed(self) -> dict[Op, Any]:
         return {Op.DELIVER_LOCAL: self._local_deliver}
@@ -143,8 +146,9 @@ class Storage:
         """Both phases for a batch: pending at the owners, the decision here, then the commits."""
         attempts = [self.commits.attempt(t) for _, t in stamped]
         whole = self.state.algorithm == "osma"
+        origin = "" if whole else self.state.address  # CSMA: chains carry it, entries ask it for the event
         deliveries = [Delivery(event.graph.value, len(event), published, tuple(triple_to_wire(q) for q in event.quads),
-                               whole=whole, tx=(key, point))
+                               whole=whole, tx=(key, point), origin=origin)
                       for (event, published), (key, point) in zip(stamped, attempts)]
         failure: EventCloudError | None = None
         with trio.move_on_after(self.retry_window * 3) as phase:
@@ -164,6 +168,10 @@ class Storage:
         decisions = await self.commits.decide(attempts, COMMIT)
         refused = [e.graph.value for (e, _), d in zip(stamped, decisions) if d != COMMIT]
         graphs = tuple(e.graph.value for (e, _), d in zip(stamped, decisions) if d == COMMIT)
+        if origin:
+            for (event, _), decision in zip(stamped, decisions):
+                if decision == COMMIT:
+                    self.published.add(event)
         if graphs:
             # Acknowledged once the decision is durable: readers that meet a pending event ask
             # for its decision, so the commit messages need not delay the publisher (one round
@@ -353,9 +361,9 @@ class Storage:
             self.counters["quads_stored"] += len(fresh)
             whole = _whole_event(graph, quads) if delivery.whole else None
             if delivery.tx is not None:
-                self.matcher.remember(graph.value, whole, own)
+                self.matcher.remember(graph.value, whole, own, delivery.origin)
             elif fresh:  # data arriving already committed (no attempt): match it now
-                self.matcher.held(graph.value, own)
+                self.matcher.held(graph.value, own, delivery.origin)
                 await self.matcher.on_committed(graph.value, whole)
 
 

@@ -16,6 +16,8 @@ from typing import AsyncIterator
 
 import trio
 
+from eventcloud.errors import Unavailable
+
 __all__ = ["ZoneGuard"]
 
 
@@ -30,11 +32,19 @@ class ZoneGuard:
         self._idle.set()
 
     async def enter(self) -> None:
-        """A store decides from the zone now; call `leave()` once its write is done."""
-        async with self._gate:
+        """A store decides from the zone now; call `leave()` once its write is done. Unavailable
+        once the zone was handed over for good (a leave keeps the gate until the peer stops)."""
+        try:
+            await self._gate.acquire()
+        except trio.BrokenResourceError:  # the leave that took it ended: this peer is stopping
+            raise Unavailable("this peer handed its zone over and is stopping; retry (routing finds the new "
+                              "owner)") from None
+        try:
             self._stores += 1
             if self._stores == 1:
                 self._idle = trio.Event()
+        finally:
+            self._gate.release()
 
     def leave(self) -> None:
         self._stores -= 1

@@ -77,6 +77,7 @@ class Delivery(Body):
     take: tuple[int, ...] | None = field(OPT(LIST(INT)), default=None)
     whole: bool = field(BOOL, default=False)
     tx: tuple[Any, ...] | None = field(OPT(LIST(RAW)), default=None)   # pending until its entry decides
+    origin: str = field(STR, default="")    # CSMA: the entry peer it was published at (it has it whole)
 
 
 @message
@@ -100,6 +101,14 @@ class Commit(Body):
 
 
 @message
+class EventGet(Body):
+    """`event_get`, to the peer an event was published at: its quads, if it still keeps them
+    (a CSMA notification's entry needs the whole event; asking here saves a multicast)."""
+
+    graph: str = field(STR)
+
+
+@message
 class Resolve(Body):
     """To the peer holding a publication attempt's decision: committed, aborted or still unknown?"""
 
@@ -120,6 +129,7 @@ class Notify(Body):
     quads: tuple[Quad, ...] | None = field(OPT(LIST(QUAD)), default=None)
     truncated: bool = field(BOOL, default=False)
     verify: bool = field(BOOL, default=False)    # CSMA: the chain was another's, evaluate on the whole event
+    origin: str = field(STR, default="")         # CSMA: the peer the event was published at (`event_get`)
 
 
 @message
@@ -173,6 +183,7 @@ class CsmaStep(Body):
     size: int = field(INT)
     published: int = field(INT)
     members: tuple[ChainMember, ...] | None = field(OPT(LIST(NESTED(ChainMember))), default=None)  # none: left out
+    origin: str = field(STR, default="")   # the peer the event was published at
 
 
 @message

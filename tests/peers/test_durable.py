@@ -238,6 +238,61 @@ async def test_a_mailbox_moves_with_its_zone_when_peers_join_and_leave(autojump_
                       and p.homes.owns(p.homes.boxes.get(sub.id))]
 
 
+async def test_a_notification_kept_while_its_home_hands_its_zone_over_is_not_lost(autojump_clock):
+    """A home leaving gracefully snapshots its mailboxes and hands them to its heir. A
+    notification arriving after the snapshot used to be kept (and acknowledged to its
+    notifier) in the leaving copy, and was lost with it. Mailbox writes now wait for the zone
+    change: that one fails once the home stops, and the notifier keeps it at the heir.
+    (The admin client that asks for the leave runs on the real wall clock, an hour and more
+    ahead of the overlay's mock clock: the peers' hybrid clocks jump an hour ahead, which the
+    notifier's retries must survive: they used to be abandoned at once, or wait that hour.)"""
+    events = spread_events(12, "h")
+    async with open_overlay(2, seed=17) as overlay:  # two peers: either can always leave to the other
+        async with _client(overlay, range(2)) as subscriber:
+            sub = await subscriber.subscribe(ACCEPT_ALL, kind="signal", durable=True)
+            (home,) = [p for p in overlay.peers if p.homes.boxes.get(sub.id) and p.homes.owns(p.homes.boxes.get(sub.id))]
+            others = [i for i, p in enumerate(overlay.peers) if p is not home]
+            snapshot_taken, go_on = trio.Event(), trio.Event()
+            handover = home.membership._handover
+
+            async def slow_handover(zone):
+                taken = await handover(zone)
+                snapshot_taken.set()
+                await go_on.wait()  # the leave goes on once a publication reached this home
+                return taken
+
+            home.membership._handover = slow_handover
+            heir = overlay.peers[others[0]]
+            # the events published during the handover are stored and matched at the heir only
+            # (stores at the leaving home wait for its zone change); their notifications go home
+            space = heir.state.space
+            events[4:8] = [e for e in spread_events(200, "heir")
+                           if all(heir.state.zone.contains(space.point(q)) for q in e.quads)][:4]
+            assert len(events[4:8]) == 4
+            async with _client(overlay, others) as publisher:
+                for event in events[:4]:
+                    await publisher.publish(event)
+                got = await _take(sub, 4)
+                async with trio.open_nursery() as nursery:
+                    async def leave() -> None:
+                        async with connect(home.address, transport=overlay.network) as admin:
+                            await admin.leave()
+
+                    nursery.start_soon(leave)
+                    await snapshot_taken.wait()
+                    kept = home.counters["notifications_kept"]
+                    for event in events[4:8]:  # notified while the home hands its zone over
+                        await publisher.publish(event)
+                    await trio.sleep(5)
+                    assert home.counters["notifications_kept"] == kept, "kept after the snapshot"
+                    go_on.set()
+                for event in events[8:]:
+                    await publisher.publish(event)
+                got += await _take(sub, 8)
+            assert [n.seq for n in got] == list(range(1, 13))
+            assert {n.event for n in got} == {e.graph.value for e in events}
+
+
 @pytest.mark.parametrize("kind", ["bindings", "event"])
 async def test_a_durable_csma_subscription_whose_home_is_outside_its_box_is_notified(kind, autojump_clock):
     """Under CSMA the home completes the notification (gathers the event, evaluates the query)

@@ -323,6 +323,38 @@ async def test_an_event_completing_several_csma_subscriptions_is_gathered_once(a
             assert entry.counters["reconstructions_shared"] == 2
 
 
+async def test_csma_entries_get_the_event_from_where_it_was_published_else_from_its_owners(autojump_clock):
+    """A CSMA notification's entry needs the whole event: it asks the peer the event was
+    published at (carried along the chain), which keeps recent publications, instead of a
+    multicast over the event's graph. A peer that no longer keeps it answers nothing and the
+    entry gathers from the owners: the same solutions either way."""
+    text = f"SELECT ?s ?a ?b WHERE {{ GRAPH ?g {{ ?s <{EX}p1> ?a . ?s <{EX}p2> ?b }} }}"
+    async with open_overlay(4, "csma", seed=3) as overlay:
+        async with overlay.client(0, "subscriber") as subscriber, overlay.client(2, "publisher") as publisher:
+            sub = await subscriber.subscribe(text, kind="bindings")
+            entry, origin = overlay.peers[0], overlay.peers[2]
+
+            def gathers() -> int:
+                return sum(p.counters["run:find_local"] for p in overlay.peers)
+
+            for n, forgotten in enumerate((False, True)):
+                if forgotten:
+                    origin.storage.published.kept = 0  # keeps nothing from now on (as after a restart)
+                graph = IRI(f"{EX}events/origin-{n}")
+                event = CompoundEvent(graph, tuple(make_quad(graph, IRI(f"{EX}s"), IRI(f"{EX}{p}"), Literal(str(i)))
+                                                   for i, p in enumerate(("p1", "p2", "p3"))))
+                before = gathers()
+                await publisher.publish(event)
+                with trio.fail_after(10):
+                    note = await sub.__anext__()
+                assert note.event == graph.value
+                assert notification_solutions(note) == oracle_solutions(text, event)
+                if not forgotten:
+                    assert entry.counters["events_from_origin"] == 1 and gathers() == before
+                else:
+                    assert entry.counters["events_not_at_origin"] == 1 and gathers() > before
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 async def test_an_event_acknowledged_before_subscribe_is_not_notified_when_its_commit_arrives_after(
         autojump_clock, algorithm):

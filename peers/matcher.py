@@ -39,7 +39,7 @@ import trio
 from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
 from eventcloud.matching.chains import ChainGrouper
 from eventcloud.matching.csma import PartialMatch, advance, is_complete, next_pattern, start
-from eventcloud.matching.osma import decide
+from eventcloud.matching.osma import decide, in_notifier_order
 from eventcloud.matching.reference import MAX_SOLUTIONS, event_index, matches
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.wire.codec import quad_from_wire, trusted_iri
@@ -379,7 +379,8 @@ class Matcher:
         candidates = list(dict.fromkeys(ident for quad in here for ident in index.first_pattern_candidates(quad)))
         if not candidates:
             return
-        event = whole if whole is not None else await self._gather(graph, size)
+        # every holder decides on the same quad order (`in_notifier_order`): one of them notifies
+        event = in_notifier_order(whole if whole is not None else await self._gather(graph, size))
         view = event_index(event)                       # the event, indexed once for every decision
         # the shared joins decide the matches; residual operator predicates are settled after them
         matched = set(await self.runner.settle(graph, index.match(event), lambda member: matches(member.sub, view)))

@@ -3,7 +3,10 @@
 Under OSMA every owner of a quad of the event holds the whole event and checks the
 subscriptions it stores. Exactly one of them notifies: the owner of the first quad (in event
 order) that matches the indexing pattern (patterns[0]) within some solution. Every peer holding
-the event computes the same position, so no coordination is needed.
+the event computes the same position, so no coordination is needed, provided they all see the
+quads in the same order: `in_notifier_order` sorts them (an owner that gathered the event again,
+for a retry, got them in whatever order the owners answered; with the published order at some
+holders and another at others, no holder was the notifier and the notification was lost).
 
 `decide` answers, for one subscription and one event view, both questions an OSMA peer asks
 (who notifies, and with which bindings) with at most one full join.
@@ -19,7 +22,18 @@ from eventcloud.matching.reference import (
 from eventcloud.rdf.model import CompoundEvent, Quad
 from eventcloud.sparql.subscription import Subscription, Var
 
-__all__ = ["notifier_index", "decide"]
+__all__ = ["notifier_index", "decide", "in_notifier_order"]
+
+
+def in_notifier_order(event: CompoundEvent) -> CompoundEvent:
+    """The event with its quads in one canonical order, the same at every peer however it got them."""
+    ordered = tuple(sorted(event.quads, key=repr))
+    if ordered == event.quads:
+        return event
+    result = object.__new__(CompoundEvent)  # the same quads, already validated
+    object.__setattr__(result, "graph", event.graph)
+    object.__setattr__(result, "quads", ordered)
+    return result
 
 
 def notifier_index(sub: Subscription, event: CompoundEvent | EventIndex) -> int | None:

@@ -119,9 +119,6 @@ class RpcConnection:
         """Has a request on it already been answered (so it may be an idle pooled connection)?"""
         return self._replies > 0
 
-    async def wait_closed(self) -> None:
-        await self._closed.wait()
-
     # --- reading ----------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -380,9 +377,7 @@ class RpcConnection:
             data = frames[0] if len(frames) == 1 else b"".join(frames)
             try:
                 sent = os.write(fd, data)
-            except BlockingIOError:
-                sent = 0
-            except OSError:  # broken: the writer meets the same error and ends the connection
+            except OSError:  # full (the writer waits for room), or broken (it ends the connection)
                 sent = 0
             if sent == len(data):
                 self._written_count += len(frames)

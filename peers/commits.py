@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from functools import partial
 from typing import Any
 
-from eventcloud.errors import EventCloudError
+from eventcloud.errors import BadRequest, EventCloudError
 from eventcloud.wire.codec import point_from_wire, point_to_wire
 from eventcloud.wire.messages import Resolve
 from eventcloud.wire.ops import Op
@@ -31,12 +32,16 @@ from peers.router import Router
 from peers.state import PeerState
 from peers.async_store import AsyncStore
 from peers.store import EventInfo, decide
+from peers.tasks import gather
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Commits", "COMMIT", "ABORT", "UNKNOWN"]
 
 COMMIT, ABORT, UNKNOWN = "commit", "abort", "unknown"
+
+#: Attempts asked about in one `resolve` request at most.
+RESOLVE_BATCH = 512
 
 
 class Commits:
@@ -58,25 +63,48 @@ class Commits:
         """Record decisions durably here; the decision that stands for each (an earlier one wins)."""
         return await self.store.write([decide(key, decision, point) for key, point in attempts])
 
-    async def _local_resolve(self, body: Resolve) -> str:
-        known = self.store.sync.decision(body.key)
-        if known is None and body.abort_if_unknown:
-            # Nobody decided it in all this time: decide abort, so that a late commit cannot happen.
+    async def _local_resolve(self, body: Resolve) -> list[str]:
+        if len(body.keys) > RESOLVE_BATCH:
+            raise BadRequest(f"resolve: {len(body.keys)} keys, at most {RESOLVE_BATCH} per request")
+        answers = [self.store.sync.decision(key) for key in body.keys]
+        unknown = [key for key, known in zip(body.keys, answers) if known is None]
+        if unknown and body.abort_if_unknown:
+            # Nobody decided them in all this time: decide abort, so that a late commit cannot happen.
             point = point_to_wire(tuple(lo for lo, _ in self.state.zone.bounds))  # type: ignore[arg-type]
-            (known,) = await self.store.write([decide(body.key, ABORT, point)])
-            self.counters["attempts_aborted_by_resolution"] += 1
-        return known or UNKNOWN
+            stood = dict(zip(unknown, await self.store.write([decide(key, ABORT, point) for key in unknown])))
+            self.counters["attempts_aborted_by_resolution"] += len(unknown)
+            answers = [known or stood[key] for key, known in zip(body.keys, answers)]
+        return [known or UNKNOWN for known in answers]
 
     async def resolve(self, info: EventInfo, *, abort_if_unknown: bool = False) -> str:
         """The decision on a pending event (commit, abort or unknown), from the peer keeping it;
         unknown too when that peer cannot be reached."""
-        if info.tx is None:
-            return COMMIT if info.committed else UNKNOWN
-        key, point = info.tx[0], info.tx[1]
-        try:
-            result = await self.router.route(point_from_wire(list(point)), Op.RESOLVE,
-                                             Resolve(str(key), abort_if_unknown))
-        except EventCloudError as exc:
-            log.info("peer %s: cannot resolve attempt %s yet: %s", self.state.id, key, exc)
-            return UNKNOWN
-        return result if result in (COMMIT, ABORT) else UNKNOWN
+        return (await self.resolve_many([info], abort_if_unknown=abort_if_unknown))[0]
+
+    async def resolve_many(self, infos: list[EventInfo], *, abort_if_unknown: bool = False) -> list[str]:
+        """The decisions on several pending events, in order: one request per peer keeping some
+        (per decision point, `RESOLVE_BATCH` keys at most), all at once."""
+        answers = [COMMIT if info.committed else UNKNOWN for info in infos]
+        asks: dict[tuple[str, ...], list[int]] = {}
+        for i, info in enumerate(infos):
+            if info.tx is not None and not info.committed:
+                asks.setdefault(tuple(info.tx[1]), []).append(i)
+
+        async def ask(point: tuple[str, ...], indexes: list[int]) -> None:
+            keys = tuple(str(infos[i].tx[0]) for i in indexes)  # type: ignore[index]
+            try:
+                result = await self.router.route(point_from_wire(list(point)), Op.RESOLVE,
+                                                 Resolve(keys, abort_if_unknown))
+            except EventCloudError as exc:
+                log.info("peer %s: cannot resolve %d attempts yet: %s", self.state.id, len(keys), exc)
+                return
+            if not isinstance(result, list) or len(result) != len(keys):
+                return
+            for i, decision in zip(indexes, result):
+                answers[i] = decision if decision in (COMMIT, ABORT) else UNKNOWN
+
+        steps = [partial(ask, point, indexes[at:at + RESOLVE_BATCH])
+                 for point, indexes in asks.items() for at in range(0, len(indexes), RESOLVE_BATCH)]
+        if steps:
+            await gather(steps)
+        return answers

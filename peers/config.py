@@ -70,6 +70,7 @@ class PeerConfig:
     tombstone_ttl: float = 300.0
     schema_sync_every: float = 10.0       # a peer asks a neighbour for a newer taxonomy this often
     # publication and notification reliability
+    commit_later: float = 1.0             # owners with no matching to start get their commits merged, this often
     resolve_after: float = 3.0            # a pending event this old is resolved with its entry's decision
     abort_after: float = 30.0             # ... and aborted if nobody decided it by then
     outbox_every: float = 5.0             # committed events whose notifications are not done: retried
@@ -117,7 +118,7 @@ class PeerConfig:
                     "idle_timeout", "frame_timeout", "lease_default", "lease_max", "session_lease",
                     "attach_refresh", "lease_check_every", "ended_ttl", "lease_grace",
                     "tombstone_ttl", "schema_sync_every",
-                    "resolve_after", "abort_after", "outbox_every", "give_up_after", "operator_budget")
+                    "commit_later", "resolve_after", "abort_after", "outbox_every", "give_up_after", "operator_budget")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
@@ -143,6 +144,8 @@ class PeerConfig:
             raise ValueError(f"lease_default ({self.lease_default:g} s) is longer than lease_max ({self.lease_max:g} s)")
         if self.abort_after <= self.resolve_after:
             raise ValueError("abort_after must be longer than resolve_after")
+        if self.resolve_after <= self.commit_later:
+            raise ValueError("resolve_after must be longer than commit_later (owners would ask before being told)")
 
     @property
     def leases(self) -> LeaseSettings:

@@ -145,10 +145,17 @@ class Matcher:
 
     # --- events ---------------------------------------------------------------------------------
 
+    def may_start(self, own: list[Quad]) -> bool:
+        """Whether committing an event of which this peer holds `own` may start matching work
+        here: only a quad fitting a stored subscription's indexing pattern starts a CSMA chain
+        or makes this peer an OSMA notifier (`_firsts`, `_osma`). False: the commit can wait."""
+        return self.subscriptions.index.indexes_any(own)
+
     def remember(self, graph: str, whole: CompoundEvent | None, held: list[Quad], origin: str = "") -> None:
         """Keep the whole event of a pending delivery until it commits (OSMA matches it then),
         and the quads of it held here (for matching and CSMA steps without a store read)."""
-        self._waiting[graph] = whole
+        if whole is not None or graph not in self._waiting:  # quads of it may arrive in two parts
+            self._waiting[graph] = whole
         self._waiting.move_to_end(graph)
         if len(self._waiting) > WAITING_LIMIT:
             self._waiting.popitem(last=False)  # it will be gathered from the owners instead

@@ -34,7 +34,7 @@ from peers.router import Router
 from peers.state import PeerState
 from peers.commits import COMMIT, Commits
 from peers.async_store import AsyncStore, Offload
-from peers.store import delete, query_rows
+from peers.store import EventInfo, delete, query_rows
 from peers.subscriptions import Subscriptions
 
 __all__ = ["Queries"]
@@ -79,19 +79,20 @@ class Queries:
 
     async def _mine(self, pattern: Pattern, pending: bool = False) -> list[Quad]:
         """This zone's quads matching `pattern` that readers may see: those of committed events,
-        and of pending events whose attempt is decided commit (asked once per event)."""
+        and of pending events whose attempt is decided commit (all asked at once)."""
         zone, space = self.state.zone, self.state.space
         quads = [q for q in await self.store.find(*pattern) if zone.contains(space.point(q))]
         if pending:
             return quads
-        verdict: dict[str, bool] = {}
-        for graph in {q.g.value for q in quads}:
-            info = self.store.event_info(graph)
-            if info is not None and info.committed:
-                verdict[graph] = True
-            else:
-                verdict[graph] = info is not None and await self.commits.resolve(info) == COMMIT
-        return [q for q in quads if verdict[q.g.value]]
+        infos = {graph: self.store.event_info(graph) for graph in {q.g.value for q in quads}}
+        visible = {graph for graph, info in infos.items() if info is not None and info.committed}
+        visible.update(await self._decided([(g, i) for g, i in infos.items() if i is not None and not i.committed]))
+        return [q for q in quads if q.g.value in visible]
+
+    async def _decided(self, pending: list[tuple[str, EventInfo]]) -> list[str]:
+        """Those of these pending events whose attempt is decided commit (one request per entry)."""
+        decisions = await self.commits.resolve_many([info for _, info in pending])
+        return [graph for (graph, _), decision in zip(pending, decisions) if decision == COMMIT]
 
     async def _local_find(self, body: Find) -> list[Any]:
         return [quad_to_wire(q) for q in await self._mine(body.pattern, body.pending)]
@@ -102,8 +103,11 @@ class Queries:
         return Counted(sum(counts))
 
     async def _local_count(self, body: Find) -> int:
-        if body.pattern == (None, None, None, None) and not self.store.sync.pending():
-            return self.store.count()  # a counter, kept up to date by every write
+        if body.pattern == (None, None, None, None):
+            # a counter kept up to date by every write, plus the pending events decided commit
+            pending = self.store.sync.pending()
+            decided = set(await self._decided(list(pending.items()))) if pending else set()
+            return self.store.count() + sum(pending[g].held for g in decided)
         return len(await self._mine(body.pattern))
 
     # --- one-time SPARQL ----------------------------------------------------------------------
@@ -143,9 +147,7 @@ class Queries:
     async def _local_sparql(self, body: SparqlLocal) -> list[Any]:
         """This peer's answers to pushed-down queries, over its visible quads of its own zone."""
         graphs = [g for g, info in self.store.events().items() if info.committed]
-        for graph, info in self.store.sync.pending().items():
-            if await self.commits.resolve(info) == COMMIT:
-                graphs.append(graph)
+        graphs += await self._decided(list(self.store.sync.pending().items()))
         if self.handing_over():
             # the store still holds quads a joining peer now owns: query a copy of our zone's own
             quads = []
@@ -180,7 +182,7 @@ class Queries:
     async def _local_status(self, body: Empty) -> dict[str, Any]:
         state = self.state
         return PeerStatus(
-            id=state.id, address=state.address, zone=state.zone, quads=self.store.count(),
+            id=state.id, address=state.address, zone=state.zone, quads=self.store.count() + self.store.sync.pending_quads,
             events=len(self.store.events()), subscriptions=len(self.subscriptions),
             neighbours={k: n.address for k, n in sorted(state.neighbours.items())},
             counters={**{k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},

@@ -326,7 +326,8 @@ class _PeerRuntime:
             work_queue=config.work_queue, enqueue_timeout=config.retry_window, outbox_every=config.outbox_every,
             give_up_after=config.give_up_after, contained_chains=config.contained_chains)
         self.storage = storage = Storage(state, router, store_, commits, matcher, clock, counters, guard,
-                                         retry_window=config.retry_window, resolve_after=config.resolve_after,
+                                         retry_window=config.retry_window, commit_later=config.commit_later,
+                                         resolve_after=config.resolve_after,
                                          abort_after=config.abort_after, admit_backlog=config.admit_backlog,
                                          backlog=lambda: max(matcher.backlog, delivery.backlog),
                                          published=published)

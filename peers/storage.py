@@ -50,6 +50,8 @@ __all__ = ["Storage", "canonical_event"]
 #: Commit messages of acknowledged publications waiting to be sent, and tasks sending them.
 COMMITS_QUEUED = 1024
 COMMIT_SENDERS = 8
+#: Commits owed to one owner that go out at once without waiting for `commit_later`.
+LATER_MAX = 512
 
 #: Quads this peer owns of one event: (graph, those quads, the delivery, all its quads decoded).
 _Mine = tuple[IRI, list[Quad], Delivery, list[Quad]]
@@ -65,7 +67,7 @@ def canonical_event(event: CompoundEvent) -> CompoundEvent:
 class Storage:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, commits: Commits, matcher: Matcher,
                  clock: HybridClock, counters: Counter[str], guard: ZoneGuard, *, retry_window: float,
-                 resolve_after: float, abort_after: float, admit_backlog: int = 0,
+                 resolve_after: float, commit_later: float = 1.0, abort_after: float, admit_backlog: int = 0,
                  backlog: Callable[[], int] | None = None, published: RecentPublications | None = None) -> None:
         self.state = state
         self.guard = guard
@@ -77,6 +79,9 @@ class Storage:
         self.counters = counters
         self.retry_window = retry_window
         self.resolve_after = resolve_after
+        self.commit_later = commit_later
+        #: commits owed to owners that need them only eventually: address -> graphs (sent merged)
+        self._later: dict[str, dict[str, None]] = {}
         self.abort_after = abort_after
         self.admit_backlog = admit_backlog   # 0: no admission control
         # CSMA: events published here, whole, for the entries that complete their notifications
@@ -102,6 +107,7 @@ class Storage:
         async with trio.open_nursery() as nursery:
             for _ in range(COMMIT_SENDERS):
                 nursery.start_soon(self._commit_sender, self._commits_receive.clone())
+            nursery.start_soon(self._commit_later_loop)
             task_status.started()
             while True:
                 await trio.sleep(max(0.5, self.resolve_after / 2))
@@ -109,6 +115,18 @@ class Storage:
                     await self.resolve_pending()
                 except EventCloudError as exc:
                     log.info("peer %s: resolving pending events: %s", self.state.id, exc)
+
+    async def _commit_later_loop(self) -> None:
+        while True:
+            await trio.sleep(self.commit_later)
+            await self.flush_later()
+
+    async def flush_later(self) -> None:
+        """Send the commits owed to owners that needed them only eventually, one message each."""
+        later, self._later = self._later, {}
+        for address, graphs in later.items():
+            for at in range(0, len(graphs), LATER_MAX):
+                await self._commits_send.send(({address}, tuple(graphs)[at:at + LATER_MAX]))
 
     async def _commit_sender(self, receive: trio.MemoryReceiveChannel[tuple[set[str], tuple[str, ...]]]) -> None:
         async with receive:
@@ -153,7 +171,7 @@ class Storage:
         failure: EventCloudError | None = None
         with trio.move_on_after(self.retry_window * 3) as phase:
             try:
-                owners, backlog = await self._deliver(deliveries)
+                owners, prompt, backlog = await self._deliver(deliveries)
                 self._backlog = max(self._backlog, backlog)
             except EventCloudError as exc:
                 failure = exc
@@ -175,8 +193,18 @@ class Storage:
         if graphs:
             # Acknowledged once the decision is durable: readers that meet a pending event ask
             # for its decision, so the commit messages need not delay the publisher (one round
-            # trip less per publication); an owner that misses one resolves the event itself.
-            await self._commits_send.send((owners, graphs))
+            # trip less per publication). Only the owners that may start matching work need the
+            # commit now (`Delivered.prompt`); the others get theirs merged, every `commit_later`
+            # seconds (a few messages per second instead of one per event and owner), and any
+            # owner that misses one resolves its pending events in bulk (`resolve_pending`).
+            now = prompt | (owners & {self.state.address})
+            await self._commits_send.send((now, graphs))
+            for address in owners - now:
+                owed = self._later.setdefault(address, {})
+                owed.update(dict.fromkeys(graphs))
+                if len(owed) >= LATER_MAX:  # enough for a message of its own now
+                    del self._later[address]
+                    await self._commits_send.send(({address}, tuple(owed)))
         if refused:
             raise RequestError(f"publication of {', '.join(refused[:3])} took too long and was aborted; retry it",
                                ErrorCode.TIMEOUT)
@@ -220,41 +248,44 @@ class Storage:
                 await self.matcher.on_committed(graph)
 
     async def resolve_pending(self) -> None:
-        """Pending events older than `resolve_after`: learn their decision and act on it."""
+        """Pending events older than `resolve_after`: learn their decisions (one request per
+        entry peer for all of its events) and act on them. This is how an owner that did not
+        need its commit at once (`Delivered.prompt`) makes the event visible, and how one whose
+        entry died between the phases, or whose commit message was lost, settles it."""
         now_ms = unpack(self.clock.now())[0]
-        for graph, info in list(self.store.sync.pending().items()):
+        late: list[tuple[str, EventInfo]] = []
+        old: list[tuple[str, EventInfo]] = []
+        for graph, info in self.store.sync.pending().items():
             age = (now_ms - unpack(info.published)[0]) / 1000
-            if age < self.resolve_after:
+            if age >= self.resolve_after:
+                (old if age > self.abort_after else late).append((graph, info))
+        for batch, abort_if_unknown in ((late, False), (old, True)):
+            if not batch:
                 continue
-            decision = await self.commits.resolve(info, abort_if_unknown=age > self.abort_after)
-            if decision == COMMIT:
-                self.counters["pending_resolved_commit"] += 1
-                await self.commit_here([graph])
-            elif decision == ABORT:
+            decisions = await self.commits.resolve_many([info for _, info in batch], abort_if_unknown=abort_if_unknown)
+            committed = [graph for (graph, _), decision in zip(batch, decisions) if decision == COMMIT]
+            self.counters["pending_resolved_commit"] += len(committed)
+            if committed:
+                await self.commit_here(committed)
+            for (graph, info), decision in zip(batch, decisions):
+                if decision != ABORT:
+                    continue
                 current = self.store.event_info(graph)
                 if current is not None and not current.committed and current.tx == info.tx:
                     self.counters["pending_resolved_abort"] += 1
                     await self.store.write([abort(graph)])
                     self.matcher.forget(graph)
 
-    async def visible(self, info: EventInfo | None) -> bool:
-        """Whether readers may see an event held here (a pending one iff its attempt committed)."""
-        if info is None:
-            return False
-        if info.committed:
-            return True
-        return await self.commits.resolve(info) == COMMIT
-
     # --- delivery -----------------------------------------------------------------------------
 
     async def _on_deliver(self, conn: RpcConnection, body: Deliver) -> Delivered:
-        owners, backlog = await self._deliver(list(body.deliveries))
-        return Delivered(tuple(sorted(owners)), backlog)
+        owners, prompt, backlog = await self._deliver(list(body.deliveries))
+        return Delivered(tuple(sorted(owners)), backlog, tuple(sorted(prompt)))
 
-    async def _deliver(self, deliveries: list[Delivery]) -> tuple[set[str], int]:
+    async def _deliver(self, deliveries: list[Delivery]) -> tuple[set[str], set[str], int]:
         """Keep the quads this peer owns; forward the others, all events together, one message per
-        hop. Returns the addresses of every peer that stored some, and the longest matching queue
-        among them."""
+        hop. Returns the addresses of every peer that stored some, of those that need the commit
+        at once (`Delivered`), and the longest matching queue among them."""
         state = self.state
         await self.guard.enter()  # the quads decided ours below are written before the zone may shrink
         try:
@@ -263,6 +294,7 @@ class Storage:
             self.guard.leave()
             raise
         owners: set[str] = set()
+        prompt: set[str] = set()
         backlog = [self.backlog()]
 
         async def forward(hop: str, part: list[Delivery]) -> None:
@@ -272,6 +304,7 @@ class Storage:
                     raise FAILED[0]("neighbour vanished")
                 reply = Delivered.from_wire(await self.router.call_merged(neighbour.address, Op.DELIVER, part, Deliver))
                 owners.update(reply.owners)
+                prompt.update(reply.prompt)
                 backlog.append(reply.backlog)
             except FAILED as exc:
                 log.info("peer %s: delivery via %s failed (%s); routing quads one by one", state.id, hop, exc)
@@ -282,6 +315,7 @@ class Storage:
                         result = await self.router.route(state.space.point(quad), Op.DELIVER_LOCAL,
                                                           _part(delivery, [i]))
                         owners.update(result or ())
+                        prompt.update(result or ())  # not known: the commit goes at once
 
         async def store_mine() -> None:
             try:
@@ -290,10 +324,13 @@ class Storage:
                 self.guard.leave()
             if mine:
                 owners.add(state.address)
-                await self._stored(mine, results)  # every event of the batch in one durable write
+                starts = [self.matcher.may_start(own) for _, own, _, _ in mine]
+                if any(starts):
+                    prompt.add(state.address)
+                await self._stored(mine, results, starts)  # every event of the batch in one durable write
 
         await gather([store_mine, *(partial(forward, hop, part) for hop, part in groups.items())])
-        return owners, max(backlog)
+        return owners, prompt, max(backlog)
 
     def _sort(self, deliveries: list[Delivery]) -> tuple[list[_Mine], dict[str, list[Delivery]]]:
         """The quads this peer owns, and the rest grouped by next hop."""
@@ -355,13 +392,16 @@ class Storage:
         return await self.store.write([add(graph.value, own, d.size, self.clock.now(), committed=d.tx is None,
                                            tx=d.tx) for graph, own, d, _ in mine])
 
-    async def _stored(self, mine: list[_Mine], results: list[tuple[Any, Any]]) -> None:
-        """Hand what was just stored to the matcher."""
-        for (graph, own, delivery, quads), (fresh, _) in zip(mine, results):
+    async def _stored(self, mine: list[_Mine], results: list[tuple[Any, Any]],
+                      starts: list[bool] | None = None) -> None:
+        """Hand what was just stored to the matcher (the whole event is kept for matching at
+        the commit only where it may start matching work: `starts`, per event)."""
+        for i, ((graph, own, delivery, quads), (fresh, _)) in enumerate(zip(mine, results)):
             self.counters["quads_stored"] += len(fresh)
             whole = _whole_event(graph, quads) if delivery.whole else None
             if delivery.tx is not None:
-                self.matcher.remember(graph.value, whole, own, delivery.origin)
+                keep = whole if starts is None or starts[i] else None
+                self.matcher.remember(graph.value, keep, own, delivery.origin)
             elif fresh:  # data arriving already committed (no attempt): match it now
                 self.matcher.held(graph.value, own, delivery.origin)
                 await self.matcher.on_committed(graph.value, whole)

@@ -554,6 +554,17 @@ class SubscriptionIndex:
             matched.sort(key=_seq)
         return [entry.ident for entry in matched]
 
+    def indexes_any(self, quads: list[Quad] | tuple[Quad, ...]) -> bool:
+        """Whether some stored subscription's patterns[0] (its indexing pattern) fits one of
+        `quads`: a superset of `first_pattern_candidates` (no table or FILTER is consulted), so
+        False proves that none of these quads starts a CSMA chain or names an OSMA notifier here."""
+        for quad in quads:
+            for getter, table in self._probes:
+                nodes = table.get(getter(quad))
+                if nodes is not None and any(n.first is not None and (not n.eqs or n.fits(quad)) for n in nodes):
+                    return True
+        return False
+
     def stats(self) -> dict[str, int]:
         """Counts: subscriptions, stored patterns, distinct patterns, join groups, masks, tabled constraints."""
         return {

@@ -150,8 +150,8 @@ class PeerStatus(Body):
     id: str = field(STR)
     address: str = field(STR)
     zone: Zone = field(ZONE)
-    quads: int = field(INT)
-    events: int = field(INT)
+    quads: int = field(INT)                        # stored here, those of events not yet committed here included
+    events: int = field(INT)                       # of which it holds quads (likewise)
     subscriptions: int = field(INT)
     neighbours: dict[str, str] = field(MAP)        # id -> address
     counters: dict[str, int] = field(MAP)

@@ -87,10 +87,13 @@ class Deliver(Body):
 
 @message
 class Delivered(Body):
-    """Where the quads went: the addresses of the peers that stored some (for the commit)."""
+    """Where the quads went: the addresses of the peers that stored some, and of those among
+    them that need the commit at once (a quad they store fits a stored subscription's indexing
+    pattern: they may start a chain or notify; the others learn the decision later, in bulk)."""
 
     owners: tuple[str, ...] = field(LIST(STR), default=())
     backlog: int = field(INT, default=0)   # the longest matching queue among them (admission control)
+    prompt: tuple[str, ...] = field(LIST(STR), default=())
 
 
 @message
@@ -110,9 +113,10 @@ class EventGet(Body):
 
 @message
 class Resolve(Body):
-    """To the peer holding a publication attempt's decision: committed, aborted or still unknown?"""
+    """To the peer holding publication attempts' decisions: committed, aborted or still
+    unknown? One answer per key, in order (an owner asks for all it holds pending at once)."""
 
-    key: str = field(STR)
+    keys: tuple[str, ...] = field(LIST(STR))
     abort_if_unknown: bool = field(BOOL, default=False)
 
 

@@ -44,7 +44,7 @@ async def test_deliveries_report_the_longest_matching_queue_among_their_owners(a
         async with overlay.client(0, "pub") as publisher:
             for event in sample_events(6):
                 await publisher.publish(event)
-        held = {p.state.address for p in others if p.storage.store.count()}
+        held = {p.state.address for p in others if p.storage.store.events()}  # pending or committed
         assert held  # some quads went to other peers
         longest = max(100 * (n + 1) for n, p in enumerate(others) if p.state.address in held)
         assert entry.storage._backlog == longest

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import trio
 
@@ -106,3 +108,77 @@ async def test_a_pending_event_nobody_decided_is_aborted_after_a_while(autojump_
             await trio.sleep(owner.storage.abort_after + 10)
             assert owner.storage.store.sync.pending_quads == 0
             assert overlay.peers[0].storage.store.sync.decision(f"{overlay.peers[0].id}:1") == "abort"
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_only_owners_that_may_start_matching_get_the_commit_at_once(autojump_clock, algorithm):
+    """The owner of the quad a subscription's indexing pattern fits is told at once (it notifies,
+    or starts the chain); the other owners get their commits merged `commit_later` seconds on,
+    and readers see the event whole meanwhile (they ask its entry, all pending events at once)."""
+    async with open_overlay(5, algorithm, seed=4, commit_later=50.0, resolve_after=100.0,
+                            abort_after=200.0) as overlay:
+        async with overlay.client(0, "sub") as subscriber, overlay.client(1, "pub") as publisher:
+            sub = await subscriber.subscribe(f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EXO}0p> ?o }} }}",
+                                             kind="signal")
+            events = spread_events(8, "later")
+            for event in events:
+                await publisher.publish(event)
+            with trio.fail_after(5):  # notified at once, though most owners are not told yet
+                got = {(await sub.receive()).event for _ in events}
+            assert got == {e.graph.value for e in events}
+            waiting = {(i, e.graph.value) for e in events for i in owners_of(overlay, e)
+                       if not overlay.peers[i].storage.store.event_info(e.graph.value).committed}
+            assert waiting, "every owner was told at once"
+            for i, graph in waiting:  # never one that holds the quad the subscription's pattern fits
+                held = overlay.peers[i].storage.store.sync.find_list(IRI(graph), None, None, None)
+                assert all(q.p != IRI(f"{EXO}0p") for q in held)
+            entry = overlay.peers[1]
+            asked = entry.counters["run:resolve"]
+            assert await publisher.count() == 6 * len(events)        # visible whole meanwhile
+            assert entry.counters["run:resolve"] - asked <= len(overlay.peers)  # one request per owner
+            await trio.sleep(60)                                      # the merged commits arrive
+            assert sum(p.storage.store.sync.pending_quads for p in overlay.peers) == 0
+            assert sum(p.counters["pending_resolved_commit"] for p in overlay.peers) == 0  # told, not asked
+            with trio.move_on_after(10):
+                extra = await sub.receive()
+                raise AssertionError(f"a second notification {extra}")
+
+
+async def test_an_event_reaching_an_owner_in_two_parts_keeps_its_whole_copy_for_matching(autojump_clock):
+    """OSMA: the part of an event that may make this owner the notifier keeps the whole event for
+    matching at the commit; a later part that could not (routed another way) must not drop it,
+    or the notifier would gather the event from every owner again."""
+    from eventcloud.wire.codec import triple_to_wire
+    from eventcloud.wire.messages import Delivery
+
+    async with open_overlay(1, "osma") as overlay:
+        (peer,) = overlay.peers
+        async with overlay.client(0, "sub") as subscriber:
+            sub = await subscriber.subscribe(f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EXO}0p> ?o }} }}",
+                                             kind="signal")
+            (event,) = spread_events(1, "parts")
+            fits = [i for i, q in enumerate(event.quads) if q.p == IRI(f"{EXO}0p")]
+            rest = [i for i in range(len(event.quads)) if i not in fits]
+            published = peer.storage.clock.now()
+            key, point = peer.storage.commits.attempt(published)
+            whole = Delivery(event.graph.value, len(event), published, tuple(triple_to_wire(q) for q in event.quads),
+                             whole=True, tx=(key, point))
+            for part in (fits, rest):  # the part that may notify first, then the other
+                await peer.storage._deliver([replace(whole, take=tuple(part))])
+            await peer.storage.commits.decide([(key, point)], "commit")
+            await peer.storage.commit_here([event.graph.value])
+            with trio.fail_after(5):
+                assert (await sub.receive()).event == event.graph.value
+            assert peer.counters["events_gathered"] == 0
+
+
+async def test_a_resolve_asking_too_much_at_once_is_refused_by_name(autojump_clock):
+    from eventcloud.errors import BadRequest
+    from eventcloud.wire.messages import Resolve
+    from peers.commits import RESOLVE_BATCH
+
+    async with open_overlay(1) as overlay:
+        commits = overlay.peers[0].storage.commits
+        assert await commits._local_resolve(Resolve(("nobody:1", "nobody:2"))) == ["unknown", "unknown"]
+        with pytest.raises(BadRequest, match=f"at most {RESOLVE_BATCH} per request"):
+            await commits._local_resolve(Resolve(tuple(f"k:{i}" for i in range(RESOLVE_BATCH + 1))))

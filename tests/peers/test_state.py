@@ -50,6 +50,9 @@ def test_a_peer_without_zone_says_so():
     ({"workers": 0}, "workers must be a positive integer"),
     ({"max_inflight": 2.5}, "max_inflight must be a positive integer"),
     ({"stabilise_every": -1}, "stabilise_every"),
+    ({"commit_later": 0}, "commit_later must be positive"),
+    ({"commit_later": 5.0, "resolve_after": 3.0}, "resolve_after must be longer than commit_later"),
+    ({"resolve_after": 30.0, "abort_after": 30.0}, "abort_after must be longer than resolve_after"),
 ])
 def test_config_knobs_are_validated(knobs, words):
     with pytest.raises(ValueError, match=words):

@@ -386,11 +386,31 @@ class Storage:
 
     async def _write(self, mine: list[_Mine]) -> list[tuple[Any, Any]]:
         """Store the quads this peer owns of several events, in one durable write."""
+        await self._settle_earlier(mine)
         # Each owner stamps an event with its own clock as it arrives (a retry keeps the first
         # stamp): a subscription stored here earlier has a smaller stamp, one stored later a larger
         # one, which is all matching compares (docs/pubsub.md, "Timing").
         return await self.store.write([add(graph.value, own, d.size, self.clock.now(), committed=d.tx is None,
                                            tx=d.tx) for graph, own, d, _ in mine])
+
+    async def _settle_earlier(self, mine: list[_Mine]) -> None:
+        """A new attempt for an event held here pending under an earlier one (a republication)
+        takes its place, so first learn the earlier attempt's fate: if it was decided commit,
+        the event is committed here now. Otherwise readers would judge the event by the new
+        attempt alone, and if that one failed, an acknowledged event would look (or, once
+        resolved as aborted, be) partly gone until the earlier commit arrived."""
+        earlier = []
+        for graph, _, delivery, _ in mine:
+            info = self.store.event_info(graph.value)
+            if info is not None and not info.committed and info.tx and delivery.tx and info.tx[0] != delivery.tx[0]:
+                earlier.append((graph.value, info))
+        if not earlier:
+            return
+        decisions = await self.commits.resolve_many([info for _, info in earlier])
+        committed = [graph for (graph, _), decision in zip(earlier, decisions) if decision == COMMIT]
+        if committed:
+            self.counters["earlier_attempts_committed"] += len(committed)
+            await self.commit_here(committed)
 
     async def _stored(self, mine: list[_Mine], results: list[tuple[Any, Any]],
                       starts: list[bool] | None = None) -> None:

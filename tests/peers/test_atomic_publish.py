@@ -182,3 +182,32 @@ async def test_a_resolve_asking_too_much_at_once_is_refused_by_name(autojump_clo
         assert await commits._local_resolve(Resolve(("nobody:1", "nobody:2"))) == ["unknown", "unknown"]
         with pytest.raises(BadRequest, match=f"at most {RESOLVE_BATCH} per request"):
             await commits._local_resolve(Resolve(tuple(f"k:{i}" for i in range(RESOLVE_BATCH + 1))))
+
+
+async def test_a_failed_republication_does_not_hide_an_acknowledged_event_waiting_for_its_commit(autojump_clock):
+    """An owner holding an acknowledged event pending (its commit merged for later) meets a new
+    attempt for the same graph that then fails: the event stays visible whole, because the
+    owner learnt the first attempt's fate before letting the new one take its place."""
+    from eventcloud.wire.codec import triple_to_wire
+    from eventcloud.wire.messages import Delivery
+
+    async with open_overlay(5, seed=4, commit_later=50.0, resolve_after=100.0, abort_after=200.0) as overlay:
+        async with overlay.client(1, "pub") as publisher:
+            (event,) = spread_events(1, "again")
+            await publisher.publish(event)
+            entry = overlay.peers[1]
+            waiting = [i for i in owners_of(overlay, event)
+                       if not overlay.peers[i].storage.store.event_info(event.graph.value).committed]
+            assert waiting, "no owner waits for a merged commit"
+            owner = overlay.peers[waiting[0]]
+            # a republication at the same entry whose phase 1 failed: decided abort
+            published = entry.storage.clock.now()
+            retry = entry.storage.commits.attempt(published)
+            await entry.storage.commits.decide([retry], "abort")
+            mine = [i for i, q in enumerate(event.quads) if owner.state.zone.contains(owner.state.space.point(q))]
+            await owner.storage._local_deliver(Delivery(
+                event.graph.value, len(event), published, tuple(triple_to_wire(q) for q in event.quads),
+                take=tuple(mine), whole=True, tx=retry))
+            assert await publisher.count() == len(event.quads)
+            assert len(await publisher.find(event.graph)) == len(event.quads)
+            assert owner.counters["earlier_attempts_committed"] == 1

@@ -26,7 +26,7 @@ import trio
 
 from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
 from eventcloud.net.rpc import RpcConnection
-from eventcloud.overlay import next_hop
+from eventcloud.overlay import Zone, next_hop
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.wire.codec import triple_from_wire, triple_to_wire, trusted_iri
@@ -35,6 +35,7 @@ from eventcloud.wire.messages import Commit, Deliver, Delivered, Delivery, Publi
 from eventcloud.wire.ops import Op
 from peers.commits import ABORT, COMMIT, UNKNOWN, Commits
 from peers.matcher import Matcher
+from peers.owner_cache import OwnerCache
 from peers.reconstruction import RecentPublications
 from peers.router import FAILED, Router
 from peers.state import PeerState
@@ -82,6 +83,8 @@ class Storage:
         self.commit_later = commit_later
         #: commits owed to owners that need them only eventually: address -> graphs (sent merged)
         self._later: dict[str, dict[str, None]] = {}
+        #: the owners recent deliveries reached, by zone (this peer's publications go straight there)
+        self.owners = OwnerCache()
         self.abort_after = abort_after
         self.admit_backlog = admit_backlog   # 0: no admission control
         # CSMA: events published here, whole, for the entries that complete their notifications
@@ -171,8 +174,9 @@ class Storage:
         failure: EventCloudError | None = None
         with trio.move_on_after(self.retry_window * 3) as phase:
             try:
-                owners, prompt, backlog = await self._deliver(deliveries)
+                owners, prompt, backlog, zones = await self._deliver(deliveries, shortcuts=True)
                 self._backlog = max(self._backlog, backlog)
+                self.owners.learn(zones, self.state.address)
             except EventCloudError as exc:
                 failure = exc
         if phase.cancelled_caught:
@@ -279,35 +283,42 @@ class Storage:
     # --- delivery -----------------------------------------------------------------------------
 
     async def _on_deliver(self, conn: RpcConnection, body: Deliver) -> Delivered:
-        owners, prompt, backlog = await self._deliver(list(body.deliveries))
-        return Delivered(tuple(sorted(owners)), backlog, tuple(sorted(prompt)))
+        owners, prompt, backlog, zones = await self._deliver(list(body.deliveries))
+        ordered = sorted(owners)
+        return Delivered(tuple(ordered), backlog, tuple(sorted(prompt)),
+                         tuple(zones[a] for a in ordered) if all(a in zones for a in ordered) else ())
 
-    async def _deliver(self, deliveries: list[Delivery]) -> tuple[set[str], set[str], int]:
+    async def _deliver(self, deliveries: list[Delivery], shortcuts: bool = False
+                       ) -> tuple[set[str], set[str], int, dict[str, Zone]]:
         """Keep the quads this peer owns; forward the others, all events together, one message per
         hop. Returns the addresses of every peer that stored some, of those that need the commit
-        at once (`Delivered`), and the longest matching queue among them."""
+        at once (`Delivered`), the longest matching queue among them, and their zones.
+
+        `shortcuts` (the entry peer only): quads in the zone of an owner a recent delivery
+        reported go straight to it (`OwnerCache`). Peers on the way route greedily, so a stale
+        zone costs a hop more, never a loop."""
         state = self.state
         await self.guard.enter()  # the quads decided ours below are written before the zone may shrink
         try:
-            mine, groups = self._sort(deliveries)
+            mine, groups = self._sort(deliveries, self.owners if shortcuts else None)
         except BaseException:
             self.guard.leave()
             raise
         owners: set[str] = set()
         prompt: set[str] = set()
+        zones: dict[str, Zone] = {}
         backlog = [self.backlog()]
 
-        async def forward(hop: str, part: list[Delivery]) -> None:
-            neighbour = state.neighbours.get(hop)
+        async def forward(address: str, part: list[Delivery]) -> None:
             try:
-                if neighbour is None:
-                    raise FAILED[0]("neighbour vanished")
-                reply = Delivered.from_wire(await self.router.call_merged(neighbour.address, Op.DELIVER, part, Deliver))
+                reply = Delivered.from_wire(await self.router.call_merged(address, Op.DELIVER, part, Deliver))
                 owners.update(reply.owners)
                 prompt.update(reply.prompt)
+                zones.update(zip(reply.owners, reply.zones))
                 backlog.append(reply.backlog)
             except FAILED as exc:
-                log.info("peer %s: delivery via %s failed (%s); routing quads one by one", state.id, hop, exc)
+                self.owners.forget(address)
+                log.info("peer %s: delivery via %s failed (%s); routing quads one by one", state.id, address, exc)
                 for delivery in part:
                     graph = trusted_iri(delivery.graph)
                     for i in _taken(delivery):
@@ -324,18 +335,22 @@ class Storage:
                 self.guard.leave()
             if mine:
                 owners.add(state.address)
+                zones[state.address] = state.zone
                 starts = [self.matcher.may_start(own) for _, own, _, _ in mine]
                 if any(starts):
                     prompt.add(state.address)
                 await self._stored(mine, results, starts)  # every event of the batch in one durable write
 
-        await gather([store_mine, *(partial(forward, hop, part) for hop, part in groups.items())])
-        return owners, prompt, max(backlog)
+        await gather([store_mine, *(partial(forward, address, part) for address, part in groups.items())])
+        return owners, prompt, max(backlog), zones
 
-    def _sort(self, deliveries: list[Delivery]) -> tuple[list[_Mine], dict[str, list[Delivery]]]:
-        """The quads this peer owns, and the rest grouped by next hop."""
+    def _sort(self, deliveries: list[Delivery], cache: OwnerCache | None = None
+              ) -> tuple[list[_Mine], dict[str, list[Delivery]]]:
+        """The quads this peer owns, and the rest grouped by the address of the next hop (an
+        owner from `cache`, else the greedy next hop)."""
         state = self.state
         zone, zones, space = state.zone, state.neighbour_zones(), state.space
+        neighbours = state.neighbours
         mine: list[_Mine] = []
         groups: dict[str, list[Delivery]] = {}
         for delivery in deliveries:
@@ -349,11 +364,13 @@ class Storage:
                     quad = quads[i]
                 except (IndexError, TypeError):
                     raise BadRequest(f"delivery of {delivery.graph}: quad index {i!r} out of range") from None
-                hop = next_hop(zone, zones, space.point(quad))
+                point = space.point(quad)
+                hop = next_hop(zone, zones, point)
                 if hop is None:
                     own.append(quad)
-                else:
-                    by_hop.setdefault(hop, []).append(i)
+                    continue
+                address = cache.owner_of(point) if cache is not None else None
+                by_hop.setdefault(address or neighbours[hop].address, []).append(i)
             if own:
                 mine.append((graph, own, delivery, quads))
             for hop, taken in by_hop.items():

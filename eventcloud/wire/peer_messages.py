@@ -89,11 +89,13 @@ class Deliver(Body):
 class Delivered(Body):
     """Where the quads went: the addresses of the peers that stored some, and of those among
     them that need the commit at once (a quad they store fits a stored subscription's indexing
-    pattern: they may start a chain or notify; the others learn the decision later, in bulk)."""
+    pattern: they may start a chain or notify; the others learn the decision later, in bulk).
+    With their zones, the entry delivers the next events for those zones straight to them."""
 
     owners: tuple[str, ...] = field(LIST(STR), default=())
     backlog: int = field(INT, default=0)   # the longest matching queue among them (admission control)
     prompt: tuple[str, ...] = field(LIST(STR), default=())
+    zones: tuple[Zone, ...] = field(LIST(ZONE), default=())   # the zone of each owner, in order (or none)
 
 
 @message

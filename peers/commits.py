@@ -76,14 +76,10 @@ class Commits:
             answers = [known or stood[key] for key, known in zip(body.keys, answers)]
         return [known or UNKNOWN for known in answers]
 
-    async def resolve(self, info: EventInfo, *, abort_if_unknown: bool = False) -> str:
-        """The decision on a pending event (commit, abort or unknown), from the peer keeping it;
-        unknown too when that peer cannot be reached."""
-        return (await self.resolve_many([info], abort_if_unknown=abort_if_unknown))[0]
-
     async def resolve_many(self, infos: list[EventInfo], *, abort_if_unknown: bool = False) -> list[str]:
-        """The decisions on several pending events, in order: one request per peer keeping some
-        (per decision point, `RESOLVE_BATCH` keys at most), all at once."""
+        """The decisions on pending events (commit, abort, or unknown also when the peer keeping
+        one cannot be reached), in order: one request per peer keeping some (per decision point,
+        `RESOLVE_BATCH` keys at most), all at once."""
         answers = [COMMIT if info.committed else UNKNOWN for info in infos]
         asks: dict[tuple[str, ...], list[int]] = {}
         for i, info in enumerate(infos):

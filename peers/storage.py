@@ -120,16 +120,12 @@ class Storage:
                     log.info("peer %s: resolving pending events: %s", self.state.id, exc)
 
     async def _commit_later_loop(self) -> None:
+        """Send the commits owed to owners that needed them only eventually, one message each."""
         while True:
             await trio.sleep(self.commit_later)
-            await self.flush_later()
-
-    async def flush_later(self) -> None:
-        """Send the commits owed to owners that needed them only eventually, one message each."""
-        later, self._later = self._later, {}
-        for address, graphs in later.items():
-            for at in range(0, len(graphs), LATER_MAX):
-                await self._commits_send.send(({address}, tuple(graphs)[at:at + LATER_MAX]))
+            later, self._later = self._later, {}
+            for address, graphs in later.items():  # fewer than LATER_MAX each (publish sends those)
+                await self._commits_send.send(({address}, tuple(graphs)))
 
     async def _commit_sender(self, receive: trio.MemoryReceiveChannel[tuple[set[str], tuple[str, ...]]]) -> None:
         async with receive:

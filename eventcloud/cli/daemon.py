@@ -43,6 +43,7 @@ def peer(args: argparse.Namespace) -> int:
     from eventcloud.overlay import CoordinateSpace
     from peers.config import PeerConfig
     from peers.runtime import run_peer
+    from peers.task_dump import serve_task_dumps
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -74,6 +75,7 @@ def peer(args: argparse.Namespace) -> int:
                         return
 
             nursery.start_soon(on_signal)
+            await nursery.start(serve_task_dumps)
             await running.stopped.wait()  # a signal, or `eventcloud leave`
             nursery.cancel_scope.cancel()
 

@@ -1,0 +1,57 @@
+"""What every task of a running peer is waiting on: `kill -USR1 PID` logs it.
+
+A hung request in an async daemon shows no thread stack worth reading: the tasks are
+suspended coroutines. This walks trio's task tree from the root and, for each task, the chain
+of coroutines it awaits, and names the line each one stopped at.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from types import CoroutineType, FrameType
+from typing import Any, Iterator
+
+import trio
+
+log = logging.getLogger(__name__)
+
+__all__ = ["dump_tasks", "serve_task_dumps"]
+
+
+def _frames(coro: Any) -> Iterator[FrameType]:
+    """The frames of a coroutine and of what it awaits, outermost first."""
+    seen = 0
+    while coro is not None and seen < 200:
+        seen += 1
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            yield frame
+        coro = (getattr(coro, "cr_await", None) if isinstance(coro, CoroutineType)
+                else getattr(coro, "ag_await", None) or getattr(coro, "gi_yieldfrom", None))
+
+
+def dump_tasks(root: trio.lowlevel.Task | None = None) -> str:
+    """One line per task (indented by nesting), then where each of its coroutines is stopped."""
+    lines: list[str] = []
+
+    def visit(task: trio.lowlevel.Task, depth: int) -> None:
+        pad = "  " * depth
+        lines.append(f"{pad}task {task.name}")
+        for frame in _frames(task.coro):
+            code = frame.f_code
+            lines.append(f"{pad}    {code.co_filename}:{frame.f_lineno} in {code.co_name}")
+        for nursery in task.child_nurseries:
+            for child in sorted(nursery.child_tasks, key=lambda t: t.name):
+                visit(child, depth + 1)
+
+    visit(root or trio.lowlevel.current_root_task(), 0)  # type: ignore[arg-type]
+    return "\n".join(lines)
+
+
+async def serve_task_dumps(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Log the task tree each time the process gets SIGUSR1."""
+    with trio.open_signal_receiver(signal.SIGUSR1) as signals:
+        task_status.started()
+        async for _ in signals:
+            log.warning("tasks of this peer (SIGUSR1):\n%s", dump_tasks())

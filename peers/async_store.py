@@ -13,9 +13,10 @@ from typing import Any
 
 import trio
 
+from eventcloud.errors import ErrorCode
 from eventcloud.rdf.model import IRI, Quad, Term
 from peers.mutations import Mutation
-from peers.store import MEMORY_ONLY, EventInfo, PeerStore
+from peers.store import MEMORY_ONLY, EventInfo, PeerStore, StoreError
 
 __all__ = ["AsyncStore", "Offload"]
 
@@ -72,9 +73,19 @@ class AsyncStore:
                 jobs, self._queue = self._queue, []
                 try:
                     results = await self._commit([(j.mutations, j.durable) for j in jobs])
-                except BaseException as exc:
+                except Exception as exc:  # shared by every write of the group
                     for j in jobs:
                         j.error, j.done = exc, True
+                except BaseException:
+                    # This task was cancelled while it carried the others' writes: they get a typed
+                    # error of their own. Handing them its Cancelled would cancel tasks nobody
+                    # cancelled, and a nursery ends quietly on a Cancelled (a matcher whose workers
+                    # all stopped so, while the peer went on serving, notified nothing more).
+                    for j in jobs:
+                        if j is not job:
+                            j.error, j.done = StoreError("the write carrying this one was interrupted: it may "
+                                                         "or may not be durable; retry", ErrorCode.UNAVAILABLE), True
+                    raise
                 else:
                     for j, result in zip(jobs, results):
                         j.result, j.done = result, True

@@ -242,22 +242,39 @@ class Homes:
         return Stored(record, self.subscriptions.parse(record))
 
     async def _keep(self, ident: str, pending: _Pending) -> None:
-        """Queue a notification for the mailbox's writer; return once it is durable."""
+        """Queue a notification for the mailbox's writer; return once it is durable. The writer is
+        a task of this service, not of the first caller: a caller cancelled (its request's
+        connection closed) must not stop the writing the others wait for."""
         self._pending.setdefault(ident, []).append(pending)
         if ident not in self._writing:
-            self._writing.add(ident)
             try:
-                while self._pending.get(ident):
-                    await self._write_pending(ident, self._pending.pop(ident))
-            finally:
-                self._writing.discard(ident)
-                for left in self._pending.pop(ident, []):  # the writer failed or was cancelled
-                    left.error = RequestError(f"subscription {ident}: the notification was not kept; retry",
-                                              ErrorCode.UNAVAILABLE)
-                    left.done.set()
+                if self._nursery is None:
+                    raise RuntimeError("not started")
+                self._nursery.start_soon(self._writer, ident)
+                self._writing.add(ident)
+            except RuntimeError:
+                self._pending[ident].remove(pending)
+                raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE) from None
         await pending.done.wait()
         if pending.error is not None:
             raise pending.error
+
+    async def _writer(self, ident: str) -> None:
+        """Write the notifications waiting for mailbox `ident`, a batch (one durable write) at a
+        time, until none waits. A batch that fails is told so; the next one is tried still."""
+        try:
+            while self._pending.get(ident):
+                batch = self._pending.pop(ident)
+                try:
+                    await self._write_pending(ident, batch)
+                except EventCloudError as exc:
+                    log.info("peer %s: notifications for %s not kept: %s", self.state.id, ident, exc)
+        finally:
+            self._writing.discard(ident)
+            for left in self._pending.pop(ident, []):  # this peer is stopping
+                left.error = RequestError(f"subscription {ident}: the notification was not kept; retry",
+                                          ErrorCode.UNAVAILABLE)
+                left.done.set()
 
     async def _write_pending(self, ident: str, batch: list[_Pending]) -> None:
         box = self.boxes.get(ident)
@@ -273,9 +290,14 @@ class Homes:
             if mutations:
                 await self._write_home(ident, mutations)
                 self.counters["notifications_kept"] += len(mutations)
-        except BaseException as exc:
+        except Exception as exc:
             for item in batch:
                 item.error = exc
+            raise
+        except BaseException:  # this peer is stopping: a typed error for each waiting caller
+            for item in batch:
+                item.error = RequestError(f"subscription {ident}: the notification was not kept; retry",
+                                          ErrorCode.UNAVAILABLE)
             raise
         finally:
             for item in batch:

@@ -27,7 +27,6 @@ by that worker next, never queued behind itself.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, replace
@@ -84,8 +83,8 @@ class _First:
 
 Work = Union[_Committed, _First]
 
-#: Set inside a worker: work it produces for this peer goes here, done by that worker next.
-_inline: contextvars.ContextVar[deque | None] = contextvars.ContextVar("inline_work", default=None)
+#: How far up the task tree `_submit` looks for the worker it runs under.
+_TREE_DEPTH = 64
 
 
 class Matcher:
@@ -114,6 +113,7 @@ class Matcher:
         # which CSMA chains share a first step (identical subscriptions always; contained ones unless off)
         self._grouper = ChainGrouper() if contained_chains else ChainGrouper(max_groups=0)
         self._send, self._receive = trio.open_memory_channel[Work](work_queue)
+        self._inline: dict[trio.lowlevel.Task, deque[Work]] = {}   # each worker's own next work
 
     @property
     def backlog(self) -> int:
@@ -132,8 +132,24 @@ class Matcher:
             nursery.start_soon(self._outbox_loop)
             task_status.started()
 
+    def _worker_queue(self) -> deque[Work] | None:
+        """The own queue of the worker under which the caller runs: the worker's task or a task
+        started inside it (`gather`). Not a context variable: tasks copy their starter's context,
+        so a connection first opened by a worker (and every request later served on it) would
+        pass its work to that worker, which may be idle, waiting for the channel."""
+        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+        for _ in range(_TREE_DEPTH):
+            if task is None:
+                return None
+            found = self._inline.get(task)
+            if found is not None:
+                return found
+            nursery = task.parent_nursery
+            task = nursery.parent_task if nursery is not None else None
+        return None
+
     async def _submit(self, work: Work) -> None:
-        inline = _inline.get()
+        inline = self._worker_queue()
         if inline is not None:
             inline.append(work)
             return
@@ -297,20 +313,26 @@ class Matcher:
 
     async def _worker(self, receive: trio.MemoryReceiveChannel[Work]) -> None:
         inline: deque[Work] = deque()
-        _inline.set(inline)
-        async with receive:
-            async for item in receive:
-                inline.append(item)
-                while inline:
-                    work = inline.popleft()
-                    try:
-                        await self._process(work)
-                    except EventCloudError as exc:
-                        self.counters["matching_errors"] += 1
-                        log.info("peer %s: matching step failed (retried later): %s", self.state.id, exc)
-                    except Exception:
-                        self.counters["matching_errors"] += 1
-                        log.exception("peer %s: matching step failed", self.state.id)
+        me = trio.lowlevel.current_task()
+        self._inline[me] = inline
+        try:
+            async with receive:
+                async for item in receive:
+                    inline.append(item)
+                    while inline:
+                        await self._do(inline.popleft())
+        finally:
+            del self._inline[me]
+
+    async def _do(self, work: Work) -> None:
+        try:
+            await self._process(work)
+        except EventCloudError as exc:
+            self.counters["matching_errors"] += 1
+            log.info("peer %s: matching step failed (retried later): %s", self.state.id, exc)
+        except Exception:
+            self.counters["matching_errors"] += 1
+            log.exception("peer %s: matching step failed", self.state.id)
 
     async def _process(self, work: Work) -> None:
         if type(work) is _Committed:

@@ -34,7 +34,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -180,6 +180,16 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
         lifetime.stopped.set()
         raise StateError("this peer's zone was taken over by its replica, and no peer it knew lets it "
                          "rejoin; start it with --join ADDRESS of a live peer") from None
+
+
+async def _for_the_peers_lifetime(run: Callable[..., Awaitable[None]], *,
+                                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Run a service, which ends only when the peer stops (cancelled). One that returns leaves
+    the peer serving without it (a nursery that met a stray trio.Cancelled ends quietly: a
+    matcher did so once, and its peer went on storing events it never matched): the peer stops
+    instead, loudly, and its replica takes its zone over."""
+    await run(task_status=task_status)
+    raise RuntimeError(f"{getattr(run, '__qualname__', run)} ended while the peer was running")
 
 
 def _tcp(config: PeerConfig) -> TcpTransport:
@@ -407,7 +417,7 @@ class _PeerRuntime:
                     self._nursery = nursery
                     await self._listen(nursery)
                     for service in (self.router, self.matcher, self.delivery, self.attachments, self.homes, self.host):
-                        await nursery.start(service.run)
+                        await nursery.start(_for_the_peers_lifetime, service.run)
                     if self.restored is not None and self.restored.has_zone:
                         await self.persistence.save()
                         self.dispatcher.ready.set()
@@ -430,7 +440,7 @@ class _PeerRuntime:
                                     "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
                     await nursery.start(_run_membership, self.membership, config.stabilise_every)
                     for service in (self.storage, self.replication, self.replicas, self.schema):
-                        await nursery.start(service.run)
+                        await nursery.start(_for_the_peers_lifetime, service.run)
                     nursery.start_soon(self._step_down_when_superseded)
                     task_status.started(RunningPeer(
                         state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,

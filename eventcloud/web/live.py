@@ -321,7 +321,8 @@ class _WsSession:
         acks = DelayedAcks(self.streams.ack_delay)
         with scope:
             while True:
-                with trio.move_on_after(self.streams.keepalive):
+                note = None
+                with trio.move_on_after(self.streams.keepalive):  # the wait only: never a send cut short
                     try:
                         note = await sub.__anext__()
                     except StopAsyncIteration:
@@ -332,6 +333,7 @@ class _WsSession:
                         status = from_code(exc.code, exc.message).status
                         await self.say(ws_error(status, exc.code.value, exc.message, alias))
                         return
+                if note is not None:
                     await self.say(ws_notification(note, alias))
                     self.streams.notifications += 1
                     acks.written(note.seq, trio.current_time())

@@ -234,20 +234,35 @@ class Replication:
         assert self.state.replica is not None
         ident, address = self.state.replica
         carried, self._later = self._later, []
+        failure: EventCloudError | None = None
+        # Shielded (and bounded): these writes are applied here whatever happens to the task
+        # carrying them, so they reach the replica, or the replica is replaced, even if that
+        # task is cancelled meanwhile (a subscriber's connection closing mid-acknowledgement).
+        # Cut short, they would be here and not there, and a takeover would serve the gap.
+        with trio.CancelScope(shield=True), trio.move_on_after(self.retry_window):
+            try:
+                await self.router.call(address, Op.REPLICATE, Replicate(self.state.id, self.state.incarnation,
+                                                                        tuple(carried + batches)))
+                return
+            except (*FAILED, RemoteError) as exc:
+                failure = exc
+        if isinstance(failure, RemoteError) and failure.code is ErrorCode.FORBIDDEN and \
+                self._superseded_by(await self._status(address)):
+            # Another peer serves this zone now: a write here must not be acknowledged (a
+            # new replica would make it look durable, and it would be lost when we rejoin).
+            raise StoreError(f"peer {self.state.id}'s zone was taken over by its replica; it is rejoining: "
+                             f"retry", ErrorCode.UNAVAILABLE) from None
+        why = failure or f"no answer within {self.retry_window:g} s"
+        log.info("peer %s: replica %s failed (%s); replacing it", self.state.id, ident, why)
+        self.router.suspect(ident, address)
         try:
-            await self.router.call(address, Op.REPLICATE, Replicate(self.state.id, self.state.incarnation,
-                                                                    tuple(carried + batches)))
-            return
-        except (*FAILED, RemoteError) as exc:
-            if isinstance(exc, RemoteError) and exc.code is ErrorCode.FORBIDDEN and \
-                    self._superseded_by(await self._status(address)):
-                # Another peer serves this zone now: a write here must not be acknowledged (a
-                # new replica would make it look durable, and it would be lost when we rejoin).
-                raise StoreError(f"peer {self.state.id}'s zone was taken over by its replica; it is rejoining: "
-                                 f"retry", ErrorCode.UNAVAILABLE) from None
-            log.info("peer %s: replica %s failed (%s); replacing it", self.state.id, ident, exc)
-            self.router.suspect(ident, address)
-        if not await self.ensure(replace=True):
+            ensured = await self.ensure(replace=True)
+        except BaseException:
+            # interrupted before a new copy was made: the next write (or the replica watch)
+            # copies the whole zone to one, so nothing written here stays without its copy
+            self.state.replica = None
+            raise
+        if not ensured:
             if self.candidates():
                 raise StoreError(f"peer {self.state.id} cannot keep a second copy of its zone: no replica answers",
                                  ErrorCode.UNAVAILABLE)

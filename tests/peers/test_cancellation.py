@@ -23,7 +23,7 @@ from eventcloud.wire.messages import Notification
 from peers.async_store import AsyncStore
 from peers.homes import _Pending
 from peers.matcher import Matcher
-from peers.mutations import commit
+from peers.mutations import commit, decide
 from peers.runtime import _for_the_peers_lifetime
 from peers.store import PeerStore, StoreError
 from peers.task_dump import dump_tasks
@@ -188,3 +188,28 @@ async def test_the_task_dump_names_each_task_and_the_line_it_waits_at():
         nursery.cancel_scope.cancel()
     assert "waiting_for_godot" in text
     assert "test_cancellation.py:" in text and "in waiting_for_godot" in text
+
+
+async def test_writes_whose_carrying_task_is_cancelled_still_reach_the_replica(autojump_clock):
+    """Applied here, they must be there too: a takeover would otherwise serve the gap. The
+    carrying task is cancelled at each point of its way in turn. (Over memory streams a frame
+    is queued before any point a cancellation can reach, so this holds by the RPC layer too;
+    the replication's shield covers a full outbox and a replica being replaced.)"""
+    async with open_overlay(3, seed=2) as overlay:   # every zone on two peers (the default)
+        await trio.sleep(2)
+        peer = overlay.peers[0]
+        store = peer.storage.store
+        holder = next(p for p in overlay.peers if peer.id in p.replicas.held())
+        for steps in range(12):
+            keys = [f"k{steps}-{i}" for i in range(3)]
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(store.write, [decide(k, "commit", ["0", "0", "0", "0"]) for k in keys])
+                    for _ in range(steps):
+                        await trio.lowlevel.cancel_shielded_checkpoint()
+                    scope.cancel()
+            if store.sync.decision(keys[0]) is None:
+                continue   # cancelled before anything was applied here
+            await trio.sleep(1)
+            copy = holder.replicas._copies[peer.id].store
+            assert [copy.decision(k) for k in keys] == ["commit"] * 3, f"cancelled after {steps} steps"

@@ -61,6 +61,11 @@ def ticket_hash(ticket: str) -> str:
     return hashlib.sha256(ticket.encode("utf-8")).hexdigest()
 
 
+def _not_kept(ident: str) -> RequestError:
+    """What a caller waiting for a notification to be kept learns when this peer stops first."""
+    return RequestError(f"subscription {ident}: the notification was not kept; retry", ErrorCode.UNAVAILABLE)
+
+
 @dataclass
 class _Attachment:
     entry: str           # the entry peer's address
@@ -272,8 +277,7 @@ class Homes:
         finally:
             self._writing.discard(ident)
             for left in self._pending.pop(ident, []):  # this peer is stopping
-                left.error = RequestError(f"subscription {ident}: the notification was not kept; retry",
-                                          ErrorCode.UNAVAILABLE)
+                left.error = _not_kept(ident)
                 left.done.set()
 
     async def _write_pending(self, ident: str, batch: list[_Pending]) -> None:
@@ -296,8 +300,7 @@ class Homes:
             raise
         except BaseException:  # this peer is stopping: a typed error for each waiting caller
             for item in batch:
-                item.error = RequestError(f"subscription {ident}: the notification was not kept; retry",
-                                          ErrorCode.UNAVAILABLE)
+                item.error = _not_kept(ident)
             raise
         finally:
             for item in batch:

@@ -21,6 +21,7 @@ import trio
 
 from eventcloud.client import connect
 from experiments.workloads import generate
+from experiments.clusterkit import cpu_seconds
 from peers.cluster import LocalCluster
 
 
@@ -43,6 +44,7 @@ async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeo
             expected = workload.expected_notifications
             times: list[float] = []
             before = (await subscriber.status()).to_wire()
+            cpu_before = sum(cpu_seconds(p.pid) for p in cluster.processes)
             started = time.perf_counter()
             published = 0
 
@@ -77,6 +79,7 @@ async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeo
                             publishers.start_soon(publish, slot)
                     publish_seconds = time.perf_counter() - started
             print(file=sys.stderr)
+            cpu = sum(cpu_seconds(p.pid) for p in cluster.processes) - cpu_before
             after = (await subscriber.status()).to_wire()
     finally:
         await trio.to_thread.run_sync(cluster.stop)
@@ -91,6 +94,7 @@ async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeo
         "end_to_end": (times[-1] - started) if times else float("nan"),
         "messages_per_event": sum(v for k, v in counters.items() if k.startswith("out:")) / len(workload.events),
         "bytes_per_event": counters.get("bytes_out", 0) / len(workload.events),
+        "cpu_ms": cpu * 1000 / len(workload.events),
         "duplicates": counters.get("duplicates_filtered", 0),
         "rewrites": counters.get("csma_rewrites", 0),
         "by_op": {k[4:]: v / len(workload.events) for k, v in counters.items() if k.startswith("out:") and v},
@@ -137,11 +141,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.peers} local peer processes, {args.events} CEs of 5 quads, {args.subscriptions} "
           f"chain subscription(s) k={args.k} (+{len(extra)} non-matching), median of {args.repeat} runs, {args.concurrency} publishers, {args.batch} event(s) per request\n")
     print("| algorithm | notified/expected | subscriber throughput (CE/s) | publish rate (CE/s) | end-to-end (s) "
-          "| messages/event | bytes/event | duplicates filtered | CSMA rewrites |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| peers' CPU/event (ms) | messages/event | bytes/event | duplicates filtered | CSMA rewrites |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['algorithm']} | {r['notified']}/{r['expected']} | {r['throughput']:,.0f} | "
-              f"{r['publish_rate']:,.0f} | {r['end_to_end']:.1f} | {r['messages_per_event']:.1f} | "
+              f"{r['publish_rate']:,.0f} | {r['end_to_end']:.1f} | {r['cpu_ms']:.2f} | {r['messages_per_event']:.1f} | "
               f"{r['bytes_per_event']:,.0f} | {r['duplicates']} | {r['rewrites']} |")
     for r in rows:
         ops = sorted(r["by_op"].items(), key=lambda kv: -kv[1])

@@ -25,7 +25,10 @@ class Zone:
     splits: tuple[int, ...] = ()
 
     def contains(self, point: Point) -> bool:
-        return all(lo <= p < hi for (lo, hi), p in zip(self.bounds, point))
+        # unrolled for the four dimensions: asked for every quad at every hop
+        (l0, h0), (l1, h1), (l2, h2), (l3, h3) = self.bounds
+        p0, p1, p2, p3 = point
+        return l0 <= p0 < h0 and l1 <= p1 < h1 and l2 <= p2 < h2 and l3 <= p3 < h3
 
     def intersects(self, box: Box) -> bool:
         """True if the zone and the box share at least one point (an empty box meets nothing)."""

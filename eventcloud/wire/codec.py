@@ -262,8 +262,46 @@ def zone_to_wire(zone: Zone) -> list[Any]:
     return [[[coordinate_to_wire(lo), coordinate_to_wire(hi)] for lo, hi in zone.bounds], list(zone.splits)]
 
 
+#: Zones decoded lately, by their wire form: the same few zones come back in every delivery's
+#: reply, and checking one (eight coordinates) costs more than the lookup. Bounded: cleared when full.
+_ZONES: dict[tuple[Any, ...], Zone] = {}
+_ZONES_MAX = 4096
+
+
 def zone_from_wire(data: Any) -> Zone:
     """A zone; BadRequest on anything malformed (GeometryError is a BadRequest too)."""
+    key = _zone_key(data)
+    if key is not None:
+        known = _ZONES.get(key)
+        if known is not None:
+            return known
+    zone = _zone_checked(data)
+    if key is not None:
+        if len(_ZONES) >= _ZONES_MAX:
+            _ZONES.clear()
+        _ZONES[key] = zone
+    return zone
+
+
+def _zone_key(data: Any) -> tuple[Any, ...] | None:
+    """The wire form as a hashable key, or None when it is not plainly one (then it is only
+    checked). Pairs must be lists and split dimensions exact ints (a string pair "0f" would make
+    the key of ["0", "f"], a bool compare equal to 0 or 1), so equal keys are equally valid."""
+    if type(data) is not list or len(data) != 2:
+        return None
+    bounds, splits = data
+    if type(bounds) is not list or type(splits) is not list or not all(type(d) is int for d in splits) \
+            or not all(type(pair) is list for pair in bounds):
+        return None
+    key = tuple(tuple(pair) for pair in bounds), tuple(splits)
+    try:
+        hash(key)
+    except TypeError:  # a list or map where a coordinate should be
+        return None
+    return key
+
+
+def _zone_checked(data: Any) -> Zone:
     if not isinstance(data, (list, tuple)) or len(data) != 2:
         raise GeometryError(f"a zone on the wire is [bounds, splits], got {_show(data)}")
     raw_bounds, raw_splits = data

@@ -122,3 +122,23 @@ def test_invalid_neighbours_are_bad_requests(bad):
 def test_partial_matches_round_trip(remaining, bindings):
     partial = PartialMatch(tuple(remaining), tuple(sorted(bindings.items())))
     assert partial_from_wire(through_msgpack(partial_to_wire(partial))) == partial
+
+
+def test_a_zone_decoded_before_does_not_make_a_lookalike_acceptable():
+    """Zones are remembered by their wire form (the same few come back in every delivery's
+    reply); forms that would make an equal key but are not valid are still refused."""
+    from eventcloud.overlay import Zone
+    from eventcloud.wire.codec import zone_from_wire, zone_to_wire
+
+    zone = Zone(((0, 15), (1, 15), (2, 15), (0, 15)), (0, 1))   # pairs of one-digit coordinates
+    wire = zone_to_wire(zone)
+    assert zone_from_wire(wire) == zone and zone_from_wire(wire) is zone_from_wire(wire)
+    lookalikes = [
+        [["".join(pair) for pair in wire[0]], wire[1]],     # a pair as one string "0f": tuple("0f") == ("0", "f")
+        [wire[0], [True, 1]],                                # a bool where a split dimension goes
+        [wire[0], [0.0, 1]],
+        [[[[lo], hi] for lo, hi in wire[0]], wire[1]],       # a list where a coordinate goes
+    ]
+    for data in lookalikes:
+        with pytest.raises(BadRequest):
+            zone_from_wire(data)

@@ -51,6 +51,9 @@ class PeerConfig:
     max_hops: int = 256
     stabilise_every: float = 5.0          # seconds between neighbour-table checks (0: never)
     join_timeout: float = 30.0            # a split whose newcomer never commits is undone after this
+    rebalance_every: float = 0.0          # a light peer looks for a much busier one this often, then moves (0: never)
+    rebalance_ratio: float = 4.0          # ... when that one holds at least this many times its quads
+    rebalance_min_quads: int = 10_000     # ... and at least this many
     # connections
     max_frame: int = DEFAULT_MAX_FRAME
     max_inflight: int = 64                # requests served at once per connection
@@ -132,6 +135,12 @@ class PeerConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.stabilise_every < 0:
             raise ValueError("stabilise_every must be 0 (never) or positive")
+        if self.rebalance_every < 0:
+            raise ValueError("rebalance_every must be 0 (never) or positive")
+        if not self.rebalance_ratio >= 2:
+            raise ValueError(f"rebalance_ratio must be at least 2 (a move could undo another), got {self.rebalance_ratio!r}")
+        if not isinstance(self.rebalance_min_quads, int) or self.rebalance_min_quads < 1:
+            raise ValueError(f"rebalance_min_quads must be a positive integer, got {self.rebalance_min_quads!r}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate (tls_cert) and its key (tls_key)")
         if self.tls_ca is not None and self.tls_cert is None:

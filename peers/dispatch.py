@@ -25,6 +25,14 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Dispatcher", "RequestHandler", "RoutedHandler"]
 
+#: Served at once, even before the peer serves a zone: liveness, the handshake proving who is
+#: calling, and the replicas it holds for others, none of which depend on its zone. A peer rejoining on its old address (moved by the
+#: rebalancer) thus tells an owner that still counts on it as its replica "no replica here"
+#: at once, and the owner picks another, instead of its writes waiting for this join (and the
+#: join's commit, at that owner, for its writes).
+SERVED_BEFORE_READY = frozenset({Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
+                                 Op.REPLICA_STATUS, Op.PROBE})
+
 #: Serves a request from a connection: (connection, decoded body) -> reply body.
 RequestHandler = Callable[[RpcConnection, Any], Awaitable[Body | dict[str, Any]]]
 #: Runs a routed operation on this peer: decoded body -> a plain result value.
@@ -32,9 +40,13 @@ RoutedHandler = Callable[[Any], Awaitable[Any]]
 
 
 class Dispatcher:
-    def __init__(self, counters: Counter[str], auth: "PeerAuth") -> None:
+    def __init__(self, counters: Counter[str], auth: "PeerAuth", *, ready_wait: float = 5.0) -> None:
         self.counters = counters
         self.auth = auth
+        #: how long a request waits for the peer to serve its zone before it is refused (a peer
+        #: rejoining on its old address must not hold its former callers until it has joined:
+        #: an owner whose replica it was would stall its writes, and with them, joins)
+        self.ready_wait = ready_wait
         self._requests: dict[Op, RequestHandler] = {}
         self._routed: dict[Op, RoutedHandler] = {}
         self._pushes: dict[Op, RequestHandler] = {}
@@ -73,9 +85,19 @@ class Dispatcher:
             raise RequestError(f"unknown message type {op.value!r}", ErrorCode.UNKNOWN_OP)
         self.auth.check(conn, op)
         body = REQUESTS[op].from_wire(raw, trusted=op in PEER_OPS)
-        if op is not Op.PING:
-            await self.ready.wait()
+        if op not in SERVED_BEFORE_READY:
+            await self._until_ready(op)
         return await handler(conn, body)
+
+    async def _until_ready(self, op: Op) -> None:
+        if self.ready.is_set():
+            return
+        with trio.move_on_after(self.ready_wait):
+            await self.ready.wait()
+        if not self.ready.is_set():
+            self.counters["refused_not_ready"] += 1
+            raise RequestError(f"{op.value}: this peer does not serve a zone yet (it is joining or restarting); "
+                               f"retry, or ask another peer", ErrorCode.UNAVAILABLE)
 
     async def handle_push(self, conn: RpcConnection, op: Op, raw: dict[str, Any]) -> None:
         """Serve one push frame: a peer's message that needs no answer (a commit). Nothing is
@@ -87,7 +109,7 @@ class Dispatcher:
                 raise RequestError(f"operation {op.value!r} is not accepted as a push", ErrorCode.UNKNOWN_OP)
             self.auth.check(conn, op)
             body = REQUESTS[op].from_wire(raw, trusted=True)
-            await self.ready.wait()
+            await self._until_ready(op)
             await handler(conn, body)
         except EventCloudError as exc:
             self.counters["pushes_failed"] += 1

@@ -154,14 +154,15 @@ class Membership:
 
     # --- joining ------------------------------------------------------------------------------
 
-    async def join(self, bootstrap: str) -> None:
-        """Enter the overlay through `bootstrap` (any live peer)."""
+    async def join(self, bootstrap: str, *, at: Point | None = None) -> None:
+        """Enter the overlay through `bootstrap` (any live peer), splitting the zone of the
+        busiest peer found, or the one holding `at` if given."""
         state = self.state
         try:
             info = OverlayInfo.from_wire(await self.router.call(bootstrap, Op.OVERLAY_INFO, Empty()))
             check_same_operators(self.operators.names, info.operators, bootstrap)
             space: CoordinateSpace = info.space
-            point = await self._join_point(bootstrap, space)
+            point = at if at is not None else await self._join_point(bootstrap, space)
             reply = Routed.from_wire(await self.router.call(bootstrap, Op.ROUTE, {
                 "point": point_to_wire(point), "op": Op.JOIN_SPLIT.value,
                 "body": JoinRequest(state.id, state.address, self.operators.names).to_wire()}))
@@ -196,27 +197,42 @@ class Membership:
         """A point of the zone to split: the busiest of a few random owners, then the busiest
         neighbour while there is a busier one (the first random point if no peer holds data)."""
         first: Point = tuple(self.rng.randrange(space.top) for _ in range(4))  # type: ignore[assignment]
-        points = [first] + [tuple(self.rng.randrange(space.top) for _ in range(4)) for _ in range(JOIN_PROBES - 1)]
+        best = await self.busiest(space, via=bootstrap, first=first)
+        if best is None or best.quads == 0:
+            return first
+        return lowest_corner(best.zone, space.whole_space())
+
+    async def busiest(self, space: CoordinateSpace, *, via: str | None = None, first: Point | None = None
+                      ) -> Load | None:
+        """The busiest peer found by probing a few random points (routed through `via`, a peer
+        of the overlay, when this one is not in it yet) and climbing from the busiest of them
+        to a local maximum of load; None if no probe was answered."""
+        points = [first] if first is not None else []
+        while len(points) < JOIN_PROBES:
+            points.append(tuple(self.rng.randrange(space.top) for _ in range(4)))  # type: ignore[arg-type]
         best: Load | None = None
         for point in points:
             try:
-                reply = Routed.from_wire(await self.router.call(bootstrap, Op.ROUTE, {
-                    "point": point_to_wire(point), "op": Op.LOAD_LOCAL.value, "body": Empty().to_wire()}))
-                load = Load.from_wire(reply.result)
+                if via is None:
+                    result = await self.router.route(point, Op.LOAD_LOCAL, Empty())
+                else:
+                    result = Routed.from_wire(await self.router.call(via, Op.ROUTE, {
+                        "point": point_to_wire(point), "op": Op.LOAD_LOCAL.value, "body": Empty().to_wire()})).result
+                load = Load.from_wire(result)
             except EventCloudError as exc:  # an older peer, or one on the way is down: probe less
                 log.info("peer %s: a load probe failed (%s)", self.state.id, exc)
                 continue
             if best is None or load.quads > best.quads:
                 best = load
         if best is None or best.quads == 0:
-            return first
+            return best
         for _ in range(CLIMB_STEPS):
             loads = await self._loads(best.neighbours)
             step = climb(best.id, best.quads, {ident: load.quads for ident, load in loads.items()})
             if step == best.id:
                 break
             best = loads[step]
-        return lowest_corner(best.zone, space.whole_space())
+        return best
 
     async def _loads(self, addresses: tuple[str, ...]) -> dict[str, Load]:
         """The load of each peer at `addresses` that answers (in parallel)."""
@@ -470,6 +486,16 @@ class Membership:
                 last_error = exc
         raise RequestError(f"cannot leave: no neighbour could take over ({last_error})", ErrorCode.CANNOT_LEAVE)
 
+    async def step_aside(self) -> list[str]:
+        """Leave gracefully to rejoin elsewhere (the rebalancer): the zone and its data go to a
+        neighbour whose zone merges with ours, our replica drops its copy; the addresses to
+        rejoin through, the heir's first."""
+        table = dict(self.state.neighbours)   # the heir's announcement may change ours meanwhile
+        heir = await self.leave()
+        await self.replication.drop()
+        first = table[heir].address
+        return [first] + [a for a in dict.fromkeys(n.address for n in table.values()) if a != first]
+
     async def _on_leave(self, conn: RpcConnection, body: Empty) -> Left:
         """Leave the overlay gracefully; the runtime stops this peer once the reply is sent."""
         heir = await self.leave()
@@ -513,6 +539,10 @@ class Membership:
                 continue
             me_id, me = table.me
             authoritative[me_id] = me
+            if me_id != ident:
+                # Another peer answers at its address now (it left and a peer rejoined there, as
+                # the rebalancer's moves do): the one we knew is a ghost unless shown otherwise.
+                silent.append(ident)
             for other, info in table.neighbours.items():
                 if other != state.id and other not in state.neighbours and state.zone.is_neighbour(info.zone):
                     candidates[other] = info
@@ -525,8 +555,9 @@ class Membership:
         async with self.lock:
             table = verified(state.zone, state.neighbours, authoritative)
             for ident in silent:
-                # A silent neighbour whose zone a live peer now reports as its own, or that left,
-                # is a ghost: drop it (a crashed one is kept: its replica takes it over).
+                # A silent neighbour (or one another peer answers for) whose zone a live peer now
+                # reports as its own, or that left, is a ghost: drop it (a crashed one is kept:
+                # its replica takes it over).
                 held = table.get(ident)
                 if held is not None and (self.departed(ident) or any(
                         other != ident and info.zone.intersects(held.zone.bounds)

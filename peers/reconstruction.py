@@ -124,7 +124,13 @@ class Gatherer:
         give_up = trio.current_time() + deadline
         delay = 0.02
         while True:
-            quads = await self.queries.find((IRI(graph), None, None, None))
+            try:
+                quads = await self.queries.find((IRI(graph), None, None, None))
+            except EventCloudError as exc:  # a zone changing owner (a join, a move): ask again
+                if not exc.transient or trio.current_time() > give_up:
+                    raise
+                self.counters["reconstruction_retries"] += 1
+                quads = []
             if len(quads) >= size or trio.current_time() > give_up:
                 return tuple(quads)
             await trio.sleep(delay)

@@ -34,7 +34,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, NoReturn
 
 import trio
 
@@ -42,7 +42,7 @@ from eventcloud.errors import EventCloudError
 from eventcloud.net.rpc import ConnectionLimits, RpcConnection, open_connection
 from eventcloud.net.tls import client_context, server_context
 from eventcloud.net.transport import TcpTransport, Transport
-from eventcloud.overlay import Zone
+from eventcloud.overlay import Point, Zone
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, OverlayInfo, Pong, ReplicaOf, ReplicaStatus, Table
@@ -60,6 +60,7 @@ from peers.operators import OperatorRunner, load_operators
 from peers.statistics import load_statistics
 from peers.membership import Membership
 from peers.queries import Queries
+from peers.rebalancer import Rebalancer
 from peers.reconstruction import Gatherer, RecentPublications
 from peers.replicas import Replicas
 from peers.replication import ReplicatedStore, Replication
@@ -117,13 +118,15 @@ class RunningPeer:
 
 
 class _Superseded(Exception):
-    """A replica took this peer's zone over while it was down (or frozen, or cut off): it must
-    rejoin as a new peer, through one of `rejoin`, listening on `listen` if given."""
+    """A replica took this peer's zone over while it was down (or frozen, or cut off), or the
+    rebalancer moved it: it must rejoin as a new peer, through one of `rejoin`, listening on
+    `listen` if given, splitting the zone at point `at` if given (else the busiest it finds)."""
 
-    def __init__(self, rejoin: list[str], listen: str | None = None) -> None:
+    def __init__(self, rejoin: list[str], listen: str | None = None, at: Point | None = None) -> None:
         super().__init__("superseded")
         self.rejoin = rejoin
         self.listen = listen
+        self.at = at
 
 
 class _StartedOnce:
@@ -153,33 +156,47 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
     once = _StartedOnce(task_status)
     lifetime = _Lifetime()
     try:
-        try:
-            await _PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy,
-                               lifetime).run(once)  # type: ignore[arg-type]
-        except BaseExceptionGroup as group:  # a start-up step failed inside the peer's nursery
-            raise _one_typed(group) from None
-    except _Superseded as superseded:
+        await _run_once(_PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime),
+                        once)
+        return
+    except _Superseded as first:
+        superseded: _Superseded | None = first
+    # Rejoin as a new peer, for as long as each runtime ends superseded (taken over, or moved
+    # by the rebalancer): through the addresses the last one gave, keeping its port for clients.
+    while superseded is not None:
         if config.data_dir is not None:
             _drop_stale(config.data_dir)
         listen = config.listen
         if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
             listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
-        for address in superseded.rejoin:
+        addresses, at, superseded = superseded.rejoin, superseded.at, None
+        for address in addresses:
             if lifetime.stop_asked:
                 lifetime.stopped.set()
                 return
             fresh = replace(config, join=address, listen=listen)
             try:
-                await _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy,
-                                   lifetime).run(once)  # type: ignore[arg-type]
+                await _run_once(_PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy,
+                                             lifetime, join_at=at), once)
                 return
+            except _Superseded as again:
+                superseded = again
+                break
             except EventCloudError as exc:
                 log.warning("rejoining through %s failed: %s", address, exc)
-            except BaseExceptionGroup as group:
-                log.warning("rejoining through %s failed: %s", address, _one_typed(group))
-        lifetime.stopped.set()
-        raise StateError("this peer's zone was taken over by its replica, and no peer it knew lets it "
-                         "rejoin; start it with --join ADDRESS of a live peer") from None
+        else:
+            lifetime.stopped.set()
+            raise StateError("this peer left its zone to rejoin as a new peer (taken over by its replica, or "
+                             "moved by the rebalancer), and no peer it knew lets it rejoin; start it with "
+                             "--join ADDRESS of a live peer") from None
+
+
+async def _run_once(runtime: "_PeerRuntime", once: _StartedOnce) -> None:
+    """One runtime of a peer; the peer's own error, not its nursery's group, when it fails."""
+    try:
+        await runtime.run(once)  # type: ignore[arg-type]
+    except BaseExceptionGroup as group:  # a step failed inside the peer's nursery
+        raise _one_typed(group) from None
 
 
 async def _for_the_peers_lifetime(run: Callable[..., Awaitable[None]], *,
@@ -266,8 +283,9 @@ class _Lifetime:
 class _PeerRuntime:
     def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
                  state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None,
-                 lifetime: _Lifetime | None = None) -> None:
+                 lifetime: _Lifetime | None = None, join_at: Point | None = None) -> None:
         self.lifetime = lifetime = lifetime or _Lifetime()
+        self.join_at = join_at    # a rejoin moved by the rebalancer splits the zone holding this point
         self.stepping_down = False
         self.config = config
         self.transport = transport
@@ -283,7 +301,7 @@ class _PeerRuntime:
         self.counters = counters = Counter[str]()
         offload = Offload(config.offloaded, 1)
         self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters)
-        self.dispatcher = dispatcher = Dispatcher(counters, self.auth)
+        self.dispatcher = dispatcher = Dispatcher(counters, self.auth, ready_wait=config.retry_window)
         self.host = Host(self._launch_standin, data_dir)
         self.physical_ms = physical_ms
         self.router = router = Router(state, transport, clock, dispatcher, counters,
@@ -353,6 +371,10 @@ class _PeerRuntime:
             persist=self.persistence.save, retire=self._retire, rng=random.Random(config.seed),
             join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, operators=operators,
             rematch=matcher.rematch)
+        self.rebalancer = Rebalancer(state, membership, store_, counters, every=config.rebalance_every,
+                                     ratio=config.rebalance_ratio, min_quads=config.rebalance_min_quads,
+                                     rng=random.Random(None if config.seed is None else config.seed + 2),
+                                     ready=dispatcher.ready, step_down=self._move)
         self.replicas = replicas = Replicas(
             state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
@@ -426,7 +448,7 @@ class _PeerRuntime:
                             await self.replication.ensure(replace=True)  # the copy may miss our last writes
                     elif config.join:
                         await self._check_same_overlay(config.join)
-                        await self.membership.join(config.join)
+                        await self.membership.join(config.join, at=self.join_at)
                         await self.schema.sync_from(config.join)   # before matching anything
                         self.dispatcher.ready.set()
                     else:
@@ -439,7 +461,7 @@ class _PeerRuntime:
                         log.warning("peer %s: no cluster secret is set, so any client can use peer operations "
                                     "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
                     await nursery.start(_run_membership, self.membership, config.stabilise_every)
-                    for service in (self.storage, self.replication, self.replicas, self.schema):
+                    for service in (self.storage, self.replication, self.replicas, self.schema, self.rebalancer):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     nursery.start_soon(self._step_down_when_superseded)
                     task_status.started(RunningPeer(
@@ -521,6 +543,15 @@ class _PeerRuntime:
         state = self.state
         rejoin = [a for a in (self.replication.taken_over_at, *(n.address for n in state.neighbours.values())) if a]
         raise _Superseded(rejoin, listen=state.address)
+
+    async def _move(self, rejoin: list[str], at: Point) -> NoReturn:
+        """The rebalancer handed this peer's zone over: this runtime ends and the peer rejoins as
+        a new peer on the same address, through `rejoin` (its heir first), splitting the zone
+        that holds `at` (the busiest peer's)."""
+        self.stepping_down = True
+        address = self.state.address
+        self.persistence.retire()
+        raise _Superseded(rejoin, listen=address, at=at)
 
     async def _ask(self, address: str, op: Op, body: Any) -> dict[str, Any] | None:
         """One request on a connection of its own (the router does not run yet); None if it fails."""

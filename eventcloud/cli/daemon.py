@@ -54,6 +54,8 @@ def peer(args: argparse.Namespace) -> int:
                             tls_cert=args.tls_cert, tls_key=args.tls_key, tls_ca=args.tls_ca,
                             retain_count=args.retain_count, retain_bytes=args.retain_bytes,
                             lease_max=args.lease_max, lease_default=min(86_400.0, args.lease_max),
+                            rebalance_every=args.rebalance_every, rebalance_ratio=args.rebalance_ratio,
+                            rebalance_min_quads=args.rebalance_min_quads,
                             **operator_knobs(args))
     except CredentialError as exc:
         print(f"eventcloud peer: {exc.message}", file=sys.stderr)

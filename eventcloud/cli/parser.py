@@ -111,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="acknowledge writes once the OS has them (faster; a machine crash may lose the last ones)")
     p.add_argument("--failure-timeout", type=float, default=3.0,
                    help="seconds without an answer before a replica takes a peer's zone over [3]")
+    p.add_argument("--rebalance-every", type=float, default=0.0, metavar="SECONDS",
+                   help="this often (with jitter), a peer holding far fewer quads than the busiest one it finds "
+                        "hands its zone to a neighbour and rejoins splitting that busiest zone (0: never) [0]")
+    p.add_argument("--rebalance-ratio", type=float, default=4.0, metavar="R",
+                   help="... when the busiest holds at least R times its quads (R >= 2) [4]")
+    p.add_argument("--rebalance-min-quads", type=int, default=10_000, metavar="N",
+                   help="... and at least N quads [10000]")
     p.add_argument("--retain-count", type=int, default=10_000, metavar="N",
                    help="unacknowledged notifications kept per durable subscription homed here; older ones "
                         "are dropped with a gap notice [10000]")

@@ -9,7 +9,7 @@
 """
 
 from eventcloud.errors import GeometryError
-from eventcloud.overlay.balance import MIN_SHARE, SplitChoice, climb, cut_for, evenly, median_split
+from eventcloud.overlay.balance import MIN_SHARE, SplitChoice, climb, cut_for, evenly, median_split, should_move
 from eventcloud.overlay.coordinates import (
     DIMENSIONS, MAPPINGS, Box, CoordinateSpace, Interval, Point, local_name,
 )
@@ -27,5 +27,5 @@ __all__ = [
     "Zone", "next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
     "intersection", "tiles", "hull", "subtree_reach",
     "Neighbour", "SplitPlan", "MergePlan", "split_for_join", "merge_for_leave", "heirs", "announced", "verified",
-    "SplitChoice", "median_split", "cut_for", "climb", "evenly", "MIN_SHARE",
+    "SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "MIN_SHARE",
 ]

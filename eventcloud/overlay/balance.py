@@ -34,7 +34,7 @@ from eventcloud.errors import GeometryError
 from eventcloud.overlay.coordinates import DIMENSIONS, Point
 from eventcloud.overlay.zones import Zone
 
-__all__ = ["SplitChoice", "median_split", "cut_for", "climb", "evenly", "MIN_SHARE", "SAMPLE"]
+__all__ = ["SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "MIN_SHARE", "SAMPLE"]
 
 K = TypeVar("K")
 
@@ -130,3 +130,15 @@ def climb(current: K, load: int, neighbour_loads: Mapping[K, int]) -> K:
         if neighbour_loads[key] > best_load:
             best, best_load = key, neighbour_loads[key]
     return best
+
+
+def should_move(own: int, busiest: int, *, ratio: float, min_quads: int) -> bool:
+    """The rebalancer's rule (peers/rebalancer.py): a peer holding `own` quads hands its zone to
+    its sibling and rejoins at the busiest peer it found, which holds `busiest`, when that one
+    holds at least `min_quads` (smaller loads are not worth moving data for) and at least
+    `ratio` times its own (an empty peer counts as holding one). With `ratio` ≥ 2 a move never
+    undoes another: the busiest is split at its median, so both halves hold about `busiest`/2,
+    still ≥ `own`, and the mover's sibling gains only `own` ≤ `busiest`/`ratio`."""
+    if ratio < 2:
+        raise ValueError(f"rebalance ratio {ratio} must be at least 2 (a move could undo another)")
+    return busiest >= min_quads and busiest >= ratio * max(own, 1)

@@ -139,3 +139,14 @@ def test_identity_coordinates_keep_iris_with_a_long_common_prefix_apart():
     base = "http://www.insight-centre.org/dataset/SampleEventService#AarhusTrafficData158324-Observation-"
     a, b = IRI(base + "1041-AvgSpeed"), IRI(base + "1042-AvgSpeed")
     assert len(base) > 90 and space.coordinate(a) < space.coordinate(b)
+
+
+def test_the_rebalancer_moves_only_a_light_peer_toward_a_much_busier_one():
+    from eventcloud.overlay import should_move
+
+    assert should_move(0, 5_000, ratio=4, min_quads=1_000)          # an empty peer, a loaded one
+    assert should_move(1_000, 4_000, ratio=4, min_quads=1_000)
+    assert not should_move(1_001, 4_000, ratio=4, min_quads=1_000)  # not light enough
+    assert not should_move(0, 999, ratio=4, min_quads=1_000)        # not worth moving for
+    with pytest.raises(ValueError, match="at least 2"):
+        should_move(0, 10, ratio=1.5, min_quads=1)                  # a move could undo another

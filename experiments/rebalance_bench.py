@@ -1,0 +1,98 @@
+"""Rebalancer benchmark (issue: scale): peers started before the data, then moving to it.
+
+    python -m experiments.rebalance_bench [--peers 8] [--events 3000] [--every 5] [--seconds 120]
+
+Starts a local cluster of real peer processes (R = 2, fsync on) with `--rebalance-every`,
+all joined before any data exists (midpoint zones), publishes CityBench readings (the
+sensor streams, 50 per request), then watches the overlay every few seconds: the busiest
+peer against the mean, the empty peers, how many peers have moved so far (new peer ids on
+the same addresses), and whether every acknowledged quad is still there (the peers' counts
+and a COUNT query). At the end it checks a sample of events whole with `find`. The same
+run without `--every` shows the overlay the rebalancer starts from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import trio
+
+from eventcloud.cli.demo import citybench_dir
+from eventcloud.client import ClientError, connect
+from eventcloud.rdf.citybench import sample_events, synthetic_events
+from experiments.benchkit import table as markdown_table
+from peers.cluster import LocalCluster
+
+COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
+
+
+async def run(args: argparse.Namespace) -> int:
+    directory = citybench_dir()
+    events = sample_events(directory, args.events) if directory is not None else synthetic_events(args.events)
+    total = sum(len(e.quads) for e in events)
+    extra = ["--rebalance-every", str(args.every), "--rebalance-ratio", str(args.ratio),
+             "--rebalance-min-quads", str(args.min_quads)] if args.every > 0 else []
+    cluster = LocalCluster(args.peers, mapping=args.mapping, seed=1, extra=extra)
+    await trio.to_thread.run_sync(cluster.start)
+    rows = []
+    failures = 0
+    try:
+        async with connect(cluster.addresses, source="rebalance-bench") as client:
+            first_ids = {p.id for p in (await client.status()).peers}
+            started = time.monotonic()
+            for at in range(0, len(events), 50):
+                await client.publish_batch(events[at:at + 50])
+            print(f"published {len(events)} events ({total:,} quads) in {time.monotonic() - started:.1f} s",
+                  file=sys.stderr)
+            started = time.monotonic()
+            while True:
+                elapsed = time.monotonic() - started
+                try:
+                    status = await client.status()
+                    counted = int((await client.query(COUNT))["results"]["bindings"][0]["n"]["value"])
+                except ClientError as exc:  # a move under way: ask again at the next round
+                    failures += 1
+                    print(f"  t={elapsed:.0f} s: {exc.message}", file=sys.stderr)
+                else:
+                    loads = [p.quads for p in status.peers]
+                    moved = len({p.id for p in status.peers} - first_ids)
+                    rows.append((f"{elapsed:.0f}", f"{max(loads):,}", f"{statistics.mean(loads):,.0f}",
+                                 f"{max(loads) / statistics.mean(loads):.1f}×", str(sum(1 for q in loads if q == 0)),
+                                 str(moved), f"{sum(loads):,}", f"{counted:,}"))
+                    print("  " + " | ".join(rows[-1]), file=sys.stderr)
+                if elapsed >= args.seconds:
+                    break
+                await trio.sleep(args.interval)
+            whole = 0
+            for event in events[::max(1, len(events) // 50)]:
+                whole += set(await client.find(event.graph, None, None, None)) == set(event.quads)
+            checked = len(events[::max(1, len(events) // 50)])
+    finally:
+        await trio.to_thread.run_sync(cluster.stop)
+    print(f"\n{args.peers} peer processes (R = 2, fsync on, {args.mapping}), rebalance every "
+          f"{args.every:g} s (ratio {args.ratio:g}, at least {args.min_quads:,} quads), {len(events):,} CityBench "
+          f"readings ({total:,} quads) published after every peer joined\n")
+    print(markdown_table(["s after publishing", "busiest peer (quads)", "mean", "busiest / mean", "empty peers",
+                          "peers moved", "quads held", "COUNT query"], rows))
+    print(f"\nevents found whole afterwards: {whole} of {checked}; status or COUNT refused during moves: {failures}")
+    return 0 if whole == checked and rows and rows[-1][-1] == f"{total:,}" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peers", type=int, default=8)
+    parser.add_argument("--events", type=int, default=3000)
+    parser.add_argument("--mapping", choices=("local-name", "identity"), default="identity")
+    parser.add_argument("--every", type=float, default=5.0, help="--rebalance-every of the peers (0: off)")
+    parser.add_argument("--ratio", type=float, default=4.0)
+    parser.add_argument("--min-quads", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=120.0, help="how long to watch after publishing")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between looks")
+    return trio.run(run, parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

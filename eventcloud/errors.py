@@ -36,6 +36,8 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "forbidden"                # not allowed for this connection or ticket
     UNREACHABLE = "unreachable"            # a peer on the way did not answer
     UNAVAILABLE = "unavailable"            # a zone has no live owner right now; retry
+    NOT_SERVING = "not-serving"            # this peer serves no zone yet (joining, restarting): peers
+                                           # route around it as if it were down; retry, or another peer
     BUSY = "busy"                          # overloaded; retry later
     TIMEOUT = "timeout"                    # gave up waiting
     ROUTING = "routing"                    # no route (a routing loop or a broken overlay)
@@ -47,7 +49,8 @@ class ErrorCode(StrEnum):
 #: Codes after which the connection that carried them is closed.
 CONNECTION_FATAL = frozenset({ErrorCode.PROTOCOL, ErrorCode.TOO_LARGE, ErrorCode.UNKNOWN_OP})
 #: Codes worth retrying the same request for (the cause is transient).
-TRANSIENT = frozenset({ErrorCode.UNREACHABLE, ErrorCode.UNAVAILABLE, ErrorCode.BUSY, ErrorCode.TIMEOUT})
+TRANSIENT = frozenset({ErrorCode.UNREACHABLE, ErrorCode.UNAVAILABLE, ErrorCode.NOT_SERVING, ErrorCode.BUSY,
+                       ErrorCode.TIMEOUT})
 
 
 class EventCloudError(Exception):

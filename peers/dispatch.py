@@ -97,7 +97,7 @@ class Dispatcher:
         if not self.ready.is_set():
             self.counters["refused_not_ready"] += 1
             raise RequestError(f"{op.value}: this peer does not serve a zone yet (it is joining or restarting); "
-                               f"retry, or ask another peer", ErrorCode.UNAVAILABLE)
+                               f"retry, or ask another peer", ErrorCode.NOT_SERVING)
 
     async def handle_push(self, conn: RpcConnection, op: Op, raw: dict[str, Any]) -> None:
         """Serve one push frame: a peer's message that needs no answer (a commit). Nothing is

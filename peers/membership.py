@@ -111,6 +111,7 @@ class Membership:
         self._join_gate = trio.Semaphore(1)
         self._pending: dict[str, _PendingJoin] = {}
         self._nursery: trio.Nursery | None = None
+        self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
 
     @property
     def handing_over(self) -> bool:
@@ -455,6 +456,9 @@ class Membership:
             if not candidates:
                 raise RequestError("cannot leave: no neighbour's zone merges with this peer's zone into a box "
                                    "(its sibling is split further); stop another peer first", ErrorCode.CANNOT_LEAVE)
+            # From here on this peer takes no neighbour's zone over: two siblings leaving at once
+            # would each hand its zone to the other, and both zones would be left to nobody.
+            self.leaving = True
             # Stores wait from the snapshot on; once an heir holds the zone they never resume
             # (this peer stops, the waiting stores fail and are routed to the heir).
             await self.guard.acquire_change()
@@ -462,6 +466,7 @@ class Membership:
                 return await self._hand_zone_to(candidates)
             except BaseException:
                 self.guard.release_change()
+                self.leaving = False
                 raise
 
     async def _hand_zone_to(self, candidates: list[str]) -> str:
@@ -505,6 +510,9 @@ class Membership:
 
     async def _on_take_over(self, conn: RpcConnection, body: TakeOver) -> PeerId:
         state = self.state
+        if self.leaving:  # checked before the lock, which our own leave holds while it waits
+            raise RequestError(f"peer {state.id} is leaving too; hand the zone to another neighbour or retry",
+                               ErrorCode.CANNOT_LEAVE)
         self._departed[body.id] = trio.current_time() + DEPARTED_FOR
         async with self.lock:
             plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)

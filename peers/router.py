@@ -168,6 +168,12 @@ class Router:
             if conn.reused:  # a pooled connection the other side may have closed while idle: once more
                 return await (await self.connection(address)).call(op, body)
             raise
+        except RemoteError as exc:
+            if exc.code is ErrorCode.NOT_SERVING:
+                # The peer we knew there is gone; the one answering (e.g. a peer that moved and is
+                # rejoining on its old address) serves no zone yet: for routing, it is down.
+                raise Unreachable(f"cannot reach {address}: {exc.message}") from None
+            raise
 
     async def push(self, address: str, op: Op, body: Body | dict[str, Any]) -> None:
         """One message without a reply to another peer (written, not known to be served);

@@ -117,6 +117,10 @@ class RunningPeer:
         self.cancel_scope.cancel()
 
 
+#: Rounds over the addresses a peer rejoining as a new peer knows, before it gives up.
+REJOIN_ROUNDS = 3
+
+
 class _Superseded(Exception):
     """A replica took this peer's zone over while it was down (or frozen, or cut off), or the
     rebalancer moved it: it must rejoin as a new peer, through one of `rejoin`, listening on
@@ -170,7 +174,8 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
         if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
             listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
         addresses, at, superseded = superseded.rejoin, superseded.at, None
-        for address in addresses:
+        # The peers it knows may be moving or rejoining too: a few rounds, a pause between them.
+        for address in addresses * REJOIN_ROUNDS:
             if lifetime.stop_asked:
                 lifetime.stopped.set()
                 return
@@ -184,6 +189,7 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                 break
             except EventCloudError as exc:
                 log.warning("rejoining through %s failed: %s", address, exc)
+                await trio.sleep(config.retry_window / max(1, len(addresses)))
         else:
             lifetime.stopped.set()
             raise StateError("this peer left its zone to rejoin as a new peer (taken over by its replica, or "

@@ -35,6 +35,9 @@ _CODE_MEANINGS = {
     ErrorCode.FORBIDDEN: "not allowed for this connection, token or ticket",
     ErrorCode.UNREACHABLE: "a peer on the way did not answer (the message names it)",
     ErrorCode.UNAVAILABLE: "the peer or zone cannot serve now (joining, leaving, no live owner); retry",
+    ErrorCode.NOT_SERVING: "this peer serves no zone yet (it is joining or restarting, e.g. after the "
+                           "rebalancer moved it) and waited `retry_window` for it; peers route around it as "
+                           "if it were down; retry, or ask another peer",
     ErrorCode.BUSY: "overloaded (a queue stayed full); retry later",
     ErrorCode.TIMEOUT: "gave up waiting",
     ErrorCode.ROUTING: "no route: a routing loop or a broken overlay",

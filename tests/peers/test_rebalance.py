@@ -122,19 +122,22 @@ async def test_real_peer_processes_move_to_the_data(tmp_path):
             for at in range(0, len(events), 50):
                 await client.publish_batch(events[at:at + 50])
             previous: frozenset[str] = frozenset()
-            with trio.fail_after(90):  # until the moves are over: the same peers twice in a row
+            last = "nothing yet"
+            with trio.move_on_after(90) as waiting:  # until the moves are over: the same peers twice in a row
                 while True:
                     await trio.sleep(3)
                     try:
                         status = await client.status()
-                    except ClientError:
-                        previous = frozenset()
+                    except ClientError as exc:
+                        previous, last = frozenset(), f"status refused: {exc.message}"
                         continue  # a move under way
                     loads = [p.quads for p in status.peers]
                     ids = frozenset(p.id for p in status.peers)
+                    last = f"loads {loads}, moved {len(ids - first)}, down {[p.id for p in status.peers if p.down]}"
                     if ids - first and ids == previous and spread(loads) <= 2.5 and not any(p.down for p in status.peers):
                         break
                     previous = ids
+            assert not waiting.cancelled_caught, f"the moves did not settle within 90 s: {last}"
             assert all(proc.poll() is None for proc in cluster.processes)  # the same processes, moved
             assert sorted(p.address for p in status.peers) == sorted(cluster.addresses), "a stand-in took a zone over"
             assert sum(loads) == total and await client.count() == total
@@ -150,3 +153,33 @@ def connect_all(cluster):
     from eventcloud.client import connect
 
     return connect(cluster.addresses, source="rebalance")
+
+
+async def test_two_siblings_leaving_at_once_leave_no_zone_to_nobody(autojump_clock):
+    """Light siblings decide to move at the same moment: each would hand its zone to the other,
+    and both zones would belong to nobody. A peer that is leaving takes no zone over, so at most
+    one of them leaves, and the peers that stay own the whole space."""
+    import math
+
+    from eventcloud.errors import EventCloudError
+
+    async with open_overlay(2, seed=1) as overlay:
+        a, b = overlay.peers
+        results: dict[str, object] = {}
+
+        async def leave(peer) -> None:
+            try:
+                results[peer.id] = await peer.membership.leave()
+            except EventCloudError as exc:
+                results[peer.id] = exc
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(leave, a)
+                nursery.start_soon(leave, b)
+        left = [p for p in (a, b) if isinstance(results[p.id], str)]
+        stayed = [p for p in (a, b) if p not in left]
+        assert len(left) <= 1 and stayed, results
+        volume = lambda zone: math.prod(hi - lo for lo, hi in zone.bounds)  # noqa: E731
+        whole = a.state.space.whole_space()
+        assert sum(volume(p.state.zone) for p in stayed) == math.prod(hi - lo for lo, hi in whole)

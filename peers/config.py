@@ -138,7 +138,8 @@ class PeerConfig:
         if self.rebalance_every < 0:
             raise ValueError("rebalance_every must be 0 (never) or positive")
         if not self.rebalance_ratio >= 2:
-            raise ValueError(f"rebalance_ratio must be at least 2 (a move could undo another), got {self.rebalance_ratio!r}")
+            raise ValueError(f"rebalance_ratio must be at least 2 (a move could undo another), "
+                             f"got {self.rebalance_ratio!r}")
         if not isinstance(self.rebalance_min_quads, int) or self.rebalance_min_quads < 1:
             raise ValueError(f"rebalance_min_quads must be a positive integer, got {self.rebalance_min_quads!r}")
         if (self.tls_cert is None) != (self.tls_key is None):

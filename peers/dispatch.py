@@ -26,12 +26,12 @@ log = logging.getLogger(__name__)
 __all__ = ["Dispatcher", "RequestHandler", "RoutedHandler"]
 
 #: Served at once, even before the peer serves a zone: liveness, the handshake proving who is
-#: calling, and the replicas it holds for others, none of which depend on its zone. A peer rejoining on its old address (moved by the
-#: rebalancer) thus tells an owner that still counts on it as its replica "no replica here"
-#: at once, and the owner picks another, instead of its writes waiting for this join (and the
-#: join's commit, at that owner, for its writes).
-SERVED_BEFORE_READY = frozenset({Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
-                                 Op.REPLICA_STATUS, Op.PROBE})
+#: calling, and the replicas it holds for others, none of which depend on its zone. A peer
+#: rejoining on its old address (moved by the rebalancer) thus tells an owner that still counts
+#: on it as its replica "no replica here" at once, and the owner picks another, instead of its
+#: writes waiting for this join (and the join's commit, at that owner, for its writes).
+SERVED_BEFORE_READY = frozenset({Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.REPLICATE, Op.REPLICA_SYNC,
+                                 Op.REPLICA_STATE, Op.REPLICA_DROP, Op.REPLICA_STATUS, Op.PROBE})
 
 #: Serves a request from a connection: (connection, decoded body) -> reply body.
 RequestHandler = Callable[[RpcConnection, Any], Awaitable[Body | dict[str, Any]]]

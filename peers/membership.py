@@ -498,8 +498,9 @@ class Membership:
         table = dict(self.state.neighbours)   # the heir's announcement may change ours meanwhile
         heir = await self.leave()
         await self.replication.drop()
-        first = table[heir].address
-        return [first] + [a for a in dict.fromkeys(n.address for n in table.values()) if a != first]
+        known = {**table, **self.state.neighbours}
+        first = [known[heir].address] if heir in known else []
+        return first + [a for a in dict.fromkeys(n.address for n in known.values()) if a not in first]
 
     async def _on_leave(self, conn: RpcConnection, body: Empty) -> Left:
         """Leave the overlay gracefully; the runtime stops this peer once the reply is sent."""

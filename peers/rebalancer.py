@@ -87,4 +87,6 @@ class Rebalancer:
                     "as a new peer at the busiest", state.id, own, busiest.id, busiest.quads)
         rejoin = await self.membership.step_aside()
         self.counters["rebalance_moves"] += 1
+        # through the busiest peer first: it owns the point, and it does not move
+        rejoin = [busiest.address] + [a for a in rejoin if a != busiest.address]
         return rejoin, lowest_corner(busiest.zone, state.space.whole_space())

@@ -117,8 +117,8 @@ class RunningPeer:
         self.cancel_scope.cancel()
 
 
-#: Rounds over the addresses a peer rejoining as a new peer knows, before it gives up.
-REJOIN_ROUNDS = 3
+#: Seconds a peer rejoining as a new peer tries the addresses it knows before it gives up.
+REJOIN_FOR = 120.0
 
 
 class _Superseded(Exception):
@@ -174,23 +174,28 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
         if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
             listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
         addresses, at, superseded = superseded.rejoin, superseded.at, None
-        # The peers it knows may be moving or rejoining too: a few rounds, a pause between them.
-        for address in addresses * REJOIN_ROUNDS:
-            if lifetime.stop_asked:
-                lifetime.stopped.set()
-                return
-            fresh = replace(config, join=address, listen=listen)
-            try:
-                await _run_once(_PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy,
-                                             lifetime, join_at=at), once)
-                return
-            except _Superseded as again:
-                superseded = again
-                break
-            except EventCloudError as exc:
-                log.warning("rejoining through %s failed: %s", address, exc)
-                await trio.sleep(config.retry_window / max(1, len(addresses)))
-        else:
+        # The peers it knows may be moving or rejoining too: round after round, pausing longer
+        # each time, for REJOIN_FOR seconds at most.
+        give_up, pause = trio.current_time() + REJOIN_FOR, config.retry_window / 10
+        while superseded is None and trio.current_time() < give_up:
+            for address in addresses:
+                if lifetime.stop_asked:
+                    lifetime.stopped.set()
+                    return
+                fresh = replace(config, join=address, listen=listen)
+                try:
+                    await _run_once(_PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy,
+                                                 lifetime, join_at=at), once)
+                    return
+                except _Superseded as again:
+                    superseded = again
+                    break
+                except EventCloudError as exc:
+                    log.warning("rejoining through %s failed: %s", address, exc)
+            else:
+                await trio.sleep(pause)
+                pause = min(pause * 2, config.retry_window * 2)
+        if superseded is None:
             lifetime.stopped.set()
             raise StateError("this peer left its zone to rejoin as a new peer (taken over by its replica, or "
                              "moved by the rebalancer), and no peer it knew lets it rejoin; start it with "

@@ -21,14 +21,14 @@ Everything runs under one nursery opened here: the listener, one task per connec
 RPC reader owns its request handlers), and each service's `run()`. Cancelling it (SIGTERM,
 Ctrl-C, a test's cancel scope) stops the peer; its state and store are on disk, so the same
 command brings it back. A peer restarted after a replica took its zone over finds out before
-it serves, drops its stale copy and joins again as a new peer.
+it serves, drops its stale copy and joins again as a new peer (peers/lifecycle.py: what
+outlives one runtime).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import shutil
 import time
 import uuid
 from collections import Counter
@@ -58,15 +58,16 @@ from peers.host import Host, ProcessPeers
 from peers.matcher import Matcher
 from peers.operators import OperatorRunner, load_operators
 from peers.statistics import load_statistics
+from peers.lifecycle import REJOIN_FOR, Lifetime, Persistence, StartedOnce, Superseded, drop_stale
 from peers.membership import Membership
 from peers.queries import Queries
 from peers.rebalancer import Rebalancer
 from peers.reconstruction import Gatherer, RecentPublications
 from peers.replicas import Replicas
 from peers.replication import ReplicatedStore, Replication
-from peers.router import FAILED, RetryPolicy, Router
+from peers.router import RetryPolicy, Router
 from peers.schema import Schema, load_taxonomy
-from peers.state import PeerState, StateError, load_state, save_state
+from peers.state import PeerState, StateError, load_state
 from peers.storage import Storage
 from peers.async_store import Offload
 from peers.store import PeerStore
@@ -117,35 +118,6 @@ class RunningPeer:
         self.cancel_scope.cancel()
 
 
-#: Seconds a peer rejoining as a new peer tries the addresses it knows before it gives up.
-REJOIN_FOR = 120.0
-
-
-class _Superseded(Exception):
-    """A replica took this peer's zone over while it was down (or frozen, or cut off), or the
-    rebalancer moved it: it must rejoin as a new peer, through one of `rejoin`, listening on
-    `listen` if given, splitting the zone at point `at` if given (else the busiest it finds)."""
-
-    def __init__(self, rejoin: list[str], listen: str | None = None, at: Point | None = None) -> None:
-        super().__init__("superseded")
-        self.rejoin = rejoin
-        self.listen = listen
-        self.at = at
-
-
-class _StartedOnce:
-    """`task_status` for a peer that may rejoin after it started: the caller hears once."""
-
-    def __init__(self, task_status: trio.TaskStatus[RunningPeer]) -> None:
-        self._task_status = task_status
-        self.done = False
-
-    def started(self, value: RunningPeer) -> None:
-        if not self.done:
-            self.done = True
-            self._task_status.started(value)
-
-
 async def run_peer(config: PeerConfig, transport: Transport | None = None, *, physical_ms=wall_clock_ms,
                    task_status: trio.TaskStatus[RunningPeer] = trio.TASK_STATUS_IGNORED,
                    process: ProcessPeers | None = None, state: PeerState | None = None,
@@ -157,19 +129,19 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
     data directory holds none (a stand-in starts with its launcher's)."""
     transport = transport or _tcp(config)
     process = process if process is not None else ProcessPeers()
-    once = _StartedOnce(task_status)
-    lifetime = _Lifetime()
+    once = StartedOnce(task_status)
+    lifetime = Lifetime()
     try:
         await _run_once(_PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime),
                         once)
         return
-    except _Superseded as first:
-        superseded: _Superseded | None = first
+    except Superseded as first:
+        superseded: Superseded | None = first
     # Rejoin as a new peer, for as long as each runtime ends superseded (taken over, or moved
     # by the rebalancer): through the addresses the last one gave, keeping its port for clients.
     while superseded is not None:
         if config.data_dir is not None:
-            _drop_stale(config.data_dir)
+            drop_stale(config.data_dir)
         listen = config.listen
         if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
             listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
@@ -187,7 +159,7 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                     await _run_once(_PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy,
                                                  lifetime, join_at=at), once)
                     return
-                except _Superseded as again:
+                except Superseded as again:
                     superseded = again
                     break
                 except EventCloudError as exc:
@@ -202,7 +174,7 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                              "--join ADDRESS of a live peer") from None
 
 
-async def _run_once(runtime: "_PeerRuntime", once: _StartedOnce) -> None:
+async def _run_once(runtime: "_PeerRuntime", once: StartedOnce) -> None:
     """One runtime of a peer; the peer's own error, not its nursery's group, when it fails."""
     try:
         await runtime.run(once)  # type: ignore[arg-type]
@@ -231,7 +203,7 @@ def _tcp(config: PeerConfig) -> TcpTransport:
 def _one_typed(group: BaseExceptionGroup) -> BaseException:
     """The peer's own error out of its nursery's group (e.g. a refused join), or the group itself
     when something else failed too."""
-    typed, rest = group.split((EventCloudError, _Superseded))
+    typed, rest = group.split((EventCloudError, Superseded))
     if typed is not None and (rest is None or rest.subgroup(lambda e: not isinstance(e, trio.Cancelled)) is None):
         while isinstance(typed, BaseExceptionGroup):
             typed = typed.exceptions[0]
@@ -239,63 +211,11 @@ def _one_typed(group: BaseExceptionGroup) -> BaseException:
     return group
 
 
-def _drop_stale(data_dir: Path) -> None:
-    """The copy a superseded peer held is stale: keep its state file for inspection, drop the rest."""
-    state = data_dir / "peer.json"
-    if state.exists():
-        state.rename(data_dir / "peer.json.superseded")
-    for name in ("store", "replicas", "standins"):
-        shutil.rmtree(data_dir / name, ignore_errors=True)
-
-
-class _Persistence:
-    """Saves the peer's state (offloaded: it fsyncs), tells the replica, and retires a peer that left."""
-
-    def __init__(self, state: PeerState, clock: HybridClock, data_dir: Path | None, offload: Offload,
-                 replication: Replication) -> None:
-        self.state = state
-        self.clock = clock
-        self.data_dir = data_dir
-        self.offload = offload
-        self.replication = replication
-
-    async def save(self) -> None:
-        self.state.clock = self.clock.last
-        if self.data_dir is not None:
-            await self.offload.run(save_state, self.data_dir, self.state.to_json())  # a snapshot
-        await self.replication.state_changed()
-
-    def retire(self) -> None:
-        """This peer owns nothing any more: its state must not bring the zone back on a
-        restart (the file is kept, renamed, for inspection)."""
-        self.state.zone = None
-        if self.data_dir is not None:
-            path = self.data_dir / "peer.json"
-            if path.exists():
-                path.rename(self.data_dir / "peer.json.left")
-        self.data_dir = None
-
-
-class _Lifetime:
-    """What outlives one runtime of a peer: a stop asked of whichever runtime is current, and
-    `stopped`, set when the peer ends (not when it steps down to rejoin as a new peer)."""
-
-    def __init__(self) -> None:
-        self.scope: trio.CancelScope | None = None
-        self.stopped = trio.Event()
-        self.stop_asked = False
-
-    def cancel(self) -> None:
-        self.stop_asked = True
-        if self.scope is not None:
-            self.scope.cancel()
-
-
 class _PeerRuntime:
     def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
                  state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None,
-                 lifetime: _Lifetime | None = None, join_at: Point | None = None) -> None:
-        self.lifetime = lifetime = lifetime or _Lifetime()
+                 lifetime: Lifetime | None = None, join_at: Point | None = None) -> None:
+        self.lifetime = lifetime = lifetime or Lifetime()
         self.join_at = join_at    # a rejoin moved by the rebalancer splits the zone holding this point
         self.stepping_down = False
         self.config = config
@@ -370,7 +290,7 @@ class _PeerRuntime:
                                          abort_after=config.abort_after, admit_backlog=config.admit_backlog,
                                          backlog=lambda: max(matcher.backlog, delivery.backlog),
                                          published=published)
-        self.persistence = _Persistence(state, clock, data_dir, offload, replication)
+        self.persistence = Persistence(state, clock, data_dir, offload, replication)
         self.scope = lifetime.scope = trio.CancelScope()
         if lifetime.stop_asked:
             self.scope.cancel()
@@ -543,7 +463,7 @@ class _PeerRuntime:
                 newer = mine is not None and mine.incarnation > state.incarnation
         if newer:
             log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", state.id)
-            raise _Superseded(rejoin)
+            raise Superseded(rejoin)
 
     async def _step_down_when_superseded(self) -> None:
         """A peer frozen or cut off past the failure timeout comes back to find its replica
@@ -553,7 +473,7 @@ class _PeerRuntime:
         self.stepping_down = True
         state = self.state
         rejoin = [a for a in (self.replication.taken_over_at, *(n.address for n in state.neighbours.values())) if a]
-        raise _Superseded(rejoin, listen=state.address)
+        raise Superseded(rejoin, listen=state.address)
 
     async def _move(self, rejoin: list[str], at: Point) -> NoReturn:
         """The rebalancer handed this peer's zone over: this runtime ends and the peer rejoins as
@@ -562,7 +482,7 @@ class _PeerRuntime:
         self.stepping_down = True
         address = self.state.address
         self.persistence.retire()
-        raise _Superseded(rejoin, listen=address, at=at)
+        raise Superseded(rejoin, listen=address, at=at)
 
     async def _ask(self, address: str, op: Op, body: Any) -> dict[str, Any] | None:
         """One request on a connection of its own (the router does not run yet); None if it fails."""

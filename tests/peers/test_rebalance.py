@@ -20,7 +20,7 @@ import statistics
 import pytest
 import trio
 
-from eventcloud.client import ClientError
+from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode
 from eventcloud.overlay import CoordinateSpace
 from eventcloud.testing import open_overlay
@@ -118,7 +118,7 @@ async def test_real_peer_processes_move_to_the_data(tmp_path):
                            extra=["--rebalance-every", "1", "--rebalance-min-quads", "100"])
     await trio.to_thread.run_sync(cluster.start)
     try:
-        async with connect_all(cluster) as client:
+        async with connect(cluster.addresses, source="rebalance") as client:
             first = {p.id for p in (await client.status()).peers}
             for at in range(0, len(events), 50):
                 await client.publish_batch(events[at:at + 50])
@@ -150,11 +150,6 @@ async def test_real_peer_processes_move_to_the_data(tmp_path):
     finally:
         await trio.to_thread.run_sync(cluster.stop)
 
-
-def connect_all(cluster):
-    from eventcloud.client import connect
-
-    return connect(cluster.addresses, source="rebalance")
 
 
 async def test_two_siblings_leaving_at_once_leave_no_zone_to_nobody(autojump_clock):

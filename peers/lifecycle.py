@@ -1,0 +1,102 @@
+"""What outlives one runtime of a peer, and what ends one: the runtime (peers/runtime.py) runs
+a peer until it stops or steps down; a peer that steps down (its zone taken over while it was
+away, or moved by the rebalancer) drops its stale copy and rejoins as a new peer, keeping its
+port, its caller's handle and its stop request across runtimes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from eventcloud.overlay import Point
+from eventcloud.wire.hlc import HybridClock
+from peers.async_store import Offload
+from peers.replication import Replication
+from peers.state import PeerState, save_state
+
+__all__ = ["REJOIN_FOR", "Superseded", "StartedOnce", "Lifetime", "Persistence", "drop_stale"]
+
+
+#: Seconds a peer rejoining as a new peer tries the addresses it knows before it gives up.
+REJOIN_FOR = 120.0
+
+
+class Superseded(Exception):
+    """A replica took this peer's zone over while it was down (or frozen, or cut off), or the
+    rebalancer moved it: it must rejoin as a new peer, through one of `rejoin`, listening on
+    `listen` if given, splitting the zone at point `at` if given (else the busiest it finds)."""
+
+    def __init__(self, rejoin: list[str], listen: str | None = None, at: Point | None = None) -> None:
+        super().__init__("superseded")
+        self.rejoin = rejoin
+        self.listen = listen
+        self.at = at
+
+
+class StartedOnce:
+    """`task_status` for a peer that may rejoin after it started: the caller hears once."""
+
+    def __init__(self, task_status: trio.TaskStatus[Any]) -> None:
+        self._task_status = task_status
+        self.done = False
+
+    def started(self, value: Any) -> None:
+        if not self.done:
+            self.done = True
+            self._task_status.started(value)
+
+
+def drop_stale(data_dir: Path) -> None:
+    """The copy a superseded peer held is stale: keep its state file for inspection, drop the rest."""
+    state = data_dir / "peer.json"
+    if state.exists():
+        state.rename(data_dir / "peer.json.superseded")
+    for name in ("store", "replicas", "standins"):
+        shutil.rmtree(data_dir / name, ignore_errors=True)
+
+
+class Persistence:
+    """Saves the peer's state (offloaded: it fsyncs), tells the replica, and retires a peer that left."""
+
+    def __init__(self, state: PeerState, clock: HybridClock, data_dir: Path | None, offload: Offload,
+                 replication: Replication) -> None:
+        self.state = state
+        self.clock = clock
+        self.data_dir = data_dir
+        self.offload = offload
+        self.replication = replication
+
+    async def save(self) -> None:
+        self.state.clock = self.clock.last
+        if self.data_dir is not None:
+            await self.offload.run(save_state, self.data_dir, self.state.to_json())  # a snapshot
+        await self.replication.state_changed()
+
+    def retire(self) -> None:
+        """This peer owns nothing any more: its state must not bring the zone back on a
+        restart (the file is kept, renamed, for inspection)."""
+        self.state.zone = None
+        if self.data_dir is not None:
+            path = self.data_dir / "peer.json"
+            if path.exists():
+                path.rename(self.data_dir / "peer.json.left")
+        self.data_dir = None
+
+
+class Lifetime:
+    """What outlives one runtime of a peer: a stop asked of whichever runtime is current, and
+    `stopped`, set when the peer ends (not when it steps down to rejoin as a new peer)."""
+
+    def __init__(self) -> None:
+        self.scope: trio.CancelScope | None = None
+        self.stopped = trio.Event()
+        self.stop_asked = False
+
+    def cancel(self) -> None:
+        self.stop_asked = True
+        if self.scope is not None:
+            self.scope.cancel()

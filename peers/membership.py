@@ -1,5 +1,6 @@
 """Overlay membership: join by splitting the owner of a point, graceful leave by merging into a
-neighbour, announcements and stabilisation that keep neighbour tables exact.
+neighbour, and the announcements that keep neighbour tables exact (stabilisation, which repairs
+what they miss, is peers/stabiliser.py).
 
 Join (new peer N; docs/overlay.md, "Balanced joins"):
   0. N picks whom to split: it routes ``load_local`` to `JOIN_PROBES` random points (each
@@ -37,7 +38,7 @@ from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
     CoordinateSpace, Neighbour, Point, Zone, announced, climb, cut_for, evenly, heirs, lowest_corner,
-    merge_for_leave, split_for_join, verified,
+    merge_for_leave, split_for_join,
 )
 from eventcloud.rdf.model import IRI, Quad
 from eventcloud.wire.codec import point_from_wire, point_to_wire
@@ -51,6 +52,7 @@ from peers.operators import check_same_operators
 from peers.replication import Replication
 from peers import mailboxes as mb
 from peers.router import FAILED, Router
+from peers.stabiliser import Stabiliser
 from peers.state import PeerState
 from peers.async_store import AsyncStore
 from peers.store import add, decide, notified, remove
@@ -112,6 +114,10 @@ class Membership:
         self._pending: dict[str, _PendingJoin] = {}
         self._nursery: trio.Nursery | None = None
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
+        self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
+                                     retry_window=retry_window, rng=rng)
+        #: announcements that arrived while our leave held the lock: the heir's, once it took over
+        self._held: list[Announce] = []
 
     @property
     def handing_over(self) -> bool:
@@ -144,7 +150,7 @@ class Membership:
             self._nursery = nursery
             task_status.started()
             if stabilise_every > 0:
-                await self._stabilise_forever(stabilise_every)
+                await self.stabiliser.run(stabilise_every)
             else:
                 await trio.sleep_forever()
 
@@ -414,10 +420,16 @@ class Membership:
         body = Announce(records, removed)
 
         async def one(address: str) -> None:
-            try:
-                await self.router.call(address, Op.NEIGHBOURS, body)
-            except EventCloudError as exc:
-                log.warning("peer %s: could not update %s: %s", self.state.id, address, exc)
+            # Bounded: the caller may hold a zone change up (a take-over answers a leaving peer
+            # only after this), and the neighbour may itself be busy handing its zone over.
+            with trio.move_on_after(self.retry_window) as bound:
+                try:
+                    await self.router.call(address, Op.NEIGHBOURS, body)
+                except EventCloudError as exc:
+                    log.warning("peer %s: could not update %s: %s", self.state.id, address, exc)
+            if bound.cancelled_caught:
+                log.warning("peer %s: %s did not take the update within %g s; stabilisation will",
+                            self.state.id, address, self.retry_window)
 
         async with trio.open_nursery() as nursery:
             for address in set(addresses):
@@ -434,11 +446,20 @@ class Membership:
         state = self.state
         for ident in body.removed:
             self._departed[ident] = trio.current_time() + DEPARTED_FOR
+        if self.leaving:
+            # Our leave holds the lock until an heir took our zone over, and that heir may be
+            # announcing to us right now: waiting here would wait for ourselves. The update is
+            # the zone's, so it goes to the heir once it holds the zone (or to us if the leave fails).
+            self._held.append(body)
+            return PeerId(state.id)
         async with self.lock:
-            state.neighbours = announced(state.id, state.zone, state.neighbours, (body.peers or {}).items(),
-                                         body.removed)
+            self._apply(body)
             await self.persist()
         return PeerId(state.id)
+
+    def _apply(self, body: Announce) -> None:
+        state = self.state
+        state.neighbours = announced(state.id, state.zone, state.neighbours, (body.peers or {}).items(), body.removed)
 
     async def announce_self(self) -> None:
         """After a restart: tell the neighbours where we are now (the port may differ)."""
@@ -459,15 +480,35 @@ class Membership:
             # From here on this peer takes no neighbour's zone over: two siblings leaving at once
             # would each hand its zone to the other, and both zones would be left to nobody.
             self.leaving = True
+            self._held = []
+            addresses = {ident: state.neighbours[ident].address for ident in candidates}
             # Stores wait from the snapshot on; once an heir holds the zone they never resume
             # (this peer stops, the waiting stores fail and are routed to the heir).
-            await self.guard.acquire_change()
             try:
-                return await self._hand_zone_to(candidates)
+                await self.guard.acquire_change()
+            except BaseException:
+                self._end_leave(failed=True)
+                raise
+            try:
+                heir = await self._hand_zone_to(candidates)
             except BaseException:
                 self.guard.release_change()
-                self.leaving = False
+                self._end_leave(failed=True)
+                with trio.CancelScope(shield=True):
+                    await self.persist()
                 raise
+        for body in self._end_leave(failed=False):
+            await self.announce(body.peers or {}, [addresses[heir]], body.removed)
+        return heir
+
+    def _end_leave(self, *, failed: bool) -> list[Announce]:
+        """The announcements held during a leave: applied to our table either way (a failed
+        leave keeps the zone; a moved peer rejoins through its table), returned for the heir."""
+        held, self._held = self._held, []
+        self.leaving = False if failed else self.leaving
+        for body in held:
+            self._apply(body)
+        return held
 
     async def _hand_zone_to(self, candidates: list[str]) -> str:
         """The zone's content to the first heir that takes it; its id."""
@@ -482,7 +523,7 @@ class Membership:
                 return ident
             except FAILED as exc:
                 # The answer may be what was lost: if the heir's zone now holds ours, it took over.
-                table = await self._table_of(neighbour.address)
+                table = await self.stabiliser.table_of(neighbour.address)
                 if table is not None and table.me[1].zone.intersects(state.zone.bounds) \
                         and table.me[1].zone.merge(state.zone) is None:
                     return ident
@@ -516,6 +557,9 @@ class Membership:
                                ErrorCode.CANNOT_LEAVE)
         self._departed[body.id] = trio.current_time() + DEPARTED_FOR
         async with self.lock:
+            if self.leaving:  # began while we waited: its snapshot of our zone is taken already
+                raise RequestError(f"peer {state.id} is leaving too; hand the zone to another neighbour or retry",
+                                   ErrorCode.CANNOT_LEAVE)
             plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
             if plan is None:
                 raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
@@ -532,60 +576,3 @@ class Membership:
     async def _on_table(self, conn: RpcConnection, body: Empty) -> Table:
         state = self.state
         return Table((state.id, Neighbour(state.address, state.zone, state.incarnation)), dict(state.neighbours))
-
-    async def stabilise_once(self) -> None:
-        """Ask each neighbour for its own zone and its table; fix stale entries and learn
-        neighbours we missed (e.g. after concurrent joins), verifying each candidate with the
-        candidate itself, the only authority on its zone."""
-        state = self.state
-        authoritative: dict[str, Neighbour] = {}
-        candidates: dict[str, Neighbour] = {}
-        silent: list[str] = []
-        for ident, neighbour in list(state.neighbours.items()):
-            table = await self._table_of(neighbour.address)
-            if table is None:
-                silent.append(ident)  # maybe restarting or being taken over: decided below
-                continue
-            me_id, me = table.me
-            authoritative[me_id] = me
-            if me_id != ident:
-                # Another peer answers at its address now (it left and a peer rejoined there, as
-                # the rebalancer's moves do): the one we knew is a ghost unless shown otherwise.
-                silent.append(ident)
-            for other, info in table.neighbours.items():
-                if other != state.id and other not in state.neighbours and state.zone.is_neighbour(info.zone):
-                    candidates[other] = info
-        for ident, info in candidates.items():
-            table = await self._table_of(info.address)
-            if table is not None:
-                authoritative[ident] = table.me[1]
-        if not authoritative:
-            return
-        async with self.lock:
-            table = verified(state.zone, state.neighbours, authoritative)
-            for ident in silent:
-                # A silent neighbour (or one another peer answers for) whose zone a live peer now
-                # reports as its own, or that left, is a ghost: drop it (a crashed one is kept:
-                # its replica takes it over).
-                held = table.get(ident)
-                if held is not None and (self.departed(ident) or any(
-                        other != ident and info.zone.intersects(held.zone.bounds)
-                        for other, info in authoritative.items())):
-                    del table[ident]
-                    self.counters["ghost_neighbours_dropped"] += 1
-            if table != state.neighbours:
-                state.neighbours = table
-                await self.persist()
-
-    async def _table_of(self, address: str) -> Table | None:
-        try:
-            with trio.fail_after(self.retry_window):
-                return Table.from_wire(await self.router.call(address, Op.TABLE, Empty()))
-        except (*FAILED, EventCloudError, trio.TooSlowError):
-            return None
-
-    async def _stabilise_forever(self, interval: float) -> None:
-        while True:
-            await trio.sleep(interval * (0.5 + self.rng.random()))  # jittered
-            if self.state.has_zone:
-                await self.stabilise_once()

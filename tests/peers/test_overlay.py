@@ -224,7 +224,7 @@ async def test_stabilisation_drops_a_ghost_neighbour_whose_zone_others_now_own(a
         real_id, real = next(iter(peer.state.neighbours.items()))
         # a stale entry: a peer that left while we were not told, its zone now another's
         peer.state.neighbours["ghost00000000"] = Neighbour("peer:999", real.zone)
-        await peer.membership.stabilise_once()
+        await peer.membership.stabiliser.once()
         assert "ghost00000000" not in peer.state.neighbours and real_id in peer.state.neighbours
         assert peer.counters["ghost_neighbours_dropped"] == 1
         async with overlay.client() as client:

@@ -180,3 +180,35 @@ async def test_two_siblings_leaving_at_once_leave_no_zone_to_nobody(autojump_clo
         volume = lambda zone: math.prod(hi - lo for lo, hi in zone.bounds)  # noqa: E731
         whole = a.state.space.whole_space()
         assert sum(volume(p.state.zone) for p in stayed) == math.prod(hi - lo for lo, hi in whole)
+
+
+async def test_a_leaving_peer_answers_announcements_and_hands_them_to_its_heir(autojump_clock):
+    """A leaving peer holds its zone lock until an heir took the zone over, and the heir (or a
+    peer the heir announces to, itself leaving) may announce to the leaver meanwhile. Found on 8
+    real peers moving at once: three leaves each waited for a take-over whose announcement
+    waited for another leaver's lock, for good (publications into their zones refused). The
+    leaver now answers at once and passes the update on to its heir once it holds the zone."""
+    from eventcloud.overlay import heirs
+    from eventcloud.wire.messages import Neighbour
+
+    async with open_overlay(4, seed=1) as overlay:
+        leaver = next(p for p in overlay.peers if heirs(p.state.zone, p.state.neighbours))
+        heir_id = heirs(leaver.state.zone, leaver.state.neighbours)[0]
+        heir = next(p for p in overlay.peers if p.id == heir_id)
+        bystander = next(p for p in overlay.peers if p not in (leaver, heir))
+        # a record the heir must learn: the bystander's zone as the bystander announces it
+        record = {bystander.id: Neighbour(bystander.state.address, bystander.state.zone, bystander.state.incarnation)}
+        install, seen = heir.membership._install, []
+
+        async def install_announcing_to_the_leaver(data):
+            await heir.membership.announce(record, [leaver.state.address])  # waits for the leaver's answer
+            seen.append(trio.current_time())
+            await install(data)
+
+        heir.membership._install = install_announcing_to_the_leaver
+        forwarded = leaver.membership.counters["out:neighbours"]
+        started = trio.current_time()
+        with trio.fail_after(60):
+            assert await leaver.membership.leave() == heir.id
+        assert seen and seen[0] - started < overlay.config.retry_window / 2, "the announcement waited for the leaver's lock"
+        assert leaver.membership.counters["out:neighbours"] == forwarded + 1, "the held update never went to the heir"

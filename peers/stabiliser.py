@@ -1,0 +1,97 @@
+"""Stabilisation: neighbour tables kept true by asking the neighbours themselves.
+
+Announcements are best effort (a neighbour may be down, restarting or busy leaving when one is
+sent), so every peer periodically asks each neighbour for its own zone and its table, fixes
+stale entries, learns neighbours it missed (e.g. after concurrent joins) and drops ghosts: an
+entry whose address another peer answers now (a peer that moved and rejoined there) or whose
+zone a live peer reports as its own. Each candidate is verified with the candidate itself, the
+only authority on its zone.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Awaitable, Callable
+
+import trio
+
+from eventcloud.errors import EventCloudError
+from eventcloud.overlay import Neighbour, verified
+from eventcloud.wire.messages import Empty, Table
+from eventcloud.wire.ops import Op
+from peers.router import FAILED, Router
+from peers.state import PeerState
+
+__all__ = ["Stabiliser"]
+
+
+class Stabiliser:
+    def __init__(self, state: PeerState, router: Router, lock: trio.Lock, counters: Counter[str], *,
+                 persist: Callable[[], Awaitable[None]], departed: Callable[[str], bool], retry_window: float,
+                 rng: random.Random) -> None:
+        self.state = state
+        self.router = router
+        self.lock = lock                  # the membership's: zone changes and table rewrites in turn
+        self.counters = counters
+        self.persist = persist
+        self.departed = departed          # did this peer leave gracefully (not crash)?
+        self.retry_window = retry_window
+        self.rng = rng
+
+    async def run(self, interval: float) -> None:
+        while True:
+            await trio.sleep(interval * (0.5 + self.rng.random()))  # jittered
+            if self.state.has_zone:
+                await self.once()
+
+    async def once(self) -> None:
+        """Ask each neighbour for its own zone and its table; fix stale entries and learn
+        neighbours we missed, verifying each candidate with the candidate itself."""
+        state = self.state
+        authoritative: dict[str, Neighbour] = {}
+        candidates: dict[str, Neighbour] = {}
+        silent: list[str] = []
+        for ident, neighbour in list(state.neighbours.items()):
+            table = await self.table_of(neighbour.address)
+            if table is None:
+                silent.append(ident)  # maybe restarting or being taken over: decided below
+                continue
+            me_id, me = table.me
+            authoritative[me_id] = me
+            if me_id != ident:
+                # Another peer answers at its address now (it left and a peer rejoined there, as
+                # the rebalancer's moves do): the one we knew is a ghost unless shown otherwise.
+                silent.append(ident)
+            for other, info in table.neighbours.items():
+                if other != state.id and other not in state.neighbours and state.zone.is_neighbour(info.zone):
+                    candidates[other] = info
+        for ident, info in candidates.items():
+            table = await self.table_of(info.address)
+            if table is not None:
+                authoritative[ident] = table.me[1]
+        if not authoritative:
+            return
+        async with self.lock:
+            table = verified(state.zone, state.neighbours, authoritative)
+            for ident in silent:
+                # A silent neighbour (or one another peer answers for) whose zone a live peer now
+                # reports as its own, or that left, is a ghost: drop it (a crashed one is kept:
+                # its replica takes it over).
+                held = table.get(ident)
+                if held is not None and (self.departed(ident) or any(
+                        other != ident and info.zone.intersects(held.zone.bounds)
+                        for other, info in authoritative.items())):
+                    del table[ident]
+                    self.counters["ghost_neighbours_dropped"] += 1
+            if table != state.neighbours:
+                state.neighbours = table
+                await self.persist()
+
+    async def table_of(self, address: str) -> Table | None:
+        """The peer at `address`: its own zone and its table; None if it does not answer in time."""
+        try:
+            with trio.fail_after(self.retry_window):
+                return Table.from_wire(await self.router.call(address, Op.TABLE, Empty()))
+        except (*FAILED, EventCloudError, trio.TooSlowError):
+            return None

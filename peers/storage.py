@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import replace
 from functools import partial
 from typing import Any, Callable
 
@@ -226,6 +225,9 @@ class Storage:
                 log.info("peer %s: commit to %s failed (%s); it will resolve", self.state.id, address, exc)
 
         with trio.move_on_after(self.retry_window):
+            if len(owners) == 1:  # the common case: no nursery, no task
+                await one(next(iter(owners)))
+                return
             async with trio.open_nursery() as nursery:
                 for address in owners:
                     nursery.start_soon(one, address)
@@ -446,9 +448,10 @@ def _taken(delivery: Delivery) -> range | tuple[int, ...]:
 
 def _part(delivery: Delivery, taken: list[int]) -> Delivery:
     """The same event, for a subtree: OSMA keeps every quad (and says which to store), CSMA only the taken."""
-    if delivery.whole:
-        return replace(delivery, take=tuple(taken))
-    return replace(delivery, quads=tuple(delivery.quads[i] for i in taken), take=None)
+    d = delivery  # built field by field: dataclasses.replace cost a tenth of the sort, per event and hop
+    if d.whole:
+        return Delivery(d.graph, d.size, d.published, d.quads, tuple(taken), True, d.tx, d.origin)
+    return Delivery(d.graph, d.size, d.published, tuple(d.quads[i] for i in taken), None, False, d.tx, d.origin)
 
 
 def _whole_event(graph: IRI, quads: list[Quad]) -> CompoundEvent:

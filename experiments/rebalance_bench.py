@@ -8,12 +8,17 @@ sensor streams, 50 per request), then watches the overlay every few seconds: the
 peer against the mean, the empty peers, how many peers have moved so far (new peer ids on
 the same addresses), and whether every acknowledged quad is still there (the peers' counts
 and a COUNT query). At the end it checks a sample of events whole with `find`. The same
-run without `--every` shows the overlay the rebalancer starts from.
+run without `--every` shows the overlay the rebalancer starts from. `--repeat N` runs it N
+times on new clusters (moves are timing-dependent: one run proves little), and
+`--dump-on-failure` makes every peer log its task tree at the first refused publication or
+status (how the leavers waiting on each other were found).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import statistics
 import sys
 import time
@@ -27,6 +32,14 @@ from experiments.benchkit import table as markdown_table
 from peers.cluster import LocalCluster
 
 COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
+
+
+def dump_tasks(cluster: LocalCluster, why: str) -> None:
+    """Each peer logs its task tree (SIGUSR1, peers/task_dump.py): what a stuck move waits for."""
+    print(f"  {why}: asking every peer for a task dump (SIGUSR1, in the peers' log)", file=sys.stderr)
+    for proc in cluster.processes:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGUSR1)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -50,6 +63,8 @@ async def run(args: argparse.Namespace) -> int:
                         await client.publish_batch(events[at:at + 50])
                         break
                     except ClientError as exc:
+                        if args.dump_on_failure and not retried:
+                            dump_tasks(cluster, f"publication refused ({exc.message[:80]})")
                         if not exc.transient or attempt == 4:
                             raise
                         retried += 1
@@ -62,6 +77,8 @@ async def run(args: argparse.Namespace) -> int:
                     status = await client.status()
                     counted = int((await client.query(COUNT))["results"]["bindings"][0]["n"]["value"])
                 except ClientError as exc:  # a move under way: ask again at the next round
+                    if args.dump_on_failure and not failures:
+                        dump_tasks(cluster, f"status or COUNT refused ({exc.message[:80]})")
                     failures += 1
                     print(f"  t={elapsed:.0f} s: {exc.message}", file=sys.stderr)
                 else:
@@ -100,7 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-quads", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=120.0, help="how long to watch after publishing")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between looks")
-    return trio.run(run, parser.parse_args(argv))
+    parser.add_argument("--repeat", type=int, default=1, help="runs, one after the other (each on a new cluster)")
+    parser.add_argument("--dump-on-failure", action="store_true",
+                        help="on the first refused publication or status, every peer logs its task tree")
+    args = parser.parse_args(argv)
+    codes = [trio.run(run, args) for _ in range(args.repeat)]
+    if args.repeat > 1:
+        print(f"\n{args.repeat} runs: {codes.count(0)} whole and counted exactly, {len(codes) - codes.count(0)} not")
+    return max(codes)
 
 
 if __name__ == "__main__":

@@ -552,24 +552,29 @@ class Membership:
 
     async def _on_take_over(self, conn: RpcConnection, body: TakeOver) -> PeerId:
         state = self.state
-        if self.leaving:  # checked before the lock, which our own leave holds while it waits
-            raise RequestError(f"peer {state.id} is leaving too; hand the zone to another neighbour or retry",
-                               ErrorCode.CANNOT_LEAVE)
+        self._refuse_if_leaving()  # checked before the lock, which our own leave holds while it waits
         self._departed[body.id] = trio.current_time() + DEPARTED_FOR
-        async with self.lock:
-            if self.leaving:  # began while we waited: its snapshot of our zone is taken already
-                raise RequestError(f"peer {state.id} is leaving too; hand the zone to another neighbour or retry",
-                                   ErrorCode.CANNOT_LEAVE)
-            plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
-            if plan is None:
-                raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
-            await self._install(body.data)
-            state.zone = plan.merged
-            state.neighbours = plan.table
-            await self.persist()
+        try:
+            async with self.lock:
+                self._refuse_if_leaving()  # began while we waited: its snapshot of our zone is taken already
+                plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
+                if plan is None:
+                    raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
+                await self._install(body.data)
+                state.zone = plan.merged
+                state.neighbours = plan.table
+                await self.persist()
+        except RequestError:  # refused: that peer keeps its zone, and has not departed
+            self._departed.pop(body.id, None)
+            raise
         await self.announce({state.id: Neighbour(state.address, plan.merged, state.incarnation)}, plan.announce_to,
                             removed=(body.id,))
         return PeerId(state.id)
+
+    def _refuse_if_leaving(self) -> None:
+        if self.leaving:
+            raise RequestError(f"peer {self.state.id} is leaving too; hand the zone to another neighbour or retry",
+                               ErrorCode.CANNOT_LEAVE)
 
     # --- stabilisation --------------------------------------------------------------------------
 

@@ -71,6 +71,8 @@ CLIMB_STEPS = 16
 #: Bytes of term text per handover chunk: a split hands the newcomer its quads in chunks this
 #: size (the first in the grant, the rest with `join_data`), far under the frame limit.
 HANDOVER_CHUNK = 4 << 20
+#: Requests of one take-over to an heir that did not answer, before the next heir is asked.
+TAKE_OVER_TRIES = 3
 
 
 class _PendingJoin:
@@ -514,22 +516,27 @@ class Membership:
         """The zone's content to the first heir that takes it; its id."""
         state = self.state
         _, data = await self._handover(state.zone)
+        request = TakeOver(state.id, state.zone, dict(state.neighbours), data)
         last_error: EventCloudError | None = None
         for ident in candidates:
-            neighbour = state.neighbours[ident]
-            try:
-                await self.router.call(neighbour.address, Op.TAKE_OVER,
-                                       TakeOver(state.id, state.zone, dict(state.neighbours), data))
-                return ident
-            except FAILED as exc:
-                # The answer may be what was lost: if the heir's zone now holds ours, it took over.
-                table = await self.stabiliser.table_of(neighbour.address)
-                if table is not None and table.me[1].zone.intersects(state.zone.bounds) \
-                        and table.me[1].zone.merge(state.zone) is None:
+            address = state.neighbours[ident].address
+            for attempt in range(TAKE_OVER_TRIES):
+                try:
+                    await self.router.call(address, Op.TAKE_OVER, request)
                     return ident
-                last_error = exc
-            except EventCloudError as exc:
-                last_error = exc
+                except FAILED as exc:
+                    # The answer may be what was lost, with the take-over done or still under way
+                    # there: ask the same heir again (it answers a done one as done, and one under
+                    # way holds its lock), never another one while this one may hold the zone.
+                    last_error = exc
+                    await trio.sleep(0.5 * (attempt + 1))
+                except EventCloudError as exc:
+                    last_error = exc
+                    break
+            else:
+                table = await self.stabiliser.table_of(address)
+                if table is not None and table.me[1].zone.covers(state.zone):
+                    return ident
         raise RequestError(f"cannot leave: no neighbour could take over ({last_error})", ErrorCode.CANNOT_LEAVE)
 
     async def step_aside(self) -> list[str]:
@@ -552,10 +559,14 @@ class Membership:
 
     async def _on_take_over(self, conn: RpcConnection, body: TakeOver) -> PeerId:
         state = self.state
+        if state.zone.covers(body.zone):  # a retry whose answer was lost: the zone is ours already
+            return PeerId(state.id)
         self._refuse_if_leaving()  # checked before the lock, which our own leave holds while it waits
         self._departed[body.id] = trio.current_time() + DEPARTED_FOR
         try:
             async with self.lock:
+                if state.zone.covers(body.zone):  # the attempt we waited behind took it
+                    return PeerId(state.id)
                 self._refuse_if_leaving()  # began while we waited: its snapshot of our zone is taken already
                 plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
                 if plan is None:

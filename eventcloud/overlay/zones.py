@@ -30,6 +30,10 @@ class Zone:
         p0, p1, p2, p3 = point
         return l0 <= p0 < h0 and l1 <= p1 < h1 and l2 <= p2 < h2 and l3 <= p3 < h3
 
+    def covers(self, other: "Zone") -> bool:
+        """True if every point of `other` is in this zone (a zone covers itself)."""
+        return all(lo <= olo and ohi <= hi for (lo, hi), (olo, ohi) in zip(self.bounds, other.bounds))
+
     def intersects(self, box: Box) -> bool:
         """True if the zone and the box share at least one point (an empty box meets nothing)."""
         return all(max(lo, blo) < min(hi, bhi) for (lo, hi), (blo, bhi) in zip(self.bounds, box))

@@ -173,6 +173,13 @@ def test_is_neighbour() -> None:
     assert not a.is_neighbour(far)
 
 
+def test_covers() -> None:
+    lower, upper = UNIT.split()
+    ll, lu = lower.split()
+    assert UNIT.covers(UNIT) and UNIT.covers(lower) and lower.covers(ll) and UNIT.covers(lu)
+    assert not lower.covers(UNIT) and not ll.covers(lower) and not lower.covers(upper) and not upper.covers(ll)
+
+
 def test_merge() -> None:
     lower, upper = UNIT.split()
     assert lower.merge(upper) == UNIT

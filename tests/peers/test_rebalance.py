@@ -212,3 +212,47 @@ async def test_a_leaving_peer_answers_announcements_and_hands_them_to_its_heir(a
             assert await leaver.membership.leave() == heir.id
         assert seen and seen[0] - started < overlay.config.retry_window / 2, "the announcement waited for the leaver's lock"
         assert leaver.membership.counters["out:neighbours"] == forwarded + 1, "the held update never went to the heir"
+
+
+async def test_a_take_over_whose_answer_is_lost_is_asked_again_not_given_to_another_heir(autojump_clock):
+    """The leaver loses the take-over's answer while the heir is still installing the zone. It
+    used to read the heir's table at once, see the zone not yet merged, and try the next heir
+    (or keep the zone): two owners once the first finished. It now asks the same heir again,
+    which answers once the take-over it is doing is done."""
+    import math
+
+    from eventcloud.errors import ConnectionLost
+    from eventcloud.overlay import heirs
+    from eventcloud.wire.ops import Op
+
+    async with open_overlay(4, seed=1) as overlay:
+        leaver = next(p for p in overlay.peers if heirs(p.state.zone, p.state.neighbours))
+        heir = next(p for p in overlay.peers if p.id == heirs(leaver.state.zone, leaver.state.neighbours)[0])
+        zone = leaver.state.zone
+        install = heir.membership._install
+
+        async def slow_install(data):
+            await trio.sleep(3)  # a big zone: longer than the leaver waits for its answer
+            await install(data)
+
+        heir.membership._install = slow_install
+        call, lost = leaver.membership.router.call, []
+
+        async def losing_the_first_answer(address, op, body):
+            if op is Op.TAKE_OVER and not lost:
+                lost.append(address)
+                overlay.nursery.start_soon(call, address, op, body)  # it goes on at the heir
+                await trio.sleep(0.1)
+                raise ConnectionLost("connection lost (the test cut it)")
+            return await call(address, op, body)
+
+        leaver.membership.router.call = losing_the_first_answer
+        with trio.fail_after(60):
+            assert await leaver.membership.leave() == heir.id
+        await trio.sleep(5)
+        assert lost and heir.state.zone.covers(zone)
+        others = [p for p in overlay.peers if p is not leaver]
+        volume = lambda z: math.prod(hi - lo for lo, hi in z.bounds)  # noqa: E731
+        whole = leaver.state.space.whole_space()
+        assert sum(volume(p.state.zone) for p in others) == math.prod(hi - lo for lo, hi in whole), \
+            "the peers that stay do not own the space exactly once"

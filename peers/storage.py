@@ -23,12 +23,12 @@ from typing import Any, Callable
 
 import trio
 
-from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
+from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError, Unavailable
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.overlay import Zone, next_hop
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.sparql.filters.values import canonical_term
-from eventcloud.wire.codec import triple_from_wire, triple_to_wire, trusted_iri
+from eventcloud.wire.codec import point_from_wire, triple_from_wire, triple_to_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
 from eventcloud.wire.messages import Commit, Deliver, Delivered, Delivery, Publish, Published, Receipt
 from eventcloud.wire.ops import Op
@@ -177,12 +177,15 @@ class Storage:
         if phase.cancelled_caught:
             failure = RequestError(f"its quads were not all stored within {self.retry_window * 3:g} s",
                                    ErrorCode.TIMEOUT)
-        if failure is not None:
-            await self.commits.decide(attempts, ABORT)  # nothing of it will ever be visible
+        decisions = await self._decide(attempts, COMMIT) if failure is None else None
+        if decisions is None:
+            if failure is None:
+                failure = Unavailable("this peer handed its zone over (it is leaving or moving) before it "
+                                      "could record the decision")
+            await self._decide(attempts, ABORT)  # nothing of it will ever be visible
             self.counters["publish_failures"] += len(stamped)
             raise RequestError(f"publication not stored, nothing of it is visible; retry it (same graph IRIs): "
                                f"{failure.message}", failure.code if failure.transient else ErrorCode.UNAVAILABLE)
-        decisions = await self.commits.decide(attempts, COMMIT)
         refused = [e.graph.value for (e, _), d in zip(stamped, decisions) if d != COMMIT]
         graphs = tuple(e.graph.value for (e, _), d in zip(stamped, decisions) if d == COMMIT)
         if origin:
@@ -207,6 +210,22 @@ class Storage:
         if refused:
             raise RequestError(f"publication of {', '.join(refused[:3])} took too long and was aborted; retry it",
                                ErrorCode.TIMEOUT)
+
+    async def _decide(self, attempts: list[tuple[str, list[str]]], decision: str) -> list[str] | None:
+        """Record decisions here, where their point is, while the zone holds it (the decision
+        that stands for each); None if the zone went to an heir first. A zone change waits for
+        the write; a leave hands the decisions made before it over, so one written here after
+        it would be lost, and owners would resolve an acknowledged event as unknown, then
+        abort it (found with 8 real peers moving while a batch was published)."""
+        with trio.move_on_after(self.retry_window):
+            try:
+                async with self.guard.store():
+                    zone = self.state.zone
+                    if all(zone.contains(point_from_wire(point)) for _, point in attempts):
+                        return await self.commits.decide(attempts, decision)
+            except Unavailable:  # the zone was handed over for good
+                pass
+        return None
 
     async def _send_commits(self, owners: set[str], graphs: tuple[str, ...]) -> None:
         """Tell the owners (best effort, bounded: an owner that misses it resolves the event)."""

@@ -50,6 +50,7 @@ from eventcloud.wire.ops import Op
 from peers.operators import OperatorRunner
 from peers.router import Router
 from peers.state import PeerState
+from peers.zone_guard import ZoneGuard
 from peers.async_store import AsyncStore
 from peers.store import notified
 from peers.subscriptions import Subscriptions
@@ -91,8 +92,12 @@ class Matcher:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  notify_here: Callable[[Notify], Awaitable[None]], clock: HybridClock, counters: Counter[str],
                  runner: OperatorRunner, *, workers: int, work_queue: int, enqueue_timeout: float,
-                 outbox_every: float, give_up_after: float, contained_chains: bool = True) -> None:
+                 outbox_every: float, give_up_after: float, contained_chains: bool = True,
+                 guard: ZoneGuard | None = None) -> None:
         self.state = state
+        #: subscription writes against zone changes: one stored here after a leave's snapshot
+        #: would stay behind, and its heir would never match it
+        self.guard = guard if guard is not None else ZoneGuard()
         self.router = router
         self.store = store
         self.subscriptions = subscriptions
@@ -265,13 +270,14 @@ class Matcher:
         if self.subscriptions.removed(record.id):
             return 0
         sub = self.subscriptions.parse(record)
-        if not self.state.zone.intersects(self.subscriptions.box(sub)):
-            return 0
-        known = self.subscriptions.get(record.id)
-        # Stamped with this peer's clock when first stored here: it matches the events whose quads
-        # arrive here after it (their stamps are larger), and none that arrived before.
-        record = replace(record, t=known.t if known is not None else self.clock.now())
-        stored = await self.subscriptions.add(record, sub)
+        async with self.guard.store():  # Unavailable once the zone was handed over: the sender retries
+            if not self.state.zone.intersects(self.subscriptions.box(sub)):
+                return 0
+            known = self.subscriptions.get(record.id)
+            # Stamped with this peer's clock when first stored here: it matches the events whose
+            # quads arrive here after it (their stamps are larger), and none that arrived before.
+            record = replace(record, t=known.t if known is not None else self.clock.now())
+            stored = await self.subscriptions.add(record, sub)
         if stored is None:
             return 0
         # Committed quads stored before the subscription arrived but published after it was made
@@ -285,7 +291,8 @@ class Matcher:
         return 1
 
     async def _local_remove_sub(self, body: SubscriptionId) -> int:
-        return int(await self.subscriptions.remove(body.id))
+        async with self.guard.store():
+            return int(await self.subscriptions.remove(body.id))
 
     async def _local_csma_sub(self, body: CsmaStep) -> int:
         """A rewritten subscription for one event: match it against the quads of that event held

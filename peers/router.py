@@ -311,7 +311,12 @@ class Router:
         request = {"box": box_to_wire(box), "op": op.value, "body": wire, "partial": partial}
         attempts = self.retry.start()
         while True:
-            reply = await self.route(multicast_root(box), Op.MCAST, request)
+            try:
+                reply = await self.route(multicast_root(box), Op.MCAST, request)
+            except RemoteError as exc:
+                if exc.code is not ErrorCode.UNAVAILABLE:
+                    raise
+                reply = []  # the root handed its zone over meanwhile: run it again, as for a missed zone
             if not isinstance(reply, list):
                 raise RequestError("malformed multicast reply", ErrorCode.INTERNAL)
             errors = [r["error"] for r in reply if isinstance(r, dict) and "error" in r]
@@ -374,6 +379,10 @@ class Router:
                     return [{"error": f"peer {key} at {neighbour.address} is unreachable ({exc.message})"}]
                 neighbour = self.state.neighbours.get(key, neighbour)
             except RemoteError as exc:
+                if exc.code is ErrorCode.UNAVAILABLE:
+                    # That peer handed its zone over meanwhile (a leave, a move): its part is
+                    # missing from the covers, so the whole multicast runs again, through the heir.
+                    return []
                 return [{"error": f"peer {key}: {exc.message}"}]
 
     # --- many items, one tree -----------------------------------------------------------------

@@ -283,7 +283,7 @@ class _PeerRuntime:
         self.matcher = matcher = Matcher(
             state, router, store_, subscriptions, delivery.accept, clock, counters, runner, workers=config.workers,
             work_queue=config.work_queue, enqueue_timeout=config.retry_window, outbox_every=config.outbox_every,
-            give_up_after=config.give_up_after, contained_chains=config.contained_chains)
+            give_up_after=config.give_up_after, contained_chains=config.contained_chains, guard=guard)
         self.storage = storage = Storage(state, router, store_, commits, matcher, clock, counters, guard,
                                          retry_window=config.retry_window, commit_later=config.commit_later,
                                          resolve_after=config.resolve_after,

@@ -256,3 +256,77 @@ async def test_a_take_over_whose_answer_is_lost_is_asked_again_not_given_to_anot
         whole = leaver.state.space.whole_space()
         assert sum(volume(p.state.zone) for p in others) == math.prod(hi - lo for lo, hi in whole), \
             "the peers that stay do not own the space exactly once"
+
+
+async def test_a_subscription_stored_while_its_peer_hands_its_zone_over_reaches_the_heir(autojump_clock):
+    """A subscription whose store request reaches a leaving peer after the leave's snapshot was
+    kept there, in a zone the peer no longer had: its heir never matched it. The store now waits
+    for the zone change, and once the zone is gone the multicast runs again, through the heir.
+    The subscription's box meets the leaver's zone and not the heir's, so only a copy handed
+    over (or stored at the heir on the second run) can match there."""
+    from eventcloud.overlay import heirs
+    from eventcloud.rdf.model import IRI, CompoundEvent, make_quad
+    from eventcloud.wire.ops import Op
+    from tests.helpers import EXO
+
+    async with open_overlay(8, seed=1) as overlay:
+        def differs(a, b):  # the one dimension two sibling zones differ in
+            return next(d for d in range(4) if a.bounds[d] != b.bounds[d])
+
+        leaver, heir, dim = next(
+            (p, h, differs(p.state.zone, h.state.zone)) for p in overlay.peers
+            for h in overlay.peers if h.id in heirs(p.state.zone, p.state.neighbours)
+            and differs(p.state.zone, h.state.zone) in (1, 3))  # subject or object
+        space, zone = leaver.state.space, leaver.state.zone
+
+        def inside(d: int, count: int) -> list:  # IRIs whose coordinate on axis d is in the leaver's zone
+            lo, hi = zone.bounds[d]
+            names = (f"{a}{b}{c}" for a in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                     for b in "0123456789abcdefghijklmnopqrstuvwxyz" for c in "0123456789")
+            found = [IRI(f"{EXO}{n}") for n in names if lo <= space.coordinate(IRI(f"{EXO}{n}")) < hi]
+            return found[:count]
+
+        graphs, subjects, predicates, objects = inside(0, 10), inside(1, 10), inside(2, 1), inside(3, 10)
+        term = subjects[0] if dim == 1 else objects[0]
+        pattern = f"<{term.value}> ?p ?o" if dim == 1 else f"?s ?p <{term.value}>"
+        bystander = next(i for i, p in enumerate(overlay.peers) if p not in (leaver, heir))
+        call = leaver.membership.router.call
+        async with overlay.client(bystander, "sub") as client:
+            subscribed, subs = trio.Event(), []
+
+            async def subscribe() -> None:
+                subs.append(await client.subscribe(f"SELECT * WHERE {{ GRAPH ?g {{ {pattern} }} }}", kind="signal"))
+                subscribed.set()
+
+            async def subscribing_after_the_snapshot(address, op, body):
+                if op is Op.TAKE_OVER and not subscribed.is_set() and not getattr(subscribe, "started", False):
+                    subscribe.started = True  # type: ignore[attr-defined]
+                    overlay.nursery.start_soon(subscribe)
+                    await trio.sleep(1)  # the store request reaches this peer before the zone goes
+                return await call(address, op, body)
+
+            leaver.membership.router.call = subscribing_after_the_snapshot
+
+            async def leave() -> None:  # as a move does: the leave's task ends afterwards
+                await leaver.membership.leave()
+
+            with trio.fail_after(60):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(leave)
+                await subscribed.wait()
+            assert heir.state.zone.covers(leaver.state.zone)
+            events = []
+            for i in range(10):
+                g = graphs[i]
+                quad = make_quad(g, term, predicates[0], objects[i]) if dim == 1 else \
+                    make_quad(g, subjects[i], predicates[0], term)
+                events.append(CompoundEvent(g, (quad,)))
+                assert heir.state.zone.contains(space.point(quad))
+                await client.publish(events[-1])
+            got = set()
+            with trio.move_on_after(30):
+                async for note in subs[0]:
+                    got.add(note.event)
+                    if len(got) == len(events):
+                        break
+            assert len(got) == len(events), f"notified of {len(got)} of {len(events)} events"

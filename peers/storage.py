@@ -217,15 +217,22 @@ class Storage:
         the write; a leave hands the decisions made before it over, so one written here after
         it would be lost, and owners would resolve an acknowledged event as unknown, then
         abort it (found with 8 real peers moving while a batch was published)."""
-        with trio.move_on_after(self.retry_window):
+        entered = False
+        with trio.move_on_after(self.retry_window):  # bounds the wait for a zone change, not the write
             try:
-                async with self.guard.store():
-                    zone = self.state.zone
-                    if all(zone.contains(point_from_wire(point)) for _, point in attempts):
-                        return await self.commits.decide(attempts, decision)
+                await self.guard.enter()
+                entered = True
             except Unavailable:  # the zone was handed over for good
                 pass
-        return None
+        if not entered:
+            return None
+        try:
+            zone = self.state.zone
+            if all(zone.contains(point_from_wire(point)) for _, point in attempts):
+                return await self.commits.decide(attempts, decision)
+            return None
+        finally:
+            self.guard.leave()
 
     async def _send_commits(self, owners: set[str], graphs: tuple[str, ...]) -> None:
         """Tell the owners (best effort, bounded: an owner that misses it resolves the event)."""

@@ -92,12 +92,12 @@ class Matcher:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  notify_here: Callable[[Notify], Awaitable[None]], clock: HybridClock, counters: Counter[str],
                  runner: OperatorRunner, *, workers: int, work_queue: int, enqueue_timeout: float,
-                 outbox_every: float, give_up_after: float, contained_chains: bool = True,
-                 guard: ZoneGuard | None = None) -> None:
+                 outbox_every: float, give_up_after: float, guard: ZoneGuard,
+                 contained_chains: bool = True) -> None:
         self.state = state
         #: subscription writes against zone changes: one stored here after a leave's snapshot
         #: would stay behind, and its heir would never match it
-        self.guard = guard if guard is not None else ZoneGuard()
+        self.guard = guard
         self.router = router
         self.store = store
         self.subscriptions = subscriptions

@@ -507,7 +507,8 @@ class Membership:
         """The announcements held during a leave: applied to our table either way (a failed
         leave keeps the zone; a moved peer rejoins through its table), returned for the heir."""
         held, self._held = self._held, []
-        self.leaving = False if failed else self.leaving
+        if failed:
+            self.leaving = False
         for body in held:
             self._apply(body)
         return held

@@ -217,18 +217,12 @@ class Storage:
         the write; a leave hands the decisions made before it over, so one written here after
         it would be lost, and owners would resolve an acknowledged event as unknown, then
         abort it (found with 8 real peers moving while a batch was published)."""
-        entered = False
-        with trio.move_on_after(self.retry_window):  # bounds the wait for a zone change, not the write
-            try:
-                await self.guard.enter()
-                entered = True
-            except Unavailable:  # the zone was handed over for good
-                pass
-        if not entered:
+        if not await self.guard.enter_within(self.retry_window):  # bounds the wait, not the write
             return None
         try:
             zone = self.state.zone
-            if all(zone.contains(point_from_wire(point)) for _, point in attempts):
+            points = {tuple(point) for _, point in attempts}  # one per batch (the entry's corner then)
+            if all(zone.contains(point_from_wire(list(point))) for point in points):
                 return await self.commits.decide(attempts, decision)
             return None
         finally:

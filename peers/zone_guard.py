@@ -46,6 +46,17 @@ class ZoneGuard:
         finally:
             self._gate.release()
 
+    async def enter_within(self, seconds: float) -> bool:
+        """`enter`, waiting for a zone change at most `seconds`; False (not entered) if it took
+        longer or the zone was handed over meanwhile."""
+        with trio.move_on_after(seconds):
+            try:
+                await self.enter()
+            except Unavailable:
+                return False
+            return True
+        return False
+
     def leave(self) -> None:
         self._stores -= 1
         if self._stores == 0:

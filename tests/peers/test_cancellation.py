@@ -22,6 +22,7 @@ from eventcloud.testing import open_overlay, trio_ms
 from eventcloud.wire.messages import Notification
 from peers.async_store import AsyncStore
 from peers.homes import _Pending
+from peers.zone_guard import ZoneGuard
 from peers.matcher import Matcher
 from peers.mutations import commit, decide
 from peers.runtime import _for_the_peers_lifetime
@@ -98,7 +99,8 @@ async def test_a_cancelled_caller_does_not_stop_a_mailboxs_writing_for_the_other
 
 def _bare_matcher() -> Matcher:
     return Matcher(None, None, None, None, None, None, Counter(), None,  # type: ignore[arg-type]
-                   workers=1, work_queue=8, enqueue_timeout=5, outbox_every=10_000, give_up_after=10_000)
+                   workers=1, work_queue=8, enqueue_timeout=5, outbox_every=10_000, give_up_after=10_000,
+                   guard=ZoneGuard())
 
 
 async def test_work_from_a_task_a_worker_started_elsewhere_is_queued_not_left_with_that_worker():

@@ -44,3 +44,23 @@ async def test_a_cancelled_change_lets_stores_through_again(autojump_clock):
     with trio.fail_after(1):
         async with guard.change():    # nothing under way: at once
             pass
+
+
+async def test_enter_within_waits_for_a_change_at_most_that_long_and_refuses_a_zone_handed_over(autojump_clock):
+    guard = ZoneGuard()
+    assert await guard.enter_within(1)  # no change under way: at once
+    guard.leave()
+    held = trio.Event()
+
+    async def handed_over() -> None:  # a leave: takes the gate and ends without giving it back
+        await guard.acquire_change()
+        held.set()
+        await trio.sleep(5)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(handed_over)
+        await held.wait()
+        started = trio.current_time()
+        assert not await guard.enter_within(2)  # the change outlasts the wait
+        assert trio.current_time() - started == 2
+    assert not await guard.enter_within(2)  # its task ended holding the gate: handed over for good

@@ -72,10 +72,34 @@ def join_program(canon: list[tuple], nodes: list[Node], trigger: int, gname: str
                  ) -> tuple[list[tuple], list[str], dict[str, int]]:
     """Steps joining a body's patterns (`canon[i]` from canonical_key, `nodes[i]` their nodes), the trigger
     first, then always the pattern with most positions fixed or bound; and the variables in binding order
-    (names, and name -> var id; the graph variable, when there is one, is var 0)."""
+    (names, and name -> var id; the graph variable, when there is one, is var 0).
+
+    The order depends only on the body's structure (which positions hold constants, which variables
+    sit where), not on the constants: subscriptions of one structure (an application's template)
+    share one plan, remembered per structure, and only their nodes differ."""
+    structure = (trigger, gname, tuple((tuple(type(t) is int for t in key), tuple(first.items()))
+                                       for key, first, _ in canon))
+    plan = _PLANS.get(structure)
+    if plan is None:
+        plan = _plan(canon, trigger, gname)
+        if len(_PLANS) >= PLANS_KEPT:
+            _PLANS.clear()  # structures are few: a full table is unusual, and starting over is safe
+        _PLANS[structure] = plan
+    order, names, vid = plan
+    return [(nodes[index], check, bind) for index, check, bind in order], list(names), dict(vid)
+
+
+#: Join plans remembered, per body structure (see join_program).
+PLANS_KEPT = 4096
+_PLANS: dict[tuple, tuple[tuple, tuple[str, ...], dict[str, int]]] = {}
+
+
+def _plan(canon: list[tuple], trigger: int, gname: str | None
+          ) -> tuple[tuple, tuple[str, ...], dict[str, int]]:
+    """join_program's work for one structure: steps as (pattern index, check, bind)."""
     names: list[str] = [gname] if gname else []
     vid = {name: i for i, name in enumerate(names)}
-    order, remaining = [trigger], [i for i in range(len(nodes)) if i != trigger]
+    order, remaining = [trigger], [i for i in range(len(canon)) if i != trigger]
     while True:
         for name in sorted(canon[order[-1]][1], key=canon[order[-1]][1].__getitem__):
             if name not in vid:
@@ -99,8 +123,8 @@ def join_program(canon: list[tuple], nodes: list[Node], trigger: int, gname: str
                 continue  # the graph variable: bound to the event graph before the join
             (check if name in bound else bind).append((position, vid[name]))
         bound |= set(canon[index][1])
-        steps.append((nodes[index], tuple(check), tuple(bind)))
-    return steps, names, vid
+        steps.append((index, tuple(check), tuple(bind)))
+    return tuple(steps), tuple(names), vid
 
 
 def empty_key(quad: Quad) -> tuple:

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eventcloud.matching.index as index_module
+import eventcloud.matching.joins as joins_module
 from eventcloud.matching.constraints import ConstraintTable, simple_constraints
 from eventcloud.sparql.filters.values import canonical_term, to_value
 from eventcloud.sparql.filters.compiler import compile_filter
@@ -198,6 +199,28 @@ def test_whole_pool_at_once_in_insertion_order() -> None:
     assert matched > 100  # the pools exercise matches, not only rejections
     stats = idx.stats()
     assert stats["constraint_entries"] > 50 and stats["join_groups"] < len(SUBS)
+
+
+def test_join_plans_are_shared_per_structure_and_bounded(monkeypatch) -> None:
+    """Plans are remembered per body structure: constants never leak between subscriptions of one
+    template, and a full table starts over without changing any answer."""
+    monkeypatch.setattr(joins_module, "_PLANS", {})
+    template = [sub("?x ex:p ex:a . ?x ex:q ?y"), sub("?x ex:p ex:b . ?x ex:q ?y"),
+                sub("?x ex:r ex:a . ?x ex:s ?y")]
+    idx = SubscriptionIndex()
+    for i, one in enumerate(template):
+        idx.add(f"t{i}", one)
+    assert len(joins_module._PLANS) == 1  # one structure, three subscriptions
+    assert idx.match_event(ev(("k", "p", "b"), ("k", "q", 1))) == ["t1"]
+    assert idx.match_event(ev(("k", "r", "a"), ("k", "s", 1))) == ["t2"]
+    monkeypatch.setattr(joins_module, "PLANS_KEPT", 3)
+    idx, model = SubscriptionIndex(), {}
+    for i, one in enumerate(SUBS):
+        idx.add(f"q{i}", one)
+        model[f"q{i}"] = one
+        assert len(joins_module._PLANS) <= 3
+    for event in EVENTS:
+        assert idx.match_event(event) == brute_match(model, event)
 
 
 # --- the index's own behaviour --------------------------------------------------------------

@@ -73,7 +73,11 @@ class Subscriptions:
         self.operators = operators
         self.index = SubscriptionIndex(taxonomy=taxonomy, order=order, statistics=statistics)
         self._stored: dict[str, Stored] = {}
-        self._alike: dict[tuple, list] = {}   # chain key -> [the subscription whose parts are shared, holders]
+        # identical subscriptions share their parts (see _share): per tuple of patterns, the first one
+        # held, and how many hold its parts where more than one does (two small tables: most
+        # subscriptions are unique, and each entry here is memory per stored subscription)
+        self._alike: dict[tuple, Subscription] = {}
+        self._holders: dict[tuple, int] = {}
         self._tombstones: dict[str, float] = {}
         for record in store.sync.subscriptions().values():
             try:
@@ -109,7 +113,7 @@ class Subscriptions:
             sub = self.index.get(ident)
             if stored is not None and sub is not None:
                 self._unshare(stored.sub)
-                self._alike.setdefault(sub.chain_key, [sub, 0])[1] += 1
+                self._share(sub)  # counted; the index's copy is the one kept
                 self._stored[ident] = Stored(stored.record, sub)
         return rebound
 
@@ -139,24 +143,28 @@ class Subscriptions:
     def _share(self, sub: Subscription) -> Subscription:
         """Identical subscriptions (popular queries: same patterns and FILTERs) held here share
         their patterns and compiled FILTERs: each keeps only its own text and projection."""
-        key = sub.chain_key
-        alike = self._alike.get(key)
-        if alike is None:
-            self._alike[key] = [sub, 1]
+        key = sub.patterns
+        first = self._alike.get(key)
+        if first is None:
+            self._alike[key] = sub
             return sub
-        alike[1] += 1
-        first = alike[0]
+        if first.chain_key != sub.chain_key:
+            return sub  # the same patterns under another graph or FILTERs (unusual): not shared
+        self._holders[key] = self._holders.get(key, 1) + 1
         if first.patterns is sub.patterns and first.filters is sub.filters:
             return sub
         return replace(sub, patterns=first.patterns, filters=first.filters)
 
     def _unshare(self, sub: Subscription) -> None:
-        key = sub.chain_key
-        alike = self._alike.get(key)
-        if alike is not None:
-            alike[1] -= 1
-            if alike[1] <= 0:
-                del self._alike[key]
+        key = sub.patterns
+        first = self._alike.get(key)
+        if first is None or first.chain_key != sub.chain_key:
+            return
+        holders = self._holders.pop(key, 1) - 1
+        if holders == 0:
+            del self._alike[key]
+        elif holders > 1:
+            self._holders[key] = holders
 
     async def add(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored | None:
         """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile."""

@@ -149,7 +149,7 @@ def extractor(pattern: TriplePattern) -> Callable[[Any], tuple[tuple[str, Term],
     return fit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Subscription:
     sparql: str
     graph: Union[Var, IRI]
@@ -160,6 +160,9 @@ class Subscription:
     #: per filter (same order as `filters`), the variables of it that patterns or the graph can bind
     filter_needs: tuple[frozenset[str], ...] = field(init=False, compare=False, repr=False)
     _variables: frozenset[str] = field(init=False, compare=False, repr=False)
+    # join orders, made on first use (slots rather than a __dict__: a peer holds many subscriptions)
+    _plan: Any = field(init=False, compare=False, repr=False, default=None)
+    _indexed_plan: Any = field(init=False, compare=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         if not self.patterns:
@@ -174,7 +177,7 @@ class Subscription:
     @property
     def plan(self) -> JoinPlan:
         """The cheapest join order (made on first use: a peer evaluates few of the subscriptions it holds)."""
-        plan = self.__dict__.get("_plan")
+        plan = self._plan
         if plan is None:
             plan = _join_plan(self, None)
             object.__setattr__(self, "_plan", plan)
@@ -190,7 +193,7 @@ class Subscription:
     @property
     def indexed_plan(self) -> JoinPlan:
         """A join order starting with the indexing pattern (for OSMA's rule), made on first use."""
-        plan = self.__dict__.get("_indexed_plan")
+        plan = self._indexed_plan
         if plan is None:
             plan = _join_plan(self, 0)
             object.__setattr__(self, "_indexed_plan", plan)

@@ -55,8 +55,9 @@ def subscription_from_wire(data: Any, sparql: str, *, taxonomy: Taxonomy | None 
     if not isinstance(distinct, bool) or not (base is None or isinstance(base, str)):
         raise BadRequest("a parsed subscription's distinct flag is a boolean and its base a string or null")
     try:
-        return assemble(sparql, _pattern_term_from(graph),
-                        tuple(TriplePattern(*(_pattern_term_from(t) for t in p)) for p in patterns),
+        return assemble(sparql, _pattern_term_from(graph, True),
+                        tuple(TriplePattern(_pattern_term_from(s), _pattern_term_from(p, True), _pattern_term_from(o))
+                              for s, p, o in patterns),
                         tuple(_expr_from_wire(f, 0) for f in filters), tuple(projection), distinct, base,
                         taxonomy=taxonomy, operators=operators)
     except SubscriptionError as exc:
@@ -67,11 +68,15 @@ def _pattern_term(term: Any) -> Any:
     return ["?", term.name] if isinstance(term, Var) else _term(term)
 
 
-def _pattern_term_from(data: Any) -> Any:
+def _pattern_term_from(data: Any, vocabulary: bool = False) -> Any:
+    """A pattern term; `vocabulary` for graph and predicate positions, whose IRIs recur across the
+    subscriptions a peer holds (one string per process for them, not one per subscription)."""
     if isinstance(data, list) and len(data) == 2 and data[0] == "?":
         if not isinstance(data[1], str) or not data[1]:
             raise BadRequest("a variable's name is a non-empty string")
         return shared(Var(sys.intern(data[1])))
+    if vocabulary and type(data) is str:
+        data = sys.intern(data)  # not a process-wide table of IRIs: unique ones would stay in it
     return _term_from(data)
 
 
@@ -93,10 +98,13 @@ def _term_from(data: Any) -> Any:
         if not all(isinstance(x, str) for x in data) or len(data) != (2 if data[0] == "'" else 3):
             raise BadRequest(f"invalid literal encoding {str(data)[:80]}")
         tag = data[0]
-        data = ([data[1], XSD_STRING] if tag == "'" else [data[1], RDF_LANGSTRING, data[2]] if tag == "@"
-                else [data[1], XSD + data[2]])
+        data = ([data[1], XSD_STRING] if tag == "'" else [data[1], RDF_LANGSTRING, sys.intern(data[2])] if tag == "@"
+                else [data[1], sys.intern(XSD + data[2])])
     term = term_from_wire(data)
-    return canonical_term(term) if isinstance(term, Literal) else term
+    if type(term) is not Literal:
+        return term
+    canonical = canonical_term(term)
+    return term if canonical == term else canonical  # a sender's constants are canonical already
 
 
 def _expr_to_wire(expr: tuple) -> list[Any]:
@@ -125,7 +133,7 @@ def _expr_from_wire(data: Any, depth: int) -> tuple:
     if kind == "const" and len(args) == 1:
         return ("const", _term_from(args[0]))
     if kind in _NAMED and len(args) == 1 and isinstance(args[0], str):
-        return (kind, args[0])
+        return shared((kind, sys.intern(args[0])))
     if kind in _LISTS and len(args) == 1:
         return (kind, _exprs(args[0], down))
     if kind in _CALLS and len(args) == 2 and isinstance(args[0], str):

@@ -68,6 +68,10 @@ def test_the_taxonomy_and_base_come_through() -> None:
      "REGEX"),
     ([["?", "g"], [[["?", "s"], "http://x/p", ["?", "o"]]], [["op", "http://x/no-such-operator", []]], [], False, None],
      "not registered"),
+    ([["?", "g"], [[["?", "s"], "http://x/p", ["?", "o"]]], [["cast", "http://x/frob", ["var", "o"]]], [], False, None],
+     "cast to http://x/frob is not supported"),
+    ([["?", "g"], [[["?", "s"], "http://x/p", ["?", "o"]]], [["ext", "http://x/frob", [["var", "o"], ["var", "o"]]]],
+      [], False, None], "extension function http://x/frob is not supported"),
 ])
 def test_malformed_forms_are_refused_naming_what_is_wrong(data, named: str) -> None:
     with pytest.raises(BadRequest, match=named):

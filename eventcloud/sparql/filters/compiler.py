@@ -74,10 +74,21 @@ class CompiledFilter:
         self.taxonomy = (taxonomy or _EMPTY) if self.uses_taxonomy else None
         self.calls = shared(frozenset(operator_calls(expr)))
         self.operators = operators if self.calls else NO_OPERATORS
-        ctx = _Context(base, self.taxonomy, self.operators)
-        self._evaluate = _compile(expr, ctx)
-        #: the constant REGEX/REPLACE patterns it runs (each counts the times it ran past its budget)
-        self.regexes: tuple[BoundedRegex, ...] = tuple(ctx.regexes)
+        # compiled on first use: a peer holds many filters its constraint tables decide alone, and
+        # the closures are most of a filter's memory (`check` has refused whatever would not compile)
+        self._evaluate: Evaluator | None = None
+        #: the constant REGEX/REPLACE patterns it runs, once compiled (each counts the times it ran
+        #: past its budget)
+        self.regexes: tuple[BoundedRegex, ...] = ()
+
+    def _evaluator(self) -> Evaluator:
+        evaluate = self._evaluate
+        if evaluate is None:  # two threads may both compile: the same closures, either is kept
+            ctx = _Context(self.base, self.taxonomy, self.operators)
+            evaluate = _compile(self.expr, ctx)
+            self.regexes = tuple(ctx.regexes)
+            self._evaluate = evaluate
+        return evaluate
 
     @property
     def text(self) -> str:
@@ -88,7 +99,7 @@ class CompiledFilter:
 
     def __call__(self, bindings: Mapping[str, Term]) -> bool:
         try:
-            return ebv(self._evaluate(bindings))
+            return ebv((self._evaluate or self._evaluator())(bindings))
         except ERRORS:
             return False
 
@@ -99,7 +110,7 @@ class CompiledFilter:
 
     def value(self, bindings: Mapping[str, Term]) -> Term:
         """The expression's value as an RDF term (raises ExprError on an error); for tests and tools."""
-        return to_term(self._evaluate(bindings))
+        return to_term(self._evaluator()(bindings))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CompiledFilter) and (self.expr, self.base, self.taxonomy) == (
@@ -123,8 +134,13 @@ _EMPTY = Taxonomy.empty()
 
 
 def check(expr: Expr, operators: OperatorSet = NO_OPERATORS) -> None:
-    """Reject unknown functions, wrong arities and invalid constant regexes at compile time."""
+    """Reject unknown expression kinds, functions and casts, wrong arities and invalid constant
+    regexes: what passes compiles (CompiledFilter compiles on first use)."""
     kind = expr[0]
+    if kind not in _KINDS:
+        raise FilterError(f"unknown expression node {str(kind)[:40]!r}")
+    if kind == "cast" and expr[1] not in CASTS:
+        raise FilterError(f"cast to {str(expr[1])[:80]} is not supported", "cast")
     if kind == "op":
         op = operators.get(expr[1])
         if op is None:
@@ -272,6 +288,9 @@ def _compile(expr: Expr, ctx: "_Context") -> Evaluator:
 
 
 _COMPARISONS = frozenset(("=", "!=", "<", ">", "<=", ">="))
+#: Every kind of expression node _compile knows.
+_KINDS = _COMPARISONS | {"var", "const", "bound", "or", "and", "not", "in", "notin", "+", "-", "*", "/", "neg", "pos",
+                         "if", "coalesce", "cast", "call", "ext", "op"}
 
 
 _SIMPLE = frozenset((int, str, IRI))  # types whose SPARQL = and < are Python's (no NaN, no promotion)

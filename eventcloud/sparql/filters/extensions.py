@@ -75,7 +75,9 @@ def fulltext_query(args: tuple) -> FtQuery:
 def check_extension(expr: tuple) -> None:
     """Arity, and for ftcontains a well-formed constant expression, at subscribe time."""
     iri, args = expr[1], expr[2]
-    name = _NAMES[iri]
+    name = _NAMES.get(iri)
+    if name is None:
+        raise _error(f"extension function {str(iri)[:80]} is not supported", "function call")
     if len(args) != 2:
         raise _error(f"{name} takes 2 arguments, got {len(args)}", name)
     if iri == FTCONTAINS:

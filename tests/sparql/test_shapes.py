@@ -12,6 +12,8 @@ import ast
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import eventcloud.sparql.subscription as subscription_module
 from eventcloud.sparql.filters.extensions import rewrite_bare_names
@@ -156,3 +158,32 @@ def test_the_cache_is_bounded() -> None:
         shape = shape_of("SELECT ?g WHERE { GRAPH ?g { " + " . ".join(["?s <http://x/p> ?o"] * (n + 1)) + " } }")
         cache.tree(shape)
     assert len(cache._shapes) == 3
+
+
+#: What edits insert: SPARQL's punctuation, digits, letters, escapes, and whole tokens.
+EDITS = st.sampled_from(list("<>\"'{}().;,?:@^#\\ -+*/=!&|_0123456789aeEx\n") + [
+    "<http://x/q>", "ex:", "?v", "42", "-7", "2.5", '"s"', "'t'", "@en", "^^xsd:integer", "FILTER(", "GRAPH", "a",
+    "\\u0022", '"""', "#", "ecslot", "PREFIX ex: <http://example.org/> ", "BASE <http://b/> ", "ftcontains(", "²"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(TRICKY), st.lists(st.tuples(st.floats(0, 1), st.integers(0, 3), EDITS), min_size=1, max_size=3))
+def test_edited_texts_parse_the_same_by_shape_or_fail_the_same(text: str, edits) -> None:
+    """Hostile or mistyped texts (characters and tokens inserted, deleted, replaced anywhere):
+    through the shape cache, the same subscription or the same SubscriptionError as parsed whole,
+    and never another exception."""
+    for where, cut, insert in edits:
+        at = int(where * len(text))
+        text = text[:at] + insert + text[at + cut:]
+    expected = whole_parse_outcome(text)
+    assert outcome(text) == expected, text
+    assert outcome(text) == expected, text  # from the cache
+
+
+def whole_parse_outcome(text: str):
+    original = subscription_module.shape_of
+    subscription_module.shape_of = lambda text: None
+    try:
+        return outcome(text)
+    finally:
+        subscription_module.shape_of = original

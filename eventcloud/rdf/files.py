@@ -344,6 +344,12 @@ def events_from_rdflib(
 def _parse_groups(data: bytes | str, fmt: str, name: str, base_iri: str | None) -> dict[Any, list[ox.Quad]]:
     """Parse everything first (all-or-nothing), grouping quads by graph in first-seen order."""
     groups: dict[Any, list[ox.Quad]] = {}
+    if isinstance(data, str):  # pyoxigraph reads bytes; a str it cannot encode it took for a file
+        try:
+            data = data.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise RDFInputError(name, None, f"the text is not valid Unicode ({exc.reason} at character "
+                                            f"{exc.start})") from None
     try:
         for quad in ox.parse(data, _OX_FORMATS[fmt], base_iri=base_iri):
             groups.setdefault(quad.graph_name, []).append(quad)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import rdflib
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from eventcloud.cli.demo import citybench_dir as citybench_data_dir
 from eventcloud.rdf.model import (
@@ -417,3 +419,28 @@ def test_citybench_cultural_events_keep_typed_literals_and_round_trip() -> None:
     lats = objects(event, "http://www.insight-centre.org/citytraffic#hasLatitude")
     assert Literal("56.1519158", XSD + "double") in lats
     assert round_trip([event]) == [event]
+
+
+RDF_EDITS = st.sampled_from(list("<>\"'{}[]().;,:@^#\\_ \n\t\x00é") + [
+    "<http://x/p>", "_:b", "@prefix", "ex:", "^^", "@en", '"""', "<rdf:RDF>", "</ex:name>", "rdf:about=",
+    "\\u00", "\\U0010FFFF", "\ud800", "\x85", "GRAPH", "<<", ">>", "1.5e", "-", "<urn:x>", "<not an iri>"])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(SAMPLES)), st.lists(st.tuples(st.floats(0, 1), st.integers(0, 4), RDF_EDITS),
+                                                   min_size=1, max_size=4), st.booleans())
+def test_edited_documents_give_events_or_an_rdf_input_error(fmt: str, edits, as_bytes: bool) -> None:
+    """Hostile or damaged documents of every format (characters and tokens inserted, deleted or
+    replaced anywhere, lone surrogates and NULs included, as text or bytes): events, or an
+    RDFInputError naming the input; never another exception."""
+    text = SAMPLES[fmt]
+    for where, cut, insert in edits:
+        at = int(where * len(text))
+        text = text[:at] + insert + text[at + cut:]
+    data = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    try:
+        events = parse_events(data, fmt, name="fuzzed", timestamp_ms=TS)
+    except RDFInputError as exc:
+        assert "fuzzed" in str(exc)
+    else:
+        assert all(isinstance(e, CompoundEvent) and e.quads for e in events)

@@ -97,6 +97,9 @@ class PeerConfig:
     evaluation_order: str = "suborder"    # residual predicates: naive, sequential or suborder
     statistics_file: Path | None = None   # offline statistics (experiments/spark/statistics.py) to start from
     contained_chains: bool = True         # CSMA: contained subscriptions ride their container's chain
+    # one-time queries that gather (several patterns) run in a child process, stopped past these
+    query_budget: float = 30.0            # seconds
+    query_memory_mb: int = 2048           # MB of address space
     # store
     offload_store: bool | None = None     # run store calls in a thread (None: iff on disk)
     fsync: bool = True                    # the log is fsynced before a write is acknowledged
@@ -121,14 +124,15 @@ class PeerConfig:
                     "idle_timeout", "frame_timeout", "lease_default", "lease_max", "session_lease",
                     "attach_refresh", "lease_check_every", "ended_ttl", "lease_grace",
                     "tombstone_ttl", "schema_sync_every",
-                    "commit_later", "resolve_after", "abort_after", "outbox_every", "give_up_after", "operator_budget")
+                    "commit_later", "resolve_after", "abort_after", "outbox_every", "give_up_after", "operator_budget",
+                    "query_budget")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
         at_least_one = ("max_hops", "max_frame", "max_inflight", "max_outbox", "max_connections", "max_buffered",
                         "workers", "work_queue",
                         "reconstructors", "subscriber_buffer", "seen_limit", "retain_count", "retain_bytes",
-                        "operator_threads")
+                        "operator_threads", "query_memory_mb")
         for name in at_least_one:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

@@ -34,6 +34,7 @@ from peers.router import Router
 from peers.state import PeerState
 from peers.commits import COMMIT, Commits
 from peers.async_store import AsyncStore, Offload
+from peers.query_process import QueryBudget, evaluate_in_child
 from peers.store import EventInfo, delete, query_rows
 from peers.subscriptions import Subscriptions
 
@@ -47,8 +48,9 @@ MAX_ROWS = 20_000
 class Queries:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  commits: Commits, counters: Counter[str], *, offload: Offload,
-                 handing_over: Callable[[], bool] = lambda: False) -> None:
+                 budget: QueryBudget | None = None, handing_over: Callable[[], bool] = lambda: False) -> None:
         self.state = state
+        self.budget = budget               # gathered queries run in a child process under it (None: a thread)
         self.handing_over = handing_over   # part of this store may belong to a joining peer
         self.commits = commits
         self.offload = offload
@@ -129,7 +131,14 @@ class Queries:
             patterns = [(None, None, None, None)]
         for pattern in patterns:
             gathered.update(await self.find(pattern))
-        return await self.offload.run(_evaluate, text, gathered, started)
+        if self.budget is None:
+            return await self.offload.run(_evaluate, text, gathered, started)
+        try:
+            form, out = await evaluate_in_child(text, gathered, self.budget)
+        except RequestError:
+            self.counters["sparql_stopped"] += 1
+            raise
+        return SparqlResult(form, out, len(gathered), time.perf_counter() - started)
 
     async def _pushdown(self, plan: Pushdown, pattern: Pattern, started: float) -> SparqlResult:
         box = self.state.space.pattern_box(pattern)

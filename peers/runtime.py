@@ -70,6 +70,7 @@ from peers.schema import Schema, load_taxonomy
 from peers.state import PeerState, StateError, load_state
 from peers.storage import Storage
 from peers.async_store import Offload
+from peers.query_process import QueryBudget
 from peers.store import PeerStore
 from peers.subscriptions import Subscriptions
 from peers.zone_guard import ZoneGuard
@@ -262,6 +263,8 @@ class _PeerRuntime:
         self.commits = commits = Commits(state, router, store_, counters)
         self.queries = queries = Queries(state, router, store_, subscriptions, commits, counters,
                                          offload=Offload(config.offloaded, 2),
+                                         budget=QueryBudget(config.query_budget, config.query_memory_mb)
+                                         if config.offloaded else None,
                                          handing_over=lambda: self.membership.handing_over)
         self.published = published = RecentPublications()
         gatherer = Gatherer(queries, counters, state=state, router=router, published=published)

@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="acknowledge writes once the OS has them (faster; a machine crash may lose the last ones)")
     p.add_argument("--failure-timeout", type=float, default=3.0,
                    help="seconds without an answer before a replica takes a peer's zone over [3]")
+    p.add_argument("--query-budget", type=float, default=30.0, metavar="SECONDS",
+                   help="a one-time query that joins several patterns is stopped after this long [30]")
+    p.add_argument("--query-memory", type=int, default=2048, metavar="MB",
+                   help="... or once its evaluation needs more memory than this [2048]")
     p.add_argument("--rebalance-every", type=float, default=0.0, metavar="SECONDS",
                    help="this often (with jitter), a peer holding far fewer quads than the busiest one it finds "
                         "hands its zone to a neighbour and rejoins splitting that busiest zone (0: never) [0]")

@@ -1,4 +1,5 @@
-"""Hostile subscriptions: a catastrophic REGEX cannot stall a peer (real clock, real TCP)."""
+"""Hostile subscriptions and queries: a catastrophic REGEX or a runaway join cannot stall a peer
+(real clock, real TCP)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import trio
 
 from eventcloud.client import connect
+from eventcloud.client.link import ClientError
 from eventcloud.net.transport import TcpTransport
 from eventcloud.rdf.model import IRI, Literal
 from peers.config import PeerConfig
@@ -53,6 +55,52 @@ async def test_a_catastrophic_regex_does_not_stall_other_clients():
             with trio.move_on_after(1):
                 async for note in sub:  # no event matched: (x+x+)+y needs a y
                     raise AssertionError(f"unexpected notification {note}")
+        nursery.cancel_scope.cancel()
+
+
+#: Patterns in separate graphs sharing no variable: 2,000 quads make 8·10^9 rows to count …
+CROSS_COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g1 { ?a ?b ?c } GRAPH ?g2 { ?d ?e ?f } GRAPH ?g3 { ?h ?i ?j } }"
+#: … or 4·10^6 rows to list (more than the memory budget below once serialized)
+CROSS_ROWS = "SELECT * WHERE { GRAPH ?g1 { ?a ?b ?c } GRAPH ?g2 { ?d ?e ?f } }"
+
+
+async def test_a_runaway_one_time_query_is_stopped_at_its_budget_and_others_are_answered():
+    """Joins run in a child process under a time and a memory budget: two runaway queries get a
+    bad-query error naming the budget they ran past, a good join is answered meanwhile, and the
+    peer goes on serving (in a thread, the first would have held a core and a query thread for
+    good, the second the peer's memory)."""
+    config = PeerConfig(listen="127.0.0.1:0", stabilise_every=0, offload_store=True, query_budget=2.0,
+                        query_memory_mb=300)
+    async with trio.open_nursery() as nursery:
+        peer = await nursery.start(run_peer, config, TcpTransport())
+        async with connect(peer.address, source="evil") as evil, connect(peer.address, source="good") as good:
+            events = [good.event([(IRI(f"{EXO}s{e}"), IRI(f"{EXO}p{q}"), Literal(str(q))) for q in range(10)])
+                      for e in range(200)]
+            await good.publish_batch(events)
+            refusals: list[tuple[str, str, float]] = []
+
+            async def runaway(text: str) -> None:
+                started = trio.current_time()
+                with pytest.raises(ClientError) as caught:
+                    await evil.query(text)
+                refusals.append((caught.value.code, str(caught.value), trio.current_time() - started))
+
+            with trio.fail_after(60):
+                async with trio.open_nursery() as inner:
+                    inner.start_soon(runaway, CROSS_COUNT)
+                    inner.start_soon(runaway, CROSS_ROWS)
+                    await trio.sleep(0.3)
+                    started = trio.current_time()
+                    answer = await good.query(f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EXO}p0> ?v . ?s <{EXO}p1> ?w }} }}")
+                    assert trio.current_time() - started < 1.5  # not behind the runaways
+                    assert len(answer["results"]["bindings"]) == 200
+            assert sorted(code for code, _, _ in refusals) == ["bad-query", "bad-query"]
+            assert any("budget of 2 s" in message for _, message, _ in refusals), refusals
+            assert any("memory budget of 300 MB" in message for _, message, _ in refusals), refusals
+            assert all(seconds < 10 for _, _, seconds in refusals), refusals
+            assert await good.count() == 2000
+            status = await good.status()
+            assert status.peers[0].counters["sparql_stopped"] == 2
         nursery.cancel_scope.cancel()
 
 

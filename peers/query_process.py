@@ -8,7 +8,7 @@ peer's memory. In a child process it is stopped when its budget runs out and the
 BAD_QUERY naming the budget; the peer is not touched. A child costs ~70 ms to start, paid only by
 queries that gather.
 
-    python -m peers.query_process   # the child: msgpack [query, N-Quads, memory bytes] on stdin,
+    python -m peers.query_process   # the child: msgpack [query, N-Quads, memory, result bytes] on stdin,
                                     # [form, serialized result] or ["error", reason] on stdout
 """
 
@@ -33,13 +33,14 @@ __all__ = ["QueryBudget", "evaluate_in_child"]
 class QueryBudget:
     seconds: float = 30.0
     memory_mb: int = 2048
+    max_bytes: int = 32 * 1024 * 1024  # the largest result sent back (a reply over the frame limit fails anyway)
 
 
 async def evaluate_in_child(text: str, quads: Iterable[Quad], budget: QueryBudget) -> tuple[str, str]:
     """(form, serialized result) of `text` over `quads`: "graph" (N-Triples), "boolean" or
     "solutions" (SPARQL JSON). RequestError(BAD_QUERY) if it fails or runs past its budget."""
     data = ox.serialize((quad_to_ox(q) for q in quads), format=ox.RdfFormat.N_QUADS)
-    payload = msgpack.packb([text, data, budget.memory_mb * 1024 * 1024])
+    payload = msgpack.packb([text, data, budget.memory_mb * 1024 * 1024, budget.max_bytes])
     with trio.move_on_after(budget.seconds) as scope:
         done = await trio.run_process([sys.executable, "-m", "peers.query_process"], stdin=payload,
                                       capture_stdout=True, capture_stderr=True, check=False)
@@ -66,7 +67,7 @@ async def evaluate_in_child(text: str, quads: Iterable[Quad], budget: QueryBudge
 def _child() -> None:
     import resource
 
-    text, data, memory = msgpack.unpackb(sys.stdin.buffer.read())
+    text, data, memory, max_bytes = msgpack.unpackb(sys.stdin.buffer.read())
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     try:
         store = ox.Store()
@@ -77,6 +78,9 @@ def _child() -> None:
         else:
             form = "boolean" if isinstance(result, ox.QueryBoolean) else "solutions"
             answer = [form, result.serialize(format=ox.QueryResultsFormat.JSON).decode()]
+        if len(answer[1]) > max_bytes:
+            answer = ["error", f"the result is {len(answer[1]):,} bytes, over the {max_bytes:,}-byte limit of a "
+                               f"reply: add a LIMIT, or aggregate"]
     except (SyntaxError, ValueError, OSError) as exc:
         answer = ["error", f"query failed: {exc}"]
     except MemoryError:

@@ -263,7 +263,8 @@ class _PeerRuntime:
         self.commits = commits = Commits(state, router, store_, counters)
         self.queries = queries = Queries(state, router, store_, subscriptions, commits, counters,
                                          offload=Offload(config.offloaded, 2),
-                                         budget=QueryBudget(config.query_budget, config.query_memory_mb)
+                                         budget=QueryBudget(config.query_budget, config.query_memory_mb,
+                                                            config.max_frame // 2)
                                          if config.offloaded else None,
                                          handing_over=lambda: self.membership.handing_over)
         self.published = published = RecentPublications()

@@ -24,7 +24,7 @@ from eventcloud.net.rpc import RpcConnection
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.rdf.oxigraph import quad_to_ox
 from eventcloud.sparql.distributed import Pushdown, merge_aggregates, merge_select, plan_pushdown
-from eventcloud.sparql.query_plan import QueryPlanError, analyse, candidate_patterns
+from eventcloud.sparql.query_plan import QueryPlanError
 from eventcloud.wire.codec import quad_from_wire, quad_to_wire
 from eventcloud.wire.messages import (
     Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Sparql, SparqlLocal, SparqlResult, Status,
@@ -34,6 +34,7 @@ from peers.router import Router
 from peers.state import PeerState
 from peers.commits import COMMIT, Commits
 from peers.async_store import AsyncStore, Offload
+from peers.parsing import analyse_locked
 from peers.query_process import QueryBudget, evaluate_in_child
 from peers.store import EventInfo, delete, query_rows
 from peers.subscriptions import Subscriptions
@@ -118,7 +119,7 @@ class Queries:
         text = body.query
         started = time.perf_counter()
         try:
-            patterns, algebra = await self.offload.run(analyse, text)
+            patterns, algebra = await self.offload.run(analyse_locked, text)
         except QueryPlanError as exc:
             raise RequestError(exc.message, ErrorCode.BAD_QUERY) from None
         plan = plan_pushdown(text, algebra) if len(patterns) == 1 else None
@@ -160,7 +161,7 @@ class Queries:
         if self.handing_over():
             # the store still holds quads a joining peer now owns: query a copy of our zone's own
             quads = []
-            for pattern in candidate_patterns(body.texts[0]):
+            for pattern in analyse_locked(body.texts[0])[0]:
                 quads += await self._mine(pattern)
             return [await self.offload.run(_evaluate_rows, text, quads, body.limit) for text in body.texts]
         return [await self.store.run(self.store.sync.query_rows, text, graphs, body.limit,

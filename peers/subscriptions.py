@@ -22,12 +22,13 @@ from eventcloud.matching.ordering import SUBORDER
 from eventcloud.matching.statistics import Statistics
 from eventcloud.overlay import Box, CoordinateSpace, Zone
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
-from eventcloud.sparql.subscription import Subscription, parse_subscription
+from eventcloud.sparql.subscription import Subscription
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import SubscriptionRecord
 from eventcloud.wire.parsed import subscription_from_wire, subscription_to_wire
 from peers.state import PeerState
 from peers.async_store import AsyncStore
+from peers.parsing import parse_subscription_locked
 from peers.store import drop_subscription, put_subscription
 
 __all__ = ["Stored", "Subscriptions", "parse_cached", "indexing_box"]
@@ -38,7 +39,7 @@ def parse_cached(text: str, operators: OperatorSet = NO_OPERATORS) -> Subscripti
     """A Subscription is immutable, so identical texts
     (popular subscriptions, or many peers in one test process) share one parse. FILTERs may
     call the peer's `operators` (every peer of an overlay has the same set)."""
-    return parse_subscription(text, operators=operators)
+    return parse_subscription_locked(text, operators)
 
 
 def indexing_box(space: CoordinateSpace, sparql: str, operators: OperatorSet = NO_OPERATORS) -> Box:

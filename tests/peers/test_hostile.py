@@ -69,7 +69,8 @@ async def test_a_runaway_one_time_query_is_stopped_at_its_budget_and_others_are_
     bad-query error naming the budget they ran past, a good join is answered meanwhile, a result
     too large for a reply is refused before it is sent, and the peer goes on serving (in a thread, the first would have held a core and a query thread for
     good, the second the peer's memory)."""
-    config = PeerConfig(listen="127.0.0.1:0", stabilise_every=0, offload_store=True, query_budget=2.0,
+    # time enough for the listing to reach the memory budget on a loaded machine first
+    config = PeerConfig(listen="127.0.0.1:0", stabilise_every=0, offload_store=True, query_budget=8.0,
                         query_memory_mb=300, max_frame=1024 * 1024)
     async with trio.open_nursery() as nursery:
         peer = await nursery.start(run_peer, config, TcpTransport())
@@ -87,7 +88,7 @@ async def test_a_runaway_one_time_query_is_stopped_at_its_budget_and_others_are_
 
             with trio.fail_after(60):
                 async with trio.open_nursery() as inner:
-                    inner.start_soon(runaway, CROSS_COUNT)
+                    inner.start_soon(runaway, CROSS_COUNT)  # never ends: stopped at 8 s
                     inner.start_soon(runaway, CROSS_ROWS)
                     await trio.sleep(0.3)
                     started = trio.current_time()
@@ -98,9 +99,9 @@ async def test_a_runaway_one_time_query_is_stopped_at_its_budget_and_others_are_
                         await good.query(f"SELECT * WHERE {{ GRAPH ?g1 {{ ?a <{EXO}p0> ?c }} "
                                          f"GRAPH ?g2 {{ ?d <{EXO}p1> ?f }} }}")  # 40,000 rows
             assert sorted(code for code, _, _ in refusals) == ["bad-query", "bad-query"]
-            assert any("budget of 2 s" in message for _, message, _ in refusals), refusals
+            assert any("budget of 8 s" in message for _, message, _ in refusals), refusals
             assert any("memory budget of 300 MB" in message for _, message, _ in refusals), refusals
-            assert all(seconds < 10 for _, _, seconds in refusals), refusals
+            assert all(seconds < 20 for _, _, seconds in refusals), refusals
             assert await good.count() == 2000
             status = await good.status()
             assert status.peers[0].counters["sparql_stopped"] == 3

@@ -329,7 +329,7 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
     try:
         tree = parseQuery(rewritten)
     except RecursionError:
-        raise SubscriptionError("the subscription is nested too deeply", "nesting") from None
+        raise SubscriptionError(_too_deep(text), "nesting") from None
     except ParseBaseException as exc:
         line_text = text.split("\n")[exc.lineno - 1] if 0 < exc.lineno <= text.count("\n") + 1 else exc.line
         near = f" near {line_text.strip()[:60]!r}" if line_text.strip() else ""
@@ -349,7 +349,28 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
     try:
         return _Builder(text, prologue, taxonomy, operators).build(tree[1])
     except RecursionError:
-        raise SubscriptionError("the subscription is nested too deeply", "nesting") from None
+        raise SubscriptionError(_too_deep(text), "nesting") from None
+
+
+_STRINGS_AND_IRIS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|<[^<>\s]*>|#[^\n]*')
+
+
+def _too_deep(text: str) -> str:
+    """Why the parser ran out of recursion: deep brackets, or (its grammar recurses once per
+    triple pattern of a group) too many patterns in one group. Said in the user's terms."""
+    bare = _STRINGS_AND_IRIS.sub(" ", text)
+    depth = deepest = 0
+    for char in bare:
+        if char in "({[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")}]":
+            depth -= 1
+    if deepest >= 20:
+        return f"the subscription is nested too deeply ({deepest} levels of brackets; about 25 parse)"
+    separators = bare.count(" .") + bare.count(";") + bare.count(",") + 1
+    return (f"the subscription is too long for the parser: about {separators} triple patterns in one "
+            f"group, and about 80 parse; split it into several subscriptions")
 
 
 _SHAPE_CACHE: list[ShapeCache] = []

@@ -201,3 +201,17 @@ SELECT * WHERE { GRAPH ?g { ?s <http://x/OPTIONAL> "OPTIONAL" }
 def test_not_text_is_refused() -> None:
     with pytest.raises(SubscriptionError):
         parse_subscription(b"SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }")  # type: ignore[arg-type]
+
+
+def test_a_subscription_too_big_for_the_parser_says_which_limit_it_met() -> None:
+    """The parser recurses per bracket and per triple pattern of a group; either way the user
+    is told which, in terms of the text (a flat list of patterns is not "nested")."""
+    flat = "SELECT * WHERE { GRAPH ?g { " + " . ".join(f"?s{i} <http://e/p{i}> ?s{i + 1}" for i in range(150)) + " } }"
+    with pytest.raises(SubscriptionError, match=r"too long for the parser: about 150 triple patterns") as info:
+        parse_subscription(flat)
+    assert "nested" not in str(info.value)
+    deep = "SELECT * WHERE { GRAPH ?g { ?s <http://e/p> ?o FILTER(" + "(" * 40 + "?o > 1" + ")" * 40 + ") } }"
+    with pytest.raises(SubscriptionError, match=r"nested too deeply \(43 levels of brackets"):
+        parse_subscription(deep)
+    fine = "SELECT * WHERE { GRAPH ?g { " + " . ".join(f"?s{i} <http://e/p{i}> ?s{i + 1}" for i in range(60)) + " } }"
+    assert len(parse_subscription(fine).patterns) == 60

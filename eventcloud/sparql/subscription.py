@@ -367,10 +367,10 @@ def _too_deep(text: str) -> str:
         elif char in ")}]":
             depth -= 1
     if deepest >= 20:
-        return f"the subscription is nested too deeply ({deepest} levels of brackets; about 25 parse)"
+        return f"the subscription is nested too deeply ({deepest} levels of brackets, more than the parser takes)"
     separators = bare.count(" .") + bare.count(";") + bare.count(",") + 1
     return (f"the subscription is too long for the parser: about {separators} triple patterns in one "
-            f"group, and about 80 parse; split it into several subscriptions")
+            f"group, more than it takes (50 to 80); split it into several subscriptions")
 
 
 _SHAPE_CACHE: list[ShapeCache] = []

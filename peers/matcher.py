@@ -427,6 +427,7 @@ class Matcher:
         matched = set(await self.runner.settle(graph, index.match(event), lambda member: matches(member.sub, view)))
         zone, space = self.state.zone, self.state.space
         owed: list[Callable[[], Awaitable[None]]] = []
+        memo: dict = {}  # identical subscriptions share one decision; each is projected on its own
         for ident in candidates:
             stored = self.subscriptions.get(ident)
             if ident not in matched or stored is None or published < stored.t:
@@ -434,9 +435,9 @@ class Matcher:
             kind = stored.record.kind
             if stored.sub.uses_operators:
                 position, solutions = await self.runner.run(
-                    graph, lambda: decide(stored.sub, view, want_solutions=kind == "bindings"))
+                    graph, lambda: decide(stored.sub, view, want_solutions=kind == "bindings", memo=memo))
             else:
-                position, solutions = decide(stored.sub, view, want_solutions=kind == "bindings")
+                position, solutions = decide(stored.sub, view, want_solutions=kind == "bindings", memo=memo)
             if position is None or not zone.contains(space.point(event.quads[position])):
                 continue
             owed.append(partial(self._notify, stored.record, graph, size, published,

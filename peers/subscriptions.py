@@ -111,11 +111,10 @@ class Subscriptions:
         rebound = self.index.set_taxonomy(taxonomy)
         for ident in rebound:
             stored = self._stored.get(ident)
-            sub = self.index.get(ident)
-            if stored is not None and sub is not None:
+            if stored is not None:
                 self._unshare(stored.sub)
-                self._share(sub)  # counted; the index's copy is the one kept
-                self._stored[ident] = Stored(stored.record, sub)
+                # its own (text, projection), re-bound; identical ones share one index entry
+                self._stored[ident] = Stored(stored.record, self._share(stored.sub.with_taxonomy(taxonomy)))
         return rebound
 
     def parse(self, record: SubscriptionRecord) -> Subscription:
@@ -134,8 +133,10 @@ class Subscriptions:
         old = self._stored.get(record.id)
         if old is not None:
             self._unshare(old.sub)
-        stored = Stored(replace(record, parsed=None, kind=sys.intern(record.kind), entry=sys.intern(record.entry)),
-                        self._share(sub if sub is not None else self.parse(record)))
+        sub = self._share(sub if sub is not None else self.parse(record))
+        text = sub.sparql if sub.sparql == record.sparql else record.sparql  # shared by identical texts
+        stored = Stored(replace(record, sparql=text, parsed=None, kind=sys.intern(record.kind),
+                                entry=sys.intern(record.entry)), sub)
         self._stored[record.id] = stored
         self.index.add(record.id, stored.sub)
         self.counters["subscriptions"] = len(self._stored)
@@ -143,7 +144,8 @@ class Subscriptions:
 
     def _share(self, sub: Subscription) -> Subscription:
         """Identical subscriptions (popular queries: same patterns and FILTERs) held here share
-        their patterns and compiled FILTERs: each keeps only its own text and projection."""
+        their patterns and compiled FILTERs, and their text when it is the same: each keeps only
+        its own record (and one entry in the index: `SubscriptionIndex` aliases them)."""
         key = sub.patterns
         first = self._alike.get(key)
         if first is None:
@@ -152,9 +154,10 @@ class Subscriptions:
         if first.chain_key != sub.chain_key:
             return sub  # the same patterns under another graph or FILTERs (unusual): not shared
         self._holders[key] = self._holders.get(key, 1) + 1
-        if first.patterns is sub.patterns and first.filters is sub.filters:
+        text = first.sparql if first.sparql == sub.sparql else sub.sparql
+        if first.patterns is sub.patterns and first.filters is sub.filters and text is sub.sparql:
             return sub
-        return replace(sub, patterns=first.patterns, filters=first.filters)
+        return replace(sub, patterns=first.patterns, filters=first.filters, sparql=text)
 
     def _unshare(self, sub: Subscription) -> None:
         key = sub.patterns

@@ -3,14 +3,14 @@ on one event (enumerated lazily, kept up to SOLUTION_CAP, shared by every member
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from eventcloud.matching.joins import Node, enumerate_solutions, exists_from, join_checked
-from eventcloud.matching.tables import Tables
+from eventcloud.matching.tables import Tables, lookup as _lookup
 from eventcloud.rdf.model import Quad
 from eventcloud.sparql.subscription import Subscription, Var
 
-__all__ = ["Group", "Member", "Solutions", "SOLUTION_CAP", "first_checks", "own_join"]
+__all__ = ["Group", "Member", "Solutions", "SOLUTION_CAP", "first_checks", "idents", "match_group_tables", "own_join"]
 
 #: Solutions of a group's join kept per event; members not decided by then run their own join.
 SOLUTION_CAP = 64
@@ -54,12 +54,19 @@ class Member:
 
     __slots__ = ("ident", "seq", "sub", "nodes", "group", "names", "filters", "simple", "level", "reg",
                  "first_reg", "first_binds", "first_checks", "schedule", "residual", "positions", "parent",
-                 "children")
+                 "children", "aliases", "order")
 
     def __init__(self, ident: str, seq: int, sub: Subscription) -> None:
         self.ident = ident
         self.seq = seq
+        #: where its id comes in results: `seq`, unless the id is that of an alias that took the
+        #: place of the first one stored (seq orders the entry in the index's structures)
+        self.order = seq
         self.sub = sub
+        #: ids (and insertion numbers) of the later-stored subscriptions identical to this one
+        #: (same graph term, patterns and FILTERs): they share this entry, so whatever it
+        #: matches, they match
+        self.aliases: dict[str, int] | None = None
         self.schedule: tuple | None = None
         #: FILTER conjuncts evaluated through the residual plan (subscriptions calling operators)
         self.residual: tuple = ()
@@ -73,6 +80,26 @@ class Member:
             if not check(bindings):
                 return False
         return True
+
+
+def idents(members: Iterable[Member]) -> list[str]:
+    """The ids the members (in insertion order) stand for, with their identical subscriptions',
+    in insertion order."""
+    out: list[str] = []
+    shared = False
+    for member in members:
+        out.append(member.ident)
+        if member.aliases or member.order != member.seq:
+            shared = True
+    if not shared:
+        return out
+    ordered = []
+    for member in members:
+        ordered.append((member.order, member.ident))
+        if member.aliases:
+            ordered.extend((seq, ident) for ident, seq in member.aliases.items())
+    ordered.sort()
+    return [ident for _, ident in ordered]
 
 
 class Solutions:
@@ -137,3 +164,37 @@ def own_join(entry: Member, graph: Any, rows: dict[Node, list[Quad]]) -> bool:
     if before and not all(check(dict(zip(names, values))) for check in before):
         return False
     return join_checked(group.steps, entry.schedule, names, 0, values, rows)
+
+
+def match_group_tables(group: Group, state: Solutions, graph: Any, rows: dict[Node, list[Quad]],
+                       matched: dict[Member, None], cache: dict[int, Any]) -> None:
+    """Members tabled at the group: one lookup per solution and constrained variable."""
+    undecided: dict[Member, None] = {}
+    for i in range(SOLUTION_CAP):
+        solution = state.at(i)
+        if solution is None:
+            break
+        for (var, _), table in group.tables.items():
+            if type(var) is tuple:  # an is-a class and a value (IsaPairTable)
+                exact, maybe = table.split_pair(solution[var[0]], *_lookup(solution[var[1]], cache))
+            else:
+                exact, maybe = table.split(*_lookup(solution[var], cache))
+            for entry in exact:
+                if entry in matched:
+                    continue
+                if entry.simple or entry.accepts(solution):
+                    matched[entry] = None
+                    undecided.pop(entry, None)
+                else:
+                    undecided[entry] = None
+            for entry in maybe:
+                if entry not in matched and entry.accepts(solution):
+                    matched[entry] = None
+    else:
+        if state.at(SOLUTION_CAP) is not None:  # more solutions than kept: no pruning past them
+            for tab in group.tables.values():
+                for entry in tab.entries():
+                    undecided[entry] = None
+    for entry in undecided:
+        if entry not in matched and state.any_for(entry, graph, rows):
+            matched[entry] = None

@@ -48,11 +48,17 @@ Structure (G-ToPSS's "subscription matrix", seed 000, with the constraint tables
   stored one (eventcloud.matching.containment; checked within its join group) is evaluated only
   if its container matched.
 
+* Identical subscriptions (the same graph term, patterns and FILTERs: popular queries, whatever
+  their text, projection or kind) share one entry: the later ones are *aliases* of the first,
+  cost an id in its list, and are answered with it. When the first is removed, the next alias
+  takes its place.
+
 * `first_pattern_candidates` serves CSMA's first step: each subscription is also registered
   under the node of its patterns[0], with constraint tables for the FILTERs that pattern alone
   binds, and the FILTERs evaluable after patterns[0] are then run.
 
-Pure code, no I/O. Results are in insertion order (re-adding a removed ident appends it).
+Pure code, no I/O. Results are in insertion order (re-adding a removed ident appends it), an
+identical subscription right after the first stored of its kind.
 """
 
 from __future__ import annotations
@@ -64,7 +70,9 @@ from eventcloud.matching.constraints import EXTENSION_OPS, RANK, Constraint, Pai
 from eventcloud.matching.isatable import ISA_OPS
 from eventcloud.matching.tables import Bucket, TableKit, Trigger, lookup as _lookup
 from eventcloud.matching.containment import contains
-from eventcloud.matching.groups import SOLUTION_CAP, Group, Member, Solutions, first_checks
+from eventcloud.matching.groups import (
+    SOLUTION_CAP, Group, Member, Solutions, first_checks, idents, match_group_tables,
+)
 from eventcloud.matching.ordering import ORDERS, SUBORDER
 from eventcloud.matching.predicates import Templates
 from eventcloud.matching.reference import matches
@@ -92,17 +100,21 @@ class SubscriptionIndex:
     the answers are the same, only the sharing of joins between equal bodies is lost).
     `order` is the residual predicates' evaluation order (eventcloud.matching.ordering.ORDERS),
     `statistics` what it estimates selectivities and costs from (learnt as events are matched);
-    `containment=False` turns the containment pruning off (for measurements).
+    `containment=False` turns the containment pruning off, `share_identical=False` the
+    sharing of one entry by identical subscriptions (both for measurements).
     """
 
     def __init__(self, share_joins: bool = True, *, taxonomy: Taxonomy | None = None,
                  text_layout: str = "rtfm", order: str = SUBORDER, statistics: Statistics | None = None,
-                 containment: bool = True) -> None:
+                 containment: bool = True, share_identical: bool = True) -> None:
         if order not in ORDERS:
             raise ValueError(f"unknown evaluation order {order!r}: use one of {', '.join(ORDERS)}")
         self.order = order
         self.statistics = statistics if statistics is not None else Statistics()
         self.containment = containment
+        self.share_identical = share_identical
+        # per chain key (graph term, patterns, FILTERs), the entry identical subscriptions alias
+        self._alike: dict[tuple, Member] = {}
         self._templates = Templates()
         self._residual: dict[Group, dict[Member, None]] = {}  # members calling operators, per join group
         self._kit = TableKit(taxonomy or Taxonomy.empty(), text_layout)
@@ -126,7 +138,8 @@ class SubscriptionIndex:
         return ident in self._entries
 
     def get(self, ident: str) -> Subscription | None:
-        """The stored subscription (bound to the index's taxonomy when it uses one)."""
+        """The subscription matched for `ident` (bound to the index's taxonomy when it uses one):
+        for an alias, the first identical one stored, which matches exactly the same events."""
         entry = self._entries.get(ident)
         return None if entry is None else entry.sub
 
@@ -142,35 +155,58 @@ class SubscriptionIndex:
         """
         self._kit.taxonomy = taxonomy
         rebound = []
-        for entry in self._entries.values():
+        for entry in dict.fromkeys(self._entries.values()):  # each shared entry once
             if entry.sub.uses_taxonomy:
                 sub = entry.sub = entry.sub.with_taxonomy(taxonomy)
                 entry.filters = () if entry.residual else sub.filters
                 entry.first_checks = first_checks(sub)
                 entry.schedule = None
                 rebound.append(entry.ident)
+                rebound.extend(entry.aliases or ())
         return rebound
 
     def add(self, ident: str, sub: Subscription) -> None:
-        """Store `sub` under `ident`; the same pair again is a no-op, another subscription replaces it.
+        """Store `sub` under `ident`; a subscription matching the same (same chain key) again is a
+        no-op, another one replaces it (and comes last in insertion order).
 
         A subscription that uses the taxonomy is stored re-bound to the index's (see `get`)."""
         sub = sub.with_taxonomy(self._kit.taxonomy)
         old = self._entries.get(ident)
         if old is not None:
-            if old.sub is sub or old.sub == sub:
-                return
+            if old.sub is sub or old.sub.chain_key == sub.chain_key:
+                return  # it matches exactly what it matched
             self.remove(ident)
+        if self.share_identical:
+            first = self._alike.get(sub.chain_key)
+            if first is not None:
+                if first.aliases is None:
+                    first.aliases = {}
+                self._counter += 1
+                first.aliases[ident] = self._counter
+                self._entries[ident] = first
+                return
         self._counter += 1
         entry = Member(ident, self._counter, sub)
         self._compile(entry)
         self._entries[ident] = entry
+        if self.share_identical:
+            self._alike[sub.chain_key] = entry
 
     def remove(self, ident: str) -> bool:
         """Forget `ident`; False if it was not stored."""
         entry = self._entries.pop(ident, None)
         if entry is None:
             return False
+        if entry.aliases:  # identical subscriptions remain: the entry stays for them
+            if entry.ident == ident:  # the next one stored takes the first one's place
+                ident = entry.ident = next(iter(entry.aliases))
+                entry.order = entry.aliases[ident]
+            del entry.aliases[ident]
+            if not entry.aliases:
+                entry.aliases = None
+            return True
+        if self._alike.get(entry.sub.chain_key) is entry:
+            del self._alike[entry.sub.chain_key]
         group = entry.group
         if entry.residual:
             self._forget_residual(entry)
@@ -369,7 +405,7 @@ class SubscriptionIndex:
 
     def containers(self) -> dict[str, str]:
         """ident -> the ident of the stored subscription found to contain it (for tests and tools)."""
-        return {e.ident: e.parent.ident for e in self._entries.values() if e.parent is not None}
+        return {ident: e.parent.ident for ident, e in self._entries.items() if e.parent is not None}
 
     # --- matching ------------------------------------------------------------------------------
 
@@ -463,7 +499,7 @@ class SubscriptionIndex:
                 if state.any_for(entry, graph, rows):
                     matched[entry] = None
             if group.tables:
-                self._group_tables(group, state, graph, rows, matched, cache)
+                match_group_tables(group, state, graph, rows, matched, cache)
 
         through: dict[tuple[Group, int], bool] = {}
         for entries, decided, quad in tabled:
@@ -489,40 +525,6 @@ class SubscriptionIndex:
             return EventMatch(matched, [], graph, rows, self.order, self.statistics)
         return EventMatch([e for e in matched if not e.residual], [e for e in matched if e.residual], graph, rows,
                           self.order, self.statistics)
-
-    @staticmethod
-    def _group_tables(group: Group, state: Solutions, graph: Any, rows: dict[Node, list[Quad]],
-                      matched: dict[Member, None], cache: dict[int, Any]) -> None:
-        """Members tabled at the group: one lookup per solution and constrained variable."""
-        undecided: dict[Member, None] = {}
-        for i in range(SOLUTION_CAP):
-            solution = state.at(i)
-            if solution is None:
-                break
-            for (var, _), table in group.tables.items():
-                if type(var) is tuple:  # an is-a class and a value (IsaPairTable)
-                    exact, maybe = table.split_pair(solution[var[0]], *_lookup(solution[var[1]], cache))
-                else:
-                    exact, maybe = table.split(*_lookup(solution[var], cache))
-                for entry in exact:
-                    if entry in matched:
-                        continue
-                    if entry.simple or entry.accepts(solution):
-                        matched[entry] = None
-                        undecided.pop(entry, None)
-                    else:
-                        undecided[entry] = None
-                for entry in maybe:
-                    if entry not in matched and entry.accepts(solution):
-                        matched[entry] = None
-        else:
-            if state.at(SOLUTION_CAP) is not None:  # more solutions than kept: no pruning past them
-                for tab in group.tables.values():
-                    for entry in tab.entries():
-                        undecided[entry] = None
-        for entry in undecided:
-            if entry not in matched and state.any_for(entry, graph, rows):
-                matched[entry] = None
 
     def first_pattern_candidates(self, quad: Quad) -> list[str]:
         """Ids of subscriptions whose patterns[0] (with the graph term) unifies with `quad` and whose
@@ -552,7 +554,7 @@ class SubscriptionIndex:
             matched.append(entry)
         if len(matched) > 1:
             matched.sort(key=_seq)
-        return [entry.ident for entry in matched]
+        return idents(matched)
 
     def indexes_any(self, quads: list[Quad] | tuple[Quad, ...]) -> bool:
         """Whether some stored subscription's patterns[0] (its indexing pattern) fits one of
@@ -566,9 +568,10 @@ class SubscriptionIndex:
         return False
 
     def stats(self) -> dict[str, int]:
-        """Counts: subscriptions, stored patterns, distinct patterns, join groups, masks, tabled constraints."""
+        """Counts: subscriptions, their entries, stored patterns, distinct patterns, join groups, masks, tabled constraints."""
         return {
             "subscriptions": len(self._entries),
+            "entries": len(dict.fromkeys(self._entries.values())),  # identical subscriptions share one
             "patterns": self._pattern_count,
             "distinct_patterns": len(self._nodes),
             "join_groups": len(self._groups),

@@ -66,7 +66,7 @@ def notifier_index(sub: Subscription, event: CompoundEvent | EventIndex) -> int 
 
 
 def decide(sub: Subscription, event: CompoundEvent | EventIndex, want_solutions: bool,
-           limit: int = MAX_SOLUTIONS) -> tuple[int | None, list[Bindings]]:
+           limit: int = MAX_SOLUTIONS, memo: dict[Any, Any] | None = None) -> tuple[int | None, list[Bindings]]:
     """(notifier position, projected solutions) of `sub` on the event; (None, []) if no match.
     Solutions are computed up to `limit` (the caller can tell a truncated answer by its size).
 
@@ -74,14 +74,34 @@ def decide(sub: Subscription, event: CompoundEvent | EventIndex, want_solutions:
     (the first event position whose quad is pattern 0 under some solution); without, only the
     first-solution search of `notifier_index` runs (signal and event notifications need no
     bindings).
+
+    `memo`, a dict kept for one event, shares that work between identical subscriptions (the
+    same pattern and FILTER objects, as a peer's registry keeps them): only the projection is
+    done per subscription.
     """
+    if memo is None:
+        position, found = _decide(sub, event, want_solutions, limit)
+    else:
+        key = (id(sub.patterns), id(sub.filters), want_solutions, limit)
+        hit = memo.get(key)
+        if hit is not None and hit[0].patterns is sub.patterns and hit[0].filters is sub.filters \
+                and hit[0].graph == sub.graph:
+            position, found = hit[1], hit[2]
+        else:
+            position, found = _decide(sub, event, want_solutions, limit)
+            memo[key] = (sub, position, found)
+    return position, (project(sub, found) if found and position is not None else [])
+
+
+def _decide(sub: Subscription, event: CompoundEvent | EventIndex, want_solutions: bool,
+            limit: int) -> tuple[int | None, list[Bindings]]:
+    """`decide` before the projection: the solutions as found."""
     view = event_index(event)
     if not want_solutions:
         return notifier_index(sub, view), []
     found = solutions(sub, view, limit)
     if len(found) >= limit:  # truncated: the notifier rule must not depend on which solutions were kept
-        position = notifier_index(sub, view)
-        return position, project(sub, found) if position is not None else []
+        return notifier_index(sub, view), found
     if not found:
         return None, []
     positions = _positions(view)
@@ -95,7 +115,7 @@ def decide(sub: Subscription, event: CompoundEvent | EventIndex, want_solutions:
             best = at
             if best == 0:
                 break
-    return best, project(sub, found)
+    return best, found
 
 
 def _positions(view: EventIndex) -> dict[Any, int]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Iterable
 
-from eventcloud.matching.groups import Member
+from eventcloud.matching.groups import Member, idents
 from eventcloud.matching.joins import Node
 from eventcloud.matching.ordering import ResidualPlan
 from eventcloud.matching.predicates import BUILTIN_COST, Template
@@ -116,4 +116,4 @@ class EventMatch:
         """Ids of every matching subscription, in insertion order."""
         winners = self._decided + self.plan.matched() + self._settled
         winners.sort(key=lambda m: m.seq)
-        return [m.ident for m in winners]
+        return idents(winners)

@@ -127,7 +127,7 @@ def apply(ops, idx: SubscriptionIndex, model: dict[str, Subscription]) -> None:
         if op[0] == "add":
             ident, sub = IDENTS[op[1]], SUBS[op[2]]
             idx.add(ident, sub)
-            if ident in model and model[ident] != sub:
+            if ident in model and model[ident].chain_key != sub.chain_key:  # else it matches the same: kept
                 del model[ident]
             if ident not in model:
                 model[ident] = sub
@@ -167,7 +167,7 @@ def test_index_equals_brute_force_after_any_adds_and_removes(ops, picks) -> None
     check(idx, model, [EVENTS[i] for i in picks])
     for ident in list(model):
         assert idx.remove(ident)
-    assert idx.stats() == {"subscriptions": 0, "patterns": 0, "distinct_patterns": 0, "join_groups": 0,
+    assert idx.stats() == {"subscriptions": 0, "entries": 0, "patterns": 0, "distinct_patterns": 0, "join_groups": 0,
                            "masks": 0, "constraint_entries": 0}
 
 
@@ -406,3 +406,31 @@ def test_datetimes_across_timezone_presence_are_left_to_the_filter() -> None:
                             ("2020-02-11T00:00:00", [])]:  # within ±14 h the order is indeterminate: false
         e = ev(("a", "name", "n"), ("b", "val", Literal(local, XSD + "dateTime")))
         assert idx.match_event(e) == expected == brute_match({"before": idx.get("before"), "trigger": idx.get("trigger")}, e)
+
+
+def test_identical_subscriptions_share_one_entry_and_answer_in_insertion_order() -> None:
+    """Identical subscriptions (same graph term, patterns and FILTERs; any text or projection)
+    cost one entry; each id is answered, in insertion order, also after the first one stored
+    is removed and another takes its place."""
+    body = f"{{ GRAPH ?g {{ ?s ex:p ?o FILTER(?o > 3) }} }}"
+    a, b = parse_subscription(f"{PREFIXES}SELECT * WHERE {body}"), parse_subscription(f"{PREFIXES}SELECT ?s WHERE {body}")
+    other = parse_subscription(f"{PREFIXES}SELECT * WHERE {{ GRAPH ?g {{ ?s ex:p ?o FILTER(?o > 5) }} }}")
+    event = CompoundEvent.from_triples(IRI(EX + "e"), [(IRI(EX + "x"), IRI(EX + "p"), lit("7"))])
+    idx = SubscriptionIndex()
+    for ident, sub in (("a1", a), ("o", other), ("b1", b), ("a2", a)):
+        idx.add(ident, sub)
+    assert idx.stats()["subscriptions"] == 4 and idx.stats()["entries"] == 2
+    assert idx.match_event(event) == ["a1", "o", "b1", "a2"]
+    assert idx.first_pattern_candidates(event.quads[0]) == ["a1", "o", "b1", "a2"]
+    assert idx.remove("a1")                       # b1 takes the entry over
+    idx.add("a1", a)                              # back, as the newest
+    assert idx.match_event(event) == ["o", "b1", "a2", "a1"]
+    assert idx.remove("b1") and idx.remove("a2") and not idx.remove("a2")
+    assert idx.match_event(event) == ["o", "a1"] and idx.stats()["entries"] == 2
+    idx.add("a1", other)                          # the same id, another subscription: moved out
+    assert idx.stats() == {**idx.stats(), "subscriptions": 2, "entries": 1}
+    assert idx.match_event(event) == ["o", "a1"]
+    alone = SubscriptionIndex(share_identical=False)
+    for ident, sub in (("a1", a), ("b1", b)):
+        alone.add(ident, sub)
+    assert alone.stats()["entries"] == 2 and alone.match_event(event) == ["a1", "b1"]

@@ -8,6 +8,8 @@ Events use canonical lexical forms, as the stores keep them (see filter_values.c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import random
 from collections import Counter
 
@@ -86,6 +88,25 @@ def test_random_subscriptions_agree_with_oracle(seed: int) -> None:
         matched += bool(expected)
     assert checked == 180
     assert 10 <= matched <= checked - 10  # the generator exercises both outcomes
+
+
+def test_identical_subscriptions_share_one_decision_and_keep_their_own_projection(monkeypatch) -> None:
+    """`decide` with a memo: subscriptions with the same pattern and FILTER objects (as a peer's
+    registry shares them) cost one decision per event; each answer is what deciding it alone gives."""
+    import eventcloud.matching.osma as osma
+
+    calls = []
+    real = osma._decide
+    monkeypatch.setattr(osma, "_decide", lambda *a: calls.append(1) or real(*a))
+    for query, sub, event in cases(3, subscriptions=30, events_each=3):
+        projections = [sub.projection, tuple(reversed(sub.projection)), sub.projection[:1]]
+        alike = [replace(sub, projection=p) for p in projections]  # the same patterns and FILTER objects
+        view, memo = EventIndex(event), {}
+        calls.clear()
+        for twin in alike:
+            for want in (True, False):
+                assert decide(twin, view, want_solutions=want, memo=memo) == decide(twin, view, want_solutions=want)
+        assert len(calls) == 2 + 6  # one per kind of answer with the memo, then six alone
 
 
 def test_quad_order_does_not_change_results_and_notifier_follows_order() -> None:

@@ -517,3 +517,54 @@ async def test_identical_subscriptions_share_their_parsed_parts_on_a_peer(autoju
             assert [n.event for n in got] == [graph.value]
             await subs[2].unsubscribe()
             assert all(not peer.subscriptions._alike for peer in holders)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_identical_subscriptions_share_one_entry_per_peer_and_each_gets_its_own(autojump_clock, algorithm):
+    """Popular subscriptions: identical ones (same patterns and FILTERs, whatever their text,
+    projection or kind) share one index entry per peer. Each subscriber still gets exactly its
+    notifications with its own projection; one made after an event was acknowledged does not get
+    that event; removing the first one stored leaves the others served by the shared entry."""
+    body = f"{{ GRAPH ?g {{ ?s <{EX}p0> ?o . ?o <{EX}p1> ?x FILTER(?x != <{EX}none>) }} }}"
+    texts = [f"SELECT ?s WHERE {body}", f"SELECT ?x ?s WHERE {body}", f"SELECT * WHERE {body}",
+             f"SELECT ?x WHERE {body}"]
+
+    def event(i: int) -> CompoundEvent:
+        g = event_graph("id", i, i)
+        a, b, c = (IRI(f"{EX}i{i}{n}") for n in "abc")
+        return CompoundEvent(g, (make_quad(g, a, PREDICATES[0], b), make_quad(g, b, PREDICATES[1], c)))
+
+    events = [event(i) for i in range(9)]
+    async with open_overlay(5, algorithm, seed=4) as overlay:
+        async with overlay.client(0, "pub") as publisher, overlay.client(1, "s0") as c0, \
+                overlay.client(2, "s1") as c1, overlay.client(3, "s2") as c2, overlay.client(4, "s3") as c3:
+            subs = [await c.subscribe(t, kind=k) for c, t, k in
+                    zip((c0, c1, c2), texts[:3], ("signal", "bindings", "event"))]
+            for e in events[:3]:
+                await publisher.publish(e)
+            subs.append(await c3.subscribe(texts[3], kind="bindings"))  # after the first three
+            stats = [p.subscriptions.index.stats() for p in overlay.peers]
+            holding = [s for s in stats if s["subscriptions"]]
+            assert holding and all(s["subscriptions"] == 4 and s["entries"] == 1 for s in holding)
+            for e in events[3:6]:
+                await publisher.publish(e)
+            first: list[Notification] = []
+            await collect(subs[0], 6, first, seconds=30)
+            await subs[0].unsubscribe()  # the first one stored: another takes its place in the entry
+            for e in events[6:]:
+                await publisher.publish(e)
+            got = [first]
+            for sub, want in zip(subs[1:], (9, 9, 6)):
+                notes: list[Notification] = []
+                await collect(sub, want, notes, seconds=30)
+                got.append(notes)
+            assert all(s["subscriptions"] == 3 and s["entries"] == 1
+                       for s in (p.subscriptions.index.stats() for p in overlay.peers) if s["subscriptions"])
+    graphs = [e.graph.value for e in events]
+    for notes, want in zip(got, (graphs[:6], graphs, graphs, graphs[3:])):
+        assert sorted(n.event for n in notes) == sorted(want)  # exactly these: none missing, none twice
+    for n, i in zip(sorted(got[1], key=lambda n: n.event), range(9)):
+        assert n.solutions == ({"x": IRI(f"{EX}i{i}c"), "s": IRI(f"{EX}i{i}a")},)  # its own projection
+    for n, i in zip(sorted(got[3], key=lambda n: n.event), range(3, 9)):
+        assert n.solutions == ({"x": IRI(f"{EX}i{i}c")},)
+    assert [len(n.quads) for n in got[2]] == [2] * 9

@@ -157,7 +157,11 @@ class SubscriptionIndex:
         rebound = []
         for entry in dict.fromkeys(self._entries.values()):  # each shared entry once
             if entry.sub.uses_taxonomy:
+                before = entry.sub.chain_key  # FILTERs compare with their taxonomy: re-keyed below
                 sub = entry.sub = entry.sub.with_taxonomy(taxonomy)
+                if self._alike.get(before) is entry:
+                    del self._alike[before]
+                    self._alike.setdefault(sub.chain_key, entry)
                 entry.filters = () if entry.residual else sub.filters
                 entry.first_checks = first_checks(sub)
                 entry.schedule = None

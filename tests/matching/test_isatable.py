@@ -131,3 +131,25 @@ def test_an_is_a_table_needs_an_iri() -> None:
     table.add(Constraint(), "x")
     assert table.split(IRI(EX + "B")) == (["x"], []) and table.split(Literal("B")) == ([], [])
     assert table.remove(Constraint(), "x") and not table.remove(Constraint(), "x") and len(table) == 0
+
+
+def test_identical_subscriptions_reading_the_taxonomy_stay_shared_and_matched_across_swaps() -> None:
+    """Identical subscriptions share one entry keyed by what they match with, which for is-a tests
+    includes the taxonomy: after a swap, removals and a swap back, a new identical one must join
+    a live entry (or make its own), never a removed one."""
+    first, second = TAXONOMIES[0], TAXONOMIES[1]
+    text = f"{PREFIXES}SELECT * WHERE {{ GRAPH ?g {{ ?x a ?c FILTER(ec:descendantOf(?c, ex:C0)) }} }}"
+    event = CompoundEvent.from_triples(IRI(f"{EX}event/1"), [(IRI(f"{EX}i0"), IRI(RDF + "type"), IRI(f"{EX}C0"))])
+    idx = SubscriptionIndex(taxonomy=first)
+    idx.add("a", parse_subscription(text))
+    idx.add("b", parse_subscription(text))
+    assert idx.stats()["entries"] == 1
+    assert sorted(idx.set_taxonomy(second)) == ["a", "b"]
+    idx.add("c", parse_subscription(text))       # identical under the new taxonomy: the same entry
+    assert idx.stats()["entries"] == 1 and idx.match_event(event) == ["a", "b", "c"]
+    for ident in ("a", "b", "c"):
+        assert idx.remove(ident)
+    assert idx.stats()["entries"] == 0
+    idx.set_taxonomy(first)
+    idx.add("d", parse_subscription(text))       # must not alias the entry removed above
+    assert idx.stats()["entries"] == 1 and idx.match_event(event) == ["d"]

@@ -199,7 +199,7 @@ def measure_memory(subs: list[tuple[str, Subscription, Spec]], share: bool) -> t
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    index = SubscriptionIndex(share_joins=share)
+    index = SubscriptionIndex(share_joins=share, share_identical=share)
     for i, (_, sub, _) in enumerate(subs):
         index.add(f"s{i}", sub)
     gc.collect()
@@ -231,7 +231,7 @@ def baseline_times(subs: list[tuple[str, Subscription, Spec]], events: list[Comp
 
 def run_size(n: int, args: argparse.Namespace, baseline_rate: dict) -> dict[int, dict]:
     workload, subs = build(n, args.seed)
-    index = SubscriptionIndex(share_joins=not args.no_shared_joins)
+    index = SubscriptionIndex(share_joins=not args.no_shared_joins, share_identical=not args.no_shared_joins)
     gc.collect()
     started = time.perf_counter()
     for i, (_, sub, _) in enumerate(subs):

@@ -245,7 +245,8 @@ def part_overlap(args: argparse.Namespace) -> None:
                 with active(CallTable(call_operator, lambda op: True)):
                     found = index.match(event)
                     for n, members in enumerate(clusters):
-                        found.plan.merge(("merger", n), [index._entries[m] for m in members if m in index._entries])
+                        found.plan.merge(("merger", n), list(dict.fromkeys(  # identical ones share one entry
+                            index._entries[m] for m in members if m in index._entries)))
                     while (key := found.next()) is not None:
                         found.record(key, found.evaluate(key))
                     got = found.result()

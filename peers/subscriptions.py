@@ -74,11 +74,6 @@ class Subscriptions:
         self.operators = operators
         self.index = SubscriptionIndex(taxonomy=taxonomy, order=order, statistics=statistics)
         self._stored: dict[str, Stored] = {}
-        # identical subscriptions share their parts (see _share): per tuple of patterns, the first one
-        # held, and how many hold its parts where more than one does (two small tables: most
-        # subscriptions are unique, and each entry here is memory per stored subscription)
-        self._alike: dict[tuple, Subscription] = {}
-        self._holders: dict[tuple, int] = {}
         self._tombstones: dict[str, float] = {}
         for record in store.sync.subscriptions().values():
             try:
@@ -111,9 +106,7 @@ class Subscriptions:
         rebound = self.index.set_taxonomy(taxonomy)
         for ident in rebound:
             stored = self._stored.get(ident)
-            if stored is not None:
-                self._unshare(stored.sub)
-                # its own (text, projection), re-bound; identical ones share one index entry
+            if stored is not None:  # its own text and projection, re-bound, sharing the rest again
                 self._stored[ident] = Stored(stored.record, self._share(stored.sub.with_taxonomy(taxonomy)))
         return rebound
 
@@ -130,9 +123,6 @@ class Subscriptions:
     def _put(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored:
         # kept without its parsed form (the Subscription is what is used; `export` re-adds it),
         # with the strings many records repeat shared
-        old = self._stored.get(record.id)
-        if old is not None:
-            self._unshare(old.sub)
         sub = self._share(sub if sub is not None else self.parse(record))
         text = sub.sparql if sub.sparql == record.sparql else record.sparql  # shared by identical texts
         stored = Stored(replace(record, sparql=text, parsed=None, kind=sys.intern(record.kind),
@@ -143,32 +133,17 @@ class Subscriptions:
         return stored
 
     def _share(self, sub: Subscription) -> Subscription:
-        """Identical subscriptions (popular queries: same patterns and FILTERs) held here share
-        their patterns and compiled FILTERs, and their text when it is the same: each keeps only
-        its own record (and one entry in the index: `SubscriptionIndex` aliases them)."""
-        key = sub.patterns
-        first = self._alike.get(key)
-        if first is None:
-            self._alike[key] = sub
+        """Identical subscriptions (popular queries: same graph term, patterns and FILTERs) held
+        here share the patterns and compiled FILTERs of the one the index keeps their shared
+        entry for, and its text when it is the same: each keeps only its own record and
+        projection. (Shared objects also let OSMA decide once for all of them.)"""
+        twin = self.index.twin(sub)
+        if twin is None or twin is sub:
             return sub
-        if first.chain_key != sub.chain_key:
-            return sub  # the same patterns under another graph or FILTERs (unusual): not shared
-        self._holders[key] = self._holders.get(key, 1) + 1
-        text = first.sparql if first.sparql == sub.sparql else sub.sparql
-        if first.patterns is sub.patterns and first.filters is sub.filters and text is sub.sparql:
+        text = twin.sparql if twin.sparql == sub.sparql else sub.sparql
+        if twin.patterns is sub.patterns and twin.filters is sub.filters and text is sub.sparql:
             return sub
-        return replace(sub, patterns=first.patterns, filters=first.filters, sparql=text)
-
-    def _unshare(self, sub: Subscription) -> None:
-        key = sub.patterns
-        first = self._alike.get(key)
-        if first is None or first.chain_key != sub.chain_key:
-            return
-        holders = self._holders.pop(key, 1) - 1
-        if holders == 0:
-            del self._alike[key]
-        elif holders > 1:
-            self._holders[key] = holders
+        return replace(sub, patterns=twin.patterns, filters=twin.filters, sparql=text)
 
     async def add(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored | None:
         """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile."""
@@ -186,10 +161,7 @@ class Subscriptions:
     async def remove(self, ident: str) -> bool:
         """Forget a subscription (a tombstone keeps late copies of it out for a while)."""
         self._tombstones[ident] = trio.current_time() + self.tombstone_ttl
-        gone = self._stored.pop(ident, None)
-        found = gone is not None
-        if gone is not None:
-            self._unshare(gone.sub)
+        found = self._stored.pop(ident, None) is not None
         self.index.remove(ident)
         if found:
             await self.store.write([drop_subscription(ident)])
@@ -205,7 +177,6 @@ class Subscriptions:
         gone = [s for s in self._stored.values() if not zone.intersects(self.box(s.sub))]
         for stored in gone:
             del self._stored[stored.id]
-            self._unshare(stored.sub)
             self.index.remove(stored.id)
         if gone:
             await self.store.write([drop_subscription(s.id) for s in gone])

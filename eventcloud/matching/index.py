@@ -57,8 +57,7 @@ Structure (G-ToPSS's "subscription matrix", seed 000, with the constraint tables
   under the node of its patterns[0], with constraint tables for the FILTERs that pattern alone
   binds, and the FILTERs evaluable after patterns[0] are then run.
 
-Pure code, no I/O. Results are in insertion order (re-adding a removed ident appends it), an
-identical subscription right after the first stored of its kind.
+Pure code, no I/O. Results are in insertion order (re-adding a removed ident appends it).
 """
 
 from __future__ import annotations
@@ -168,6 +167,14 @@ class SubscriptionIndex:
                 rebound.append(entry.ident)
                 rebound.extend(entry.aliases or ())
         return rebound
+
+    def twin(self, sub: Subscription) -> Subscription | None:
+        """The subscription whose entry `sub`, identical to it, would share (None: there is none):
+        its caller may share that one's parts, as the index's stored copy is that one."""
+        if not self.share_identical:
+            return None
+        first = self._alike.get(sub.with_taxonomy(self._kit.taxonomy).chain_key)
+        return None if first is None else first.sub
 
     def add(self, ident: str, sub: Subscription) -> None:
         """Store `sub` under `ident`; a subscription matching the same (same chain key) again is a

@@ -505,18 +505,19 @@ async def test_identical_subscriptions_share_their_parsed_parts_on_a_peer(autoju
                 held = [s.sub for s in peer.subscriptions]
                 assert len({id(s.patterns) for s in held}) == len({id(s.filters) for s in held}) == 1
                 assert sorted(s.projection for s in held) == [("g", "s", "o"), ("o",), ("s",)]
-                assert len(peer.subscriptions._alike) == 1 and list(peer.subscriptions._holders.values()) == [3]
-            await subs[0].unsubscribe()
+                assert peer.subscriptions.index.stats()["entries"] == 1  # one shared index entry
+            await subs[0].unsubscribe()  # the first one stored: its entry and parts stay for the others
             await subs[1].unsubscribe()
             for peer in holders:
-                assert len(peer.subscriptions._alike) == 1 and not peer.subscriptions._holders
+                assert [s.sub.projection for s in peer.subscriptions] == [("o",)]
+                assert peer.subscriptions.index.stats()["entries"] == 1
             graph = event_graph("shared", 1, 1)
             await a.publish(CompoundEvent(graph, (make_quad(graph, SUBJECTS[0], PREDICATES[0], SUBJECTS[1]),)))
             got: list[Notification] = []
             await collect(subs[2], 1, got, seconds=30)
             assert [n.event for n in got] == [graph.value]
             await subs[2].unsubscribe()
-            assert all(not peer.subscriptions._alike for peer in holders)
+            assert all(peer.subscriptions.index.stats()["entries"] == 0 for peer in holders)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -1,0 +1,48 @@
+"""A peer's subscription registry: identical subscriptions share their parts and one index entry,
+through removals and taxonomy swaps, and each keeps its own text, projection and record."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from eventcloud.rdf.model import IRI, RDF, CompoundEvent
+from eventcloud.sparql.taxonomy import Taxonomy
+from eventcloud.wire.messages import SubscriptionRecord
+from peers.async_store import AsyncStore
+from peers.state import PeerState
+from peers.store import PeerStore
+from peers.subscriptions import Subscriptions
+from tests.helpers import EXT
+
+EX = "http://ex.org/"
+PREFIXES = f"PREFIX ex: <{EX}> PREFIX ec: <{EXT}> "
+BODY = "{ GRAPH ?g { ?x a ?c FILTER(ec:descendantOf(?c, ex:C0)) } }"
+T1 = Taxonomy([(EX + "C1", EX + "C0")], 1)
+T2 = Taxonomy([(EX + "C1", EX + "C0"), (EX + "C2", EX + "C1")], 2)
+
+
+def shared(registry: Subscriptions) -> tuple[int, int, int]:
+    """(stored, index entries, distinct FILTER objects among them)."""
+    held = list(registry)
+    return len(held), registry.index.stats()["entries"], len({id(s.sub.filters) for s in held})
+
+
+async def test_identical_subscriptions_stay_shared_through_removals_and_taxonomy_swaps() -> None:
+    registry = Subscriptions(PeerState(), AsyncStore(PeerStore(None), False), Counter(), tombstone_ttl=60,
+                             taxonomy=T1)
+    other = f"{PREFIXES}SELECT * WHERE {{ GRAPH ?g {{ ?x a ?c FILTER(ec:descendantOf(?c, ex:C1)) }} }}"
+    await registry.add(SubscriptionRecord("o", other, "signal", "127.0.0.1:1", 1))  # first, other FILTERs
+    texts = [f"{PREFIXES}SELECT ?x WHERE {BODY}", f"{PREFIXES}SELECT * WHERE {BODY}", f"{PREFIXES}SELECT ?c WHERE {BODY}"]
+    for i, text in enumerate(texts):
+        await registry.add(SubscriptionRecord(f"s{i}", text, "bindings", "127.0.0.1:1", 1))
+    assert shared(registry) == (4, 2, 2)
+    assert sorted(registry.set_taxonomy(T2)) == ["o", "s0", "s1", "s2"]
+    assert shared(registry) == (4, 2, 2)              # re-bound, still sharing
+    assert [registry.get(f"s{i}").sub.sparql for i in range(3)] == texts  # each its own text
+    assert [registry.get(f"s{i}").sub.projection for i in range(3)] == [("x",), ("g", "x", "c"), ("c",)]
+    assert await registry.remove("s0")                # the first one stored
+    await registry.add(SubscriptionRecord("s3", texts[0], "bindings", "127.0.0.1:1", 1))
+    assert shared(registry) == (4, 2, 2)
+    assert registry.get("s3").sub.sparql is registry.get("s3").record.sparql  # one string for both
+    event = CompoundEvent.from_triples(IRI(EX + "e"), [(IRI(EX + "i"), IRI(RDF + "type"), IRI(EX + "C2"))])
+    assert registry.index.match_event(event) == ["o", "s1", "s2", "s3"]  # C2 ⊑ C1 ⊑ C0 under T2

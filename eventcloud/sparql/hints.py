@@ -14,7 +14,7 @@ import re
 
 from eventcloud.sparql.filters.extensions import PROTECTED
 
-__all__ = ["unknown_function", "hint"]
+__all__ = ["unknown_function", "hint", "too_deep"]
 
 #: Names SPARQL 1.1 calls with parentheses: built-in functions, aggregates, and keywords
 #: followed by "(" (FILTER(…), IN (…), ORDER BY ASC(…), …); plus the bare ftcontains extension.
@@ -50,3 +50,24 @@ def hint(text: str) -> str:
     close = difflib.get_close_matches(name.lower(), sorted(KNOWN), n=1, cutoff=0.7)
     suggestion = f"; did you mean {close[0].upper()}?" if close else "; extension functions are called by IRI"
     return f"unknown function `{name}`{suggestion}"
+
+
+_STRINGS_AND_IRIS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|<[^<>\s]*>|#[^\n]*')
+
+
+def too_deep(text: str) -> str:
+    """Why the parser ran out of recursion: deep brackets, or (its grammar recurses once per
+    triple pattern of a group) too many patterns in one group. Said in the user's terms."""
+    bare = _STRINGS_AND_IRIS.sub(" ", text)
+    depth = deepest = 0
+    for char in bare:
+        if char in "({[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")}]":
+            depth -= 1
+    if deepest >= 20:
+        return f"the subscription is nested too deeply ({deepest} levels of brackets, more than the parser takes)"
+    separators = bare.count(" .") + bare.count(";") + bare.count(",") + 1
+    return (f"the subscription is too long for the parser: about {separators} triple patterns in one "
+            f"group, more than it takes (50 to 80); split it into several subscriptions")

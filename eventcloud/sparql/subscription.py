@@ -29,6 +29,7 @@ from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.sparql.filters.compiler import CompiledFilter, FilterError, compile_filter
 from eventcloud.sparql.filters.parse_tree import from_parse_tree
 from eventcloud.sparql.filters.extensions import DESCENDANT_OF, PROTECTED, rewrite_bare_names
+from eventcloud.sparql.hints import too_deep
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.paths import ISA_PATH, isa_path, path_text, plain_predicate
 from eventcloud.sparql.shapes import ShapeCache, shape_of
@@ -329,7 +330,7 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
     try:
         tree = parseQuery(rewritten)
     except RecursionError:
-        raise SubscriptionError(_too_deep(text), "nesting") from None
+        raise SubscriptionError(too_deep(text), "nesting") from None
     except ParseBaseException as exc:
         line_text = text.split("\n")[exc.lineno - 1] if 0 < exc.lineno <= text.count("\n") + 1 else exc.line
         near = f" near {line_text.strip()[:60]!r}" if line_text.strip() else ""
@@ -349,28 +350,7 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
     try:
         return _Builder(text, prologue, taxonomy, operators).build(tree[1])
     except RecursionError:
-        raise SubscriptionError(_too_deep(text), "nesting") from None
-
-
-_STRINGS_AND_IRIS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|<[^<>\s]*>|#[^\n]*')
-
-
-def _too_deep(text: str) -> str:
-    """Why the parser ran out of recursion: deep brackets, or (its grammar recurses once per
-    triple pattern of a group) too many patterns in one group. Said in the user's terms."""
-    bare = _STRINGS_AND_IRIS.sub(" ", text)
-    depth = deepest = 0
-    for char in bare:
-        if char in "({[":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in ")}]":
-            depth -= 1
-    if deepest >= 20:
-        return f"the subscription is nested too deeply ({deepest} levels of brackets, more than the parser takes)"
-    separators = bare.count(" .") + bare.count(";") + bare.count(",") + 1
-    return (f"the subscription is too long for the parser: about {separators} triple patterns in one "
-            f"group, more than it takes (50 to 80); split it into several subscriptions")
+        raise SubscriptionError(too_deep(text), "nesting") from None
 
 
 _SHAPE_CACHE: list[ShapeCache] = []

@@ -119,11 +119,12 @@ def test_texts_of_one_shape_parse_once_and_keep_their_own_constants() -> None:
     assert subs == [whole_parse(t) for t in texts]
 
 
-def whole_parse(text: str):
+def whole_parse(text: str, parse=parse_subscription):
+    """`parse(text)` with the shape cache bypassed (the text parsed whole)."""
     original = subscription_module.shape_of
     subscription_module.shape_of = lambda text: None
     try:
-        return parse_subscription(text)
+        return parse(text)
     finally:
         subscription_module.shape_of = original
 
@@ -175,15 +176,6 @@ def test_edited_texts_parse_the_same_by_shape_or_fail_the_same(text: str, edits)
     for where, cut, insert in edits:
         at = int(where * len(text))
         text = text[:at] + insert + text[at + cut:]
-    expected = whole_parse_outcome(text)
+    expected = whole_parse(text, outcome)
     assert outcome(text) == expected, text
     assert outcome(text) == expected, text  # from the cache
-
-
-def whole_parse_outcome(text: str):
-    original = subscription_module.shape_of
-    subscription_module.shape_of = lambda text: None
-    try:
-        return outcome(text)
-    finally:
-        subscription_module.shape_of = original

@@ -187,8 +187,9 @@ class SubscriptionIndex:
             if old.sub is sub or old.sub.chain_key == sub.chain_key:
                 return  # it matches exactly what it matched
             self.remove(ident)
+        key = sub.chain_key  # hashing it hashes the FILTER expressions: once
         if self.share_identical:
-            first = self._alike.get(sub.chain_key)
+            first = self._alike.get(key)
             if first is not None:
                 if first.aliases is None:
                     first.aliases = {}
@@ -201,7 +202,7 @@ class SubscriptionIndex:
         self._compile(entry)
         self._entries[ident] = entry
         if self.share_identical:
-            self._alike[sub.chain_key] = entry
+            self._alike[key] = entry
 
     def remove(self, ident: str) -> bool:
         """Forget `ident`; False if it was not stored."""

@@ -292,10 +292,18 @@ class ReplicatedStore(AsyncStore):
         self.replication = replication
         replication.store = self
 
+    def _applies_now(self, mutations: list[Mutation], durable: bool) -> bool:
+        return (not durable or not self.replication.enabled) and super()._applies_now(mutations, durable)
+
+    def _apply_now(self, batches: list[list[Mutation]], durable: bool) -> list[list[Any]]:
+        if not durable:
+            self.replication.later(batches)
+        return super()._apply_now(batches, durable)
+
     async def _commit(self, jobs: list[tuple[list[Mutation], bool]]) -> list[list[Any]]:
         durable = [m for m, d in jobs if d]
         self.replication.later([m for m, d in jobs if not d])
-        if not durable:
+        if not durable or not self.replication.enabled:
             return await AsyncStore._commit(self, jobs)
         local, _ = await gather([partial(AsyncStore._commit, self, jobs),  # both copies at once
                                  partial(self.replication.replicate, durable)])

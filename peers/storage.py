@@ -39,6 +39,7 @@ from peers.reconstruction import RecentPublications
 from peers.router import FAILED, Router
 from peers.state import PeerState
 from peers.async_store import AsyncStore
+from peers.mutations import RESERVED_GRAPHS
 from peers.store import EventInfo, abort, add, commit
 from peers.tasks import gather
 from peers.zone_guard import ZoneGuard
@@ -54,7 +55,7 @@ COMMIT_SENDERS = 8
 LATER_MAX = 512
 
 #: Quads this peer owns of one event: (graph, those quads, the delivery, all its quads decoded).
-_Mine = tuple[IRI, list[Quad], Delivery, list[Quad]]
+_Mine = tuple[IRI, list[Quad], Delivery, list[Quad | None]]
 
 
 def canonical_event(event: CompoundEvent) -> CompoundEvent:
@@ -137,6 +138,9 @@ class Storage:
         """Store events; each stays atomic and idempotent on its own (a batch only shares messages)."""
         if not body.events:
             raise BadRequest("empty batch: give at least one event")
+        for event in body.events:
+            if event.graph.value in RESERVED_GRAPHS:  # checked here, where clients' events enter
+                raise BadRequest(f"graph {event.graph.value} is reserved for the peers' own records")
         events = [canonical_event(e) for e in body.events]
         await self._admit()
         stamped = [(event, self.clock.now()) for event in events]
@@ -373,13 +377,14 @@ class Storage:
         groups: dict[str, list[Delivery]] = {}
         for delivery in deliveries:
             graph = trusted_iri(delivery.graph)
-            # every quad is decoded once: for routing, and (OSMA) as the whole event to match
-            quads = [triple_from_wire(graph, q, trusted=True) for q in delivery.quads]
+            # the quads routed from here are decoded once; the others of a whole event only if
+            # this peer keeps the event for matching (`_stored`)
+            quads: list[Quad | None] = [None] * len(delivery.quads)
             own: list[Quad] = []
             by_hop: dict[str, list[int]] = {}
             for i in _taken(delivery):
                 try:
-                    quad = quads[i]
+                    quad = quads[i] = triple_from_wire(graph, delivery.quads[i], trusted=True)
                 except (IndexError, TypeError):
                     raise BadRequest(f"delivery of {delivery.graph}: quad index {i!r} out of range") from None
                 point = space.point(quad)
@@ -453,13 +458,13 @@ class Storage:
         the commit only where it may start matching work: `starts`, per event)."""
         for i, ((graph, own, delivery, quads), (fresh, _)) in enumerate(zip(mine, results)):
             self.counters["quads_stored"] += len(fresh)
-            whole = _whole_event(graph, quads) if delivery.whole else None
             if delivery.tx is not None:
-                keep = whole if starts is None or starts[i] else None
-                self.matcher.remember(graph.value, keep, own, delivery.origin)
+                keep = starts is None or starts[i]
+                self.matcher.remember(graph.value, _whole_event(graph, delivery, quads) if keep else None, own,
+                                      delivery.origin)
             elif fresh:  # data arriving already committed (no attempt): match it now
                 self.matcher.held(graph.value, own, delivery.origin)
-                await self.matcher.on_committed(graph.value, whole)
+                await self.matcher.on_committed(graph.value, _whole_event(graph, delivery, quads))
 
 
 def _taken(delivery: Delivery) -> range | tuple[int, ...]:
@@ -474,9 +479,13 @@ def _part(delivery: Delivery, taken: list[int]) -> Delivery:
     return Delivery(d.graph, d.size, d.published, tuple(d.quads[i] for i in taken), None, False, d.tx, d.origin)
 
 
-def _whole_event(graph: IRI, quads: list[Quad]) -> CompoundEvent:
-    """The event as the entry peer validated it (no re-validation on the hot path)."""
+def _whole_event(graph: IRI, delivery: Delivery, quads: list[Quad | None]) -> CompoundEvent | None:
+    """The event as the entry peer validated it (no re-validation on the hot path), when the
+    delivery carries it whole (OSMA); `quads` holds those decoded already."""
+    if not delivery.whole:
+        return None
     event = object.__new__(CompoundEvent)
     object.__setattr__(event, "graph", graph)
-    object.__setattr__(event, "quads", tuple(quads))
+    object.__setattr__(event, "quads", tuple(q if q is not None else triple_from_wire(graph, t, trusted=True)
+                                             for q, t in zip(quads, delivery.quads)))
     return event

@@ -139,6 +139,27 @@ async def test_text_that_is_not_unicode_is_a_clear_error_everywhere(autojump_clo
             assert await client.count() == 0  # the connection goes on
 
 
+async def test_an_event_in_a_graph_the_peers_keep_their_records_in_is_refused(autojump_clock):
+    """The peers' own graphs (metadata, subscriptions, decisions) are refused where a client's
+    event enters, before anything of it is stored; the connection goes on."""
+    from eventcloud.client import ClientError
+    from eventcloud.errors import ErrorCode
+    from eventcloud.rdf.model import CompoundEvent, make_quad
+    from eventcloud.testing import open_overlay
+    from peers.mutations import RESERVED_GRAPHS
+
+    async with open_overlay(3) as overlay:
+        async with overlay.client() as client:
+            for name in sorted(RESERVED_GRAPHS):
+                g = IRI(name)
+                event = CompoundEvent(g, (make_quad(g, IRI(f"{EXO}s"), IRI(f"{EXO}p"), Literal("1")),))
+                with pytest.raises(ClientError, match="reserved") as info:
+                    await client.publish(event)
+                assert info.value.code is ErrorCode.BAD_REQUEST
+            assert await client.count() == 0
+            assert sum(p.storage.store.sync.pending_quads for p in overlay.peers) == 0
+
+
 async def _errors_then_close(stream) -> list:
     from eventcloud.wire.frames import FrameDecoder
 

@@ -210,3 +210,35 @@ async def test_concurrent_writes_share_one_fsync(tmp_path):
     assert store.count() == 100
     assert store.sync._wal.fsyncs - before < 20  # grouped
     store.sync.close()
+
+
+async def test_a_write_that_waits_for_nothing_is_applied_at_once_and_never_overtakes_a_queued_one(tmp_path):
+    """Marks (never synced) are applied in the calling task when nothing is being written; while
+    a durable write is in the store's thread, a mark for the same event waits behind it."""
+    import trio
+    import trio.testing
+
+    store = AsyncStore(PeerStore(tmp_path / "s"), offload=True)
+    a, b = sample_events(2)
+    await store.write([add(a.graph.value, a.quads, 5, 1, committed=False, tx=("k", ["0"]))])
+    with trio.testing.assert_no_checkpoints():  # no lock, no thread, no task switch
+        assert await store.write([commit(a.graph.value)], durable=False) == [True]
+    assert store.event_info(a.graph).committed
+
+    order: list[str] = []
+
+    async def durable() -> None:
+        await store.write([add(b.graph.value, b.quads, 5, 1, committed=False, tx=("k", ["0"]))])
+        order.append("add")
+
+    async def mark() -> None:
+        flipped = await store.write([commit(b.graph.value)], durable=False)
+        order.append(f"commit {flipped}")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(durable)
+        await trio.testing.wait_all_tasks_blocked()  # the add is in the store's thread
+        nursery.start_soon(mark)
+    # the commit found the event (stored by the add queued before it) and flipped it
+    assert order == ["add", "commit [True]"] and store.event_info(b.graph).committed
+    store.sync.close()

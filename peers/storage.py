@@ -54,7 +54,8 @@ COMMIT_SENDERS = 8
 #: Commits owed to one owner that go out at once without waiting for `commit_later`.
 LATER_MAX = 512
 
-#: Quads this peer owns of one event: (graph, those quads, the delivery, all its quads decoded).
+#: Quads this peer owns of one event: (graph, those quads, the delivery, its quads decoded so far:
+#: None for those not routed here, decoded by `_whole_event` if the event is kept for matching).
 _Mine = tuple[IRI, list[Quad], Delivery, list[Quad | None]]
 
 

@@ -74,6 +74,23 @@ class Member:
         self.parent: Member | None = None    # a stored subscription containing this one
         self.children: list[Member] = []
 
+    def alias(self, ident: str, order: int) -> None:
+        """`ident`, stored `order`-th, is identical to this one and shares this entry."""
+        if self.aliases is None:
+            self.aliases = {}
+        self.aliases[ident] = order
+
+    def unalias(self, ident: str) -> None:
+        """`ident` goes (this entry has aliases): if it is the first one stored, the next
+        alias takes its place."""
+        assert self.aliases
+        if self.ident == ident:
+            ident = self.ident = next(iter(self.aliases))
+            self.order = self.aliases[ident]
+        del self.aliases[ident]
+        if not self.aliases:
+            self.aliases = None
+
     def accepts(self, solution: tuple) -> bool:
         bindings = dict(zip(self.names, solution))
         for check in self.filters:

@@ -191,10 +191,8 @@ class SubscriptionIndex:
         if self.share_identical:
             first = self._alike.get(key)
             if first is not None:
-                if first.aliases is None:
-                    first.aliases = {}
                 self._counter += 1
-                first.aliases[ident] = self._counter
+                first.alias(ident, self._counter)
                 self._entries[ident] = first
                 return
         self._counter += 1
@@ -210,12 +208,7 @@ class SubscriptionIndex:
         if entry is None:
             return False
         if entry.aliases:  # identical subscriptions remain: the entry stays for them
-            if entry.ident == ident:  # the next one stored takes the first one's place
-                ident = entry.ident = next(iter(entry.aliases))
-                entry.order = entry.aliases[ident]
-            del entry.aliases[ident]
-            if not entry.aliases:
-                entry.aliases = None
+            entry.unalias(ident)
             return True
         if self._alike.get(entry.sub.chain_key) is entry:
             del self._alike[entry.sub.chain_key]

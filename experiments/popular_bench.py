@@ -90,7 +90,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             count = 0
             for ident in index.match_event(ordered):
                 stored = registry.get(ident)
-                want = stored.record.kind == "bindings"
+                want = stored.kind == "bindings"
                 if shared:
                     position, _ = osma.decide(stored.sub, view, want_solutions=want, memo=memo)
                 else:

@@ -226,7 +226,7 @@ class Delivery:
         record = SubscriptionRecord(ident, body.sparql, body.kind, self.state.address, t,
                                     expires=self.physical_ms() + int(self.leases.session * 1000))
         session = self.session(conn)
-        session.subscriptions[ident] = Stored(record, sub)
+        session.subscriptions[ident] = Stored.of(record, sub)
         session.seen[ident] = OrderedDict()
         self._by_id[ident] = session
         return record
@@ -289,7 +289,7 @@ class Delivery:
         if session is not None and session.conn is conn:
             stored = session.subscriptions.get(body.id)
             self._forget(body.id)
-            box = self.box_of(stored.record.sparql) if stored is not None else whole
+            box = self.box_of(stored.sparql) if stored is not None else whole
             await self.router.multicast(box, Op.REMOVE_SUB, SubscriptionId(body.id))
             return SubscriptionId(body.id)
         admin = self.is_admin(conn)
@@ -377,7 +377,7 @@ class Delivery:
             self._forget(ident)
             with trio.move_on_after(self.retry_window * 2):
                 try:
-                    await self.router.multicast(self.box_of(stored.record.sparql), Op.REMOVE_SUB,
+                    await self.router.multicast(self.box_of(stored.sparql), Op.REMOVE_SUB,
                                                 SubscriptionId(ident))
                 except EventCloudError as exc:
                     log.warning("could not remove subscription %s of a closed connection: %s", ident, exc)
@@ -404,7 +404,7 @@ class Delivery:
         if len(seen) > self.seen_limit:
             seen.popitem(last=False)
         stored = session.subscriptions[ident]
-        kind = stored.record.kind
+        kind = stored.kind
         if body.csma and (kind != "signal" or body.verify):
             await self._rebuild_send.send(_Reconstruction(session, stored, graph, body.size, body.published,
                                                           body.verify, body.origin))

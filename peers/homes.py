@@ -244,7 +244,7 @@ class Homes:
     def _from_mailbox(self, ident: str, box: Any) -> Stored:
         """The subscription as its mailbox describes it (parsed once per text: `sparql.shapes`)."""
         record = SubscriptionRecord(ident, box.record["sparql"], box.record["kind"], "", box.record["t"])
-        return Stored(record, self.subscriptions.parse(record))
+        return Stored.of(record, self.subscriptions.parse(record))
 
     async def _keep(self, ident: str, pending: _Pending) -> None:
         """Queue a notification for the mailbox's writer; return once it is durable. The writer is

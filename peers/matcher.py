@@ -53,7 +53,7 @@ from peers.state import PeerState
 from peers.zone_guard import ZoneGuard
 from peers.async_store import AsyncStore
 from peers.store import notified
-from peers.subscriptions import Subscriptions
+from peers.subscriptions import Stored, Subscriptions
 from peers.tasks import gather
 
 log = logging.getLogger(__name__)
@@ -405,8 +405,8 @@ class Matcher:
         firsts = []
         origin = self._origins.get(quad.g.value, "")
         for plan in self._grouper.plan(candidates, lambda stored: stored.sub, lambda stored: stored.id):
-            members = (*(ChainMember(s.id, s.record.entry, s.record.home) for s in plan.identical),
-                       *(ChainMember(s.id, s.record.entry, s.record.home, contained=True) for s in plan.contained))
+            members = (*(ChainMember(s.id, s.entry, s.home) for s in plan.identical),
+                       *(ChainMember(s.id, s.entry, s.home, contained=True) for s in plan.contained))
             self.counters["csma_chains_shared"] += len(plan.identical)
             self.counters["csma_chains_contained"] += len(plan.contained)
             firsts.append(_First(plan.leader.id, quad, info.size, info.published, members, origin))
@@ -432,7 +432,7 @@ class Matcher:
             stored = self.subscriptions.get(ident)
             if ident not in matched or stored is None or published < stored.t:
                 continue
-            kind = stored.record.kind
+            kind = stored.kind
             if stored.sub.uses_operators:
                 position, solutions = await self.runner.run(
                     graph, lambda: decide(stored.sub, view, want_solutions=kind == "bindings", memo=memo))
@@ -440,7 +440,7 @@ class Matcher:
                 position, solutions = decide(stored.sub, view, want_solutions=kind == "bindings", memo=memo)
             if position is None or not zone.contains(space.point(event.quads[position])):
                 continue
-            owed.append(partial(self._notify, stored.record, graph, size, published,
+            owed.append(partial(self._notify, stored, graph, size, published,
                                 solutions=tuple(solutions) if kind == "bindings" else None,
                                 quads=event.quads if kind == "event" else None,
                                 truncated=kind == "bindings" and len(solutions) >= MAX_SOLUTIONS))
@@ -476,7 +476,8 @@ class Matcher:
         await self.router.multicast(box, Op.CSMA_SUB, CsmaStep(record, partial, graph, size, published,
                                                                 members or None, origin))
 
-    async def _notify(self, record: SubscriptionRecord, graph: str, size: int, published: int, *,
+    async def _notify(self, record: Stored | SubscriptionRecord | ChainMember, graph: str, size: int,
+                      published: int, *,
                       csma: bool = False, solutions: Any = None, quads: Any = None, truncated: bool = False,
                       verify: bool = False, origin: str = "") -> None:
         """Hand one notification to the subscription's entry peer; raises if it cannot be done
@@ -499,7 +500,7 @@ class Matcher:
             raise RequestError(f"cannot reach entry {record.entry} of subscription {record.id}: {exc.message}",
                                ErrorCode.UNREACHABLE) from None
 
-    async def _notify_home(self, record: SubscriptionRecord, body: Notify) -> None:
+    async def _notify_home(self, record: Stored | SubscriptionRecord | ChainMember, body: Notify) -> None:
         """A durable subscription's notification goes to its home, which keeps it (numbered,
         durably) before answering; a home that no longer knows it means it ended: forget it."""
         assert record.home is not None

@@ -146,7 +146,7 @@ async def reconstruct(gatherer: Gatherer, stored: Stored, graph: str, size: int,
     `taxonomy` (this peer's); operator calls go through `runner` (this peer's, once per event);
     `origin` is the peer the event was published at."""
     quads = await gatherer.quads(graph, size, deadline, origin)
-    kind = stored.record.kind
+    kind = stored.kind
     if len(quads) < size:
         counters["reconstruction_failures"] += 1
         return Notification(stored.id, graph, kind, published,

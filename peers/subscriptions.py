@@ -20,10 +20,11 @@ import trio
 from eventcloud.matching.index import SubscriptionIndex
 from eventcloud.matching.ordering import SUBORDER
 from eventcloud.matching.statistics import Statistics
-from eventcloud.overlay import Box, CoordinateSpace, Zone
+from eventcloud.overlay import Box, CoordinateSpace, Point, Zone
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.subscription import Subscription
 from eventcloud.sparql.taxonomy import Taxonomy
+from eventcloud.sparql.texts import pack, unpack
 from eventcloud.wire.messages import SubscriptionRecord
 from eventcloud.wire.parsed import subscription_from_wire, subscription_to_wire
 from peers.state import PeerState
@@ -49,18 +50,32 @@ def indexing_box(space: CoordinateSpace, sparql: str, operators: OperatorSet = N
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """One stored subscription: its record and its parsed form."""
+    """One stored subscription: the fields of its record that delivery reads, its parsed form,
+    and its text, compressed (`sparql.texts`: matching never reads it, and it was the largest
+    part of a stored subscription). `record` rebuilds the whole record where the text is needed
+    (a CSMA step, a hand-over, a listing)."""
 
-    record: SubscriptionRecord
+    id: str
+    kind: str
+    entry: str
+    t: int
+    home: Point | None
+    expires: int
+    packed: bytes
     sub: Subscription
 
-    @property
-    def id(self) -> str:
-        return self.record.id
+    @classmethod
+    def of(cls, record: SubscriptionRecord, sub: Subscription, packed: bytes | None = None) -> "Stored":
+        return cls(record.id, record.kind, record.entry, record.t, record.home, record.expires,
+                   pack(record.sparql) if packed is None else packed, sub)
 
     @property
-    def t(self) -> int:
-        return self.record.t
+    def sparql(self) -> str:
+        return unpack(self.packed)
+
+    @property
+    def record(self) -> SubscriptionRecord:
+        return SubscriptionRecord(self.id, self.sparql, self.kind, self.entry, self.t, self.home, self.expires)
 
 
 class Subscriptions:
@@ -107,26 +122,27 @@ class Subscriptions:
         for ident in rebound:
             stored = self._stored.get(ident)
             if stored is not None:  # its own text and projection, re-bound, sharing the rest again
-                self._stored[ident] = Stored(stored.record, self._share(stored.sub.with_taxonomy(taxonomy)))
+                self._stored[ident] = replace(stored, sub=self._share(stored.sub.with_taxonomy(taxonomy)))
         return rebound
 
     def parse(self, record: SubscriptionRecord) -> Subscription:
         """The subscription, reading this peer's taxonomy: built from its parsed form when the
-        record carries one (nothing parsed), else parsed from its text (cached)."""
+        record carries one (nothing parsed; without its text, which the record has and matching
+        never reads), else parsed from its text (cached)."""
         if record.parsed is not None:
             self.counters["subscriptions_built"] += 1
-            return subscription_from_wire(record.parsed, record.sparql, taxonomy=self.index.taxonomy,
-                                          operators=self.operators)
+            return subscription_from_wire(record.parsed, "", taxonomy=self.index.taxonomy, operators=self.operators)
         self.counters["subscriptions_parsed"] += 1
         return parse_cached(record.sparql, self.operators).with_taxonomy(self.index.taxonomy)
 
     def _put(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored:
         # kept without its parsed form (the Subscription is what is used; `export` re-adds it),
-        # with the strings many records repeat shared
+        # with the strings many records repeat shared, and its text packed (one packed copy for
+        # identical texts)
         sub = self._share(sub if sub is not None else self.parse(record))
-        text = sub.sparql if sub.sparql == record.sparql else record.sparql  # shared by identical texts
-        stored = Stored(replace(record, sparql=text, parsed=None, kind=sys.intern(record.kind),
-                                entry=sys.intern(record.entry)), sub)
+        twin = self._stored.get(self.index.leader(sub) or "")
+        packed = twin.packed if twin is not None and twin.sparql == record.sparql else None
+        stored = Stored.of(replace(record, kind=sys.intern(record.kind), entry=sys.intern(record.entry)), sub, packed)
         self._stored[record.id] = stored
         self.index.add(record.id, stored.sub)
         self.counters["subscriptions"] = len(self._stored)
@@ -135,15 +151,12 @@ class Subscriptions:
     def _share(self, sub: Subscription) -> Subscription:
         """Identical subscriptions (popular queries: same graph term, patterns and FILTERs) held
         here share the patterns and compiled FILTERs of the one the index keeps their shared
-        entry for, and its text when it is the same: each keeps only its own record and
-        projection. (Shared objects also let OSMA decide once for all of them.)"""
+        entry for (and `_put` its packed text when it is the same): each keeps only its own
+        record and projection. (Shared objects also let OSMA decide once for all of them.)"""
         twin = self.index.twin(sub)
-        if twin is None or twin is sub:
+        if twin is None or twin is sub or (twin.patterns is sub.patterns and twin.filters is sub.filters):
             return sub
-        text = twin.sparql if twin.sparql == sub.sparql else sub.sparql
-        if twin.patterns is sub.patterns and twin.filters is sub.filters and text is sub.sparql:
-            return sub
-        return replace(sub, patterns=twin.patterns, filters=twin.filters, sparql=text)
+        return replace(sub, patterns=twin.patterns, filters=twin.filters)
 
     async def add(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored | None:
         """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile."""
@@ -156,7 +169,8 @@ class Subscriptions:
     @staticmethod
     def with_parsed(stored: Stored) -> SubscriptionRecord:
         """Its record with its parsed form: what is persisted and handed over."""
-        return replace(stored.record, parsed=subscription_to_wire(stored.sub))
+        return SubscriptionRecord(stored.id, stored.sparql, stored.kind, stored.entry, stored.t, stored.home,
+                                  stored.expires, parsed=subscription_to_wire(stored.sub))
 
     async def remove(self, ident: str) -> bool:
         """Forget a subscription (a tombstone keeps late copies of it out for a while)."""
@@ -191,7 +205,7 @@ class Subscriptions:
     async def renew(self, ident: str, expires: int) -> int:
         """A subscription's lease was extended (or set): 1 if stored here."""
         stored = self._stored.get(ident)
-        if stored is None or stored.record.expires == expires:
+        if stored is None or stored.expires == expires:
             return 0
         renewed = self._put(replace(stored.record, expires=expires), stored.sub)
         await self.store.write([put_subscription(ident, self.with_parsed(renewed).to_wire())])
@@ -200,7 +214,7 @@ class Subscriptions:
     async def expire(self, cutoff_ms: int) -> int:
         """Drop the subscriptions whose lease ended before `cutoff_ms` (Unix ms): nobody renewed
         or removed them (their subscriber, entry peer or home is gone for good)."""
-        gone = [s.id for s in self._stored.values() if 0 < s.record.expires < cutoff_ms]
+        gone = [s.id for s in self._stored.values() if 0 < s.expires < cutoff_ms]
         for ident in gone:
             await self.remove(ident)
         self.counters["subscriptions_lapsed"] += len(gone)

@@ -176,6 +176,11 @@ class SubscriptionIndex:
         first = self._alike.get(sub.with_taxonomy(self._kit.taxonomy).chain_key)
         return None if first is None else first.sub
 
+    def leader(self, sub: Subscription) -> str | None:
+        """The id of the stored subscription whose entry `sub`, identical to it, would share."""
+        first = self._alike.get(sub.with_taxonomy(self._kit.taxonomy).chain_key) if self.share_identical else None
+        return None if first is None else first.ident
+
     def add(self, ident: str, sub: Subscription) -> None:
         """Store `sub` under `ident`; a subscription matching the same (same chain key) again is a
         no-op, another one replaces it (and comes last in insertion order).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from eventcloud.rdf.model import IRI, RDF, CompoundEvent
+from eventcloud.rdf.model import IRI, RDF, XSD, CompoundEvent, Literal
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import SubscriptionRecord
 from peers.async_store import AsyncStore
@@ -43,6 +43,25 @@ async def test_identical_subscriptions_stay_shared_through_removals_and_taxonomy
     assert await registry.remove("s0")                # the first one stored
     await registry.add(SubscriptionRecord("s3", texts[0], "bindings", "127.0.0.1:1", 1))
     assert shared(registry) == (4, 2, 2)
-    assert registry.get("s3").sub.sparql is registry.get("s3").record.sparql  # one string for both
+    assert registry.get("s3").record.sparql == texts[0]   # kept packed, whole again when needed
+    await registry.add(SubscriptionRecord("s4", texts[1], "bindings", "127.0.0.1:1", 1))
+    assert registry.get("s4").packed is registry.get("s1").packed  # identical texts: one packed copy
+    assert shared(registry) == (5, 2, 2)
     event = CompoundEvent.from_triples(IRI(EX + "e"), [(IRI(EX + "i"), IRI(RDF + "type"), IRI(EX + "C2"))])
-    assert registry.index.match_event(event) == ["o", "s1", "s2", "s3"]  # C2 ⊑ C1 ⊑ C0 under T2
+    assert registry.index.match_event(event) == ["o", "s1", "s2", "s3", "s4"]  # C2 ⊑ C1 ⊑ C0 under T2
+
+
+async def test_a_subscription_built_from_its_parsed_form_keeps_its_text_packed_and_its_record_whole() -> None:
+    from eventcloud.sparql.subscription import parse_subscription
+    from eventcloud.wire.parsed import subscription_to_wire
+    registry = Subscriptions(PeerState(), AsyncStore(PeerStore(None), False), Counter(), tombstone_ttl=60)
+    text = f"PREFIX ex: <{EX}> SELECT ?v WHERE {{ GRAPH ?g {{ ?s ex:speed ?v FILTER(?v > 50) }} }}"
+    record = SubscriptionRecord("a", text, "bindings", "127.0.0.1:1", 7, expires=99,
+                                parsed=subscription_to_wire(parse_subscription(text)))
+    stored = await registry.add(record)
+    assert stored is not None and stored.sub.sparql == ""          # matching never reads the text
+    assert len(stored.packed) < len(text.encode()) // 2
+    assert stored.record == SubscriptionRecord("a", text, "bindings", "127.0.0.1:1", 7, expires=99)
+    assert Subscriptions.with_parsed(stored) == record             # persisted and handed over whole
+    event = CompoundEvent.from_triples(IRI(EX + "e"), [(IRI(EX + "car"), IRI(EX + "speed"), Literal("70", XSD + "integer"))])
+    assert registry.index.match_event(event) == ["a"]

@@ -8,20 +8,30 @@ quads each) with a few publishers in flight, and reports the paper's subscriber 
 (matching publications / time between the first and the last notification), the publish
 rate, messages and bytes per event and duplicates on the wire (from the peers' counters),
 side by side for both algorithms with their ratio.
+
+`--baseline COMMIT` compares this code with that commit's (checked out in a temporary
+worktree) in one run: each tree runs its own copy of this benchmark, one run at a time, in
+pairs whose order alternates (on this 2-core machine the cluster started first in a pair
+is 8-20% faster), `--repeat` pairs per algorithm; options the baseline's benchmark does not
+know (e.g. `--replicas` before replication existed) are left out of its runs, and said.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from eventcloud.client import connect
 from experiments.workloads import generate
-from experiments.clusterkit import cpu_seconds
+from experiments.clusterkit import baseline_tree, cpu_seconds
 from peers.cluster import LocalCluster
 
 
@@ -127,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fsync", action="store_true", help="peers acknowledge writes without fsync")
     parser.add_argument("--registered", type=int, default=0,
                         help="also register this many non-matching chain subscriptions (issue 4's end-to-end effect)")
+    parser.add_argument("--baseline", help="compare with this commit's code, pairs of runs in alternating order")
     args = parser.parse_args(argv)
+    if args.baseline:
+        return compare(args, argv if argv is not None else sys.argv[1:])
     workload = generate(events=args.events, subscriptions=args.subscriptions, k=args.k, seed=0)
     extra = generate(events=0, subscriptions=args.registered, k=args.k, seed=99).subscriptions if args.registered else []
     rows = []
@@ -157,6 +170,82 @@ def main(argv: list[str] | None = None) -> int:
     if "osma" in by and "csma" in by:
         print(f"\nOSMA / CSMA subscriber throughput: {by['osma']['throughput'] / by['csma']['throughput']:.2f}× "
               f"(paper: 5.43× median)")
+    return 0
+
+
+def _own_options(argv: list[str], known: str) -> tuple[list[str], list[str]]:
+    """`argv` without --baseline, --repeat and --algorithms, split into the options a tree's
+    benchmark knows (by its --help text `known`) and those it does not."""
+    kept, dropped, i = [], [], 0
+    while i < len(argv):
+        option = argv[i].split("=", 1)[0]
+        takes_value = "=" not in argv[i] and i + 1 < len(argv) and not argv[i + 1].startswith("--")
+        item = argv[i:i + 2] if takes_value else argv[i:i + 1]
+        i += len(item)
+        if option in ("--baseline", "--repeat", "--algorithms"):
+            continue
+        (kept if re.search(rf"{re.escape(option)}\b", known) else dropped).extend(item)
+    return kept, dropped
+
+
+def _one_run(tree: Path | None, algorithm: str, options: list[str]) -> dict[str, float]:
+    """One run of the benchmark of `tree` (None: this code): its result row, by column."""
+    done = subprocess.run([sys.executable, "-m", "experiments.pubsub_bench", "--repeat", "1", "--algorithms", algorithm,
+                           *options], cwd=tree or Path(__file__).resolve().parent.parent, capture_output=True, text=True,
+                          timeout=3600)
+    lines = done.stdout.splitlines()
+    header = next((line for line in lines if line.startswith("| algorithm |")), None)
+    row = next((line for line in lines if line.startswith(f"| {algorithm} |")), None)
+    if done.returncode or header is None or row is None:
+        raise SystemExit(f"the benchmark of {tree or 'this code'} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    names = [c.strip() for c in header.strip("|").split("|")]
+    cells = [c.strip().replace(",", "") for c in row.strip("|").split("|")]
+    values = {}
+    for name, cell in zip(names, cells):
+        try:
+            values[name] = float(cell)
+        except ValueError:
+            pass
+    return values
+
+
+def compare(args: argparse.Namespace, argv: list[str]) -> int:
+    here = subprocess.run([sys.executable, "-m", "experiments.pubsub_bench", "--help"],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True).stdout
+    options, _ = _own_options(argv, here)
+    columns = ("subscriber throughput (CE/s)", "peers' CPU/event (ms)", "messages/event")
+    with baseline_tree(args.baseline) as tree:
+        known = subprocess.run([sys.executable, "-m", "experiments.pubsub_bench", "--help"], cwd=tree,
+                               capture_output=True, text=True).stdout
+        base_options, dropped = _own_options(argv, known)
+        if dropped:
+            print(f"{args.baseline[:8]}'s benchmark does not know {' '.join(dropped)}: its runs go without", file=sys.stderr)
+        table = []
+        for algorithm in args.algorithms.split(","):
+            runs: dict[str, list[tuple[dict[str, float], bool]]] = {"base": [], "this": []}
+            for pair in range(args.repeat):
+                order = [("base", tree, base_options), ("this", None, options)]
+                for position, (code, where, opts) in enumerate(order if pair % 2 == 0 else order[::-1]):
+                    result = _one_run(where, algorithm, opts)
+                    runs[code].append((result, position == 0))
+                    print(f"  {algorithm} pair {pair + 1}: {args.baseline[:8] if code == 'base' else 'this'} "
+                          f"{result.get(columns[0], float('nan')):,.0f} CE/s", file=sys.stderr)
+            medians = {code: {c: statistics.median(r[c] for r, _ in got if c in r) if any(c in r for r, _ in got)
+                              else float("nan") for c in columns} for code, got in runs.items()}
+            for code, got in runs.items():
+                table.append((algorithm, args.baseline[:8] if code == "base" else "this",
+                              ", ".join(f"{r.get(columns[0], float('nan')):,.0f}{'*' if first else ''}" for r, first in got),
+                              *(medians[code][c] for c in columns)))
+            ratio = medians["this"][columns[0]] / medians["base"][columns[0]]
+            table.append((algorithm, "this / baseline", "", ratio, float("nan"), float("nan")))
+    print(f"\n{args.repeat} pair(s) per algorithm, alternating which code runs first (* in the runs); options: "
+          f"{' '.join(options) or '(defaults)'}\n")
+    print("| algorithm | code | subscriber throughput per run (CE/s) | median (CE/s or ratio) | peers' CPU/event (ms) | messages/event |")
+    print("|---|---|---|---:|---:|---:|")
+    for algorithm, code, per_run, median, cpu, messages in table:
+        shown = f"{median:.2f}×" if code == "this / baseline" else f"{median:,.0f}"
+        print(f"| {algorithm} | {code} | {per_run} | {shown} | {'' if cpu != cpu else f'{cpu:.2f}'} | "
+              f"{'' if messages != messages else f'{messages:.1f}'} |")
     return 0
 
 

@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 import trio
 
@@ -75,7 +76,12 @@ class Stored:
 
     @property
     def record(self) -> SubscriptionRecord:
-        return SubscriptionRecord(self.id, self.sparql, self.kind, self.entry, self.t, self.home, self.expires)
+        return self.to_record()
+
+    def to_record(self, parsed: Any = None) -> SubscriptionRecord:
+        """The whole record again, text unpacked (and with `parsed`, its parsed form)."""
+        return SubscriptionRecord(self.id, self.sparql, self.kind, self.entry, self.t, self.home, self.expires,
+                                  parsed=parsed)
 
 
 class Subscriptions:
@@ -122,7 +128,8 @@ class Subscriptions:
         for ident in rebound:
             stored = self._stored.get(ident)
             if stored is not None:  # its own text and projection, re-bound, sharing the rest again
-                self._stored[ident] = replace(stored, sub=self._share(stored.sub.with_taxonomy(taxonomy)))
+                rebound_sub = stored.sub.with_taxonomy(taxonomy)
+                self._stored[ident] = replace(stored, sub=self._share(rebound_sub, self.index.twin(rebound_sub)))
         return rebound
 
     def parse(self, record: SubscriptionRecord) -> Subscription:
@@ -139,24 +146,26 @@ class Subscriptions:
         # kept without its parsed form (the Subscription is what is used; `export` re-adds it),
         # with the strings many records repeat shared, and its text packed (one packed copy for
         # identical texts)
-        sub = self._share(sub if sub is not None else self.parse(record))
-        twin = self._stored.get(self.index.leader(sub) or "")
-        packed = twin.packed if twin is not None and twin.sparql == record.sparql else None
+        sub = sub if sub is not None else self.parse(record)
+        twin = self.index.twin(sub)
+        sub = self._share(sub, twin)
+        leader = self._stored.get(twin[0]) if twin is not None else None
+        packed = leader.packed if leader is not None and leader.sparql == record.sparql else None
         stored = Stored.of(replace(record, kind=sys.intern(record.kind), entry=sys.intern(record.entry)), sub, packed)
         self._stored[record.id] = stored
         self.index.add(record.id, stored.sub)
         self.counters["subscriptions"] = len(self._stored)
         return stored
 
-    def _share(self, sub: Subscription) -> Subscription:
+    def _share(self, sub: Subscription, twin: tuple[str, Subscription] | None) -> Subscription:
         """Identical subscriptions (popular queries: same graph term, patterns and FILTERs) held
         here share the patterns and compiled FILTERs of the one the index keeps their shared
         entry for (and `_put` its packed text when it is the same): each keeps only its own
-        record and projection. (Shared objects also let OSMA decide once for all of them.)"""
-        twin = self.index.twin(sub)
-        if twin is None or twin is sub or (twin.patterns is sub.patterns and twin.filters is sub.filters):
+        record and projection. (Shared objects also let OSMA decide once for all of them.)
+        `twin`: what `SubscriptionIndex.twin` says of `sub`."""
+        if twin is None or twin[1] is sub or (twin[1].patterns is sub.patterns and twin[1].filters is sub.filters):
             return sub
-        return replace(sub, patterns=twin.patterns, filters=twin.filters)
+        return replace(sub, patterns=twin[1].patterns, filters=twin[1].filters)
 
     async def add(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored | None:
         """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile."""
@@ -169,8 +178,7 @@ class Subscriptions:
     @staticmethod
     def with_parsed(stored: Stored) -> SubscriptionRecord:
         """Its record with its parsed form: what is persisted and handed over."""
-        return SubscriptionRecord(stored.id, stored.sparql, stored.kind, stored.entry, stored.t, stored.home,
-                                  stored.expires, parsed=subscription_to_wire(stored.sub))
+        return stored.to_record(subscription_to_wire(stored.sub))
 
     async def remove(self, ident: str) -> bool:
         """Forget a subscription (a tombstone keeps late copies of it out for a while)."""

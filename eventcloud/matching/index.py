@@ -168,19 +168,11 @@ class SubscriptionIndex:
                 rebound.extend(entry.aliases or ())
         return rebound
 
-    def twin(self, sub: Subscription) -> Subscription | None:
-        """The subscription whose entry `sub`, identical to it, would share (None: there is none):
-        its caller may share that one's parts, as the index's stored copy is that one."""
-        first = self._first(sub)
-        return None if first is None else first.sub
-
-    def leader(self, sub: Subscription) -> str | None:
-        """The id of the stored subscription whose entry `sub`, identical to it, would share."""
-        first = self._first(sub)
-        return None if first is None else first.ident
-
-    def _first(self, sub: Subscription) -> Member | None:
-        return self._alike.get(sub.with_taxonomy(self._kit.taxonomy).chain_key) if self.share_identical else None
+    def twin(self, sub: Subscription) -> tuple[str, Subscription] | None:
+        """The id and subscription whose entry `sub`, identical to it, would share (None: there is
+        none): its caller may share that one's parts, as the index's stored copy is that one."""
+        first = self._alike.get(sub.with_taxonomy(self._kit.taxonomy).chain_key) if self.share_identical else None
+        return None if first is None else (first.ident, first.sub)
 
     def add(self, ident: str, sub: Subscription) -> None:
         """Store `sub` under `ident`; a subscription matching the same (same chain key) again is a

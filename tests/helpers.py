@@ -245,6 +245,25 @@ def notification_solutions(note: Notification) -> set[frozenset]:
     return {frozenset((k, v.n3()) for k, v in s.items()) for s in note.solutions}
 
 
+def expected_of(texts: list[str], events: list[CompoundEvent]) -> list[dict[str, set]]:
+    """Per subscription text calling the workload's operators, what evaluating it alone on each
+    event gives (event graph -> solutions), with its own operators (their calls are not counted)."""
+    from eventcloud.matching.reference import results
+    from eventcloud.testing.operator_workload import CountingOperators
+
+    oracle = CountingOperators().operator_set()
+    out = []
+    for text in texts:
+        sub = parse_subscription(text, operators=oracle)
+        found = {}
+        for event in events:
+            rows = results(sub, event)
+            if rows:
+                found[event.graph.value] = {frozenset((k, v.n3()) for k, v in row.items()) for row in rows}
+        out.append(found)
+    return out
+
+
 # --- random pub/sub workloads ------------------------------------------------------------
 
 PS_SUBJECTS = [IRI(f"{EXO}s{i}") for i in range(4)]

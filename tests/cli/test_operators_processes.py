@@ -17,8 +17,7 @@ from eventcloud.client import connect
 from eventcloud.testing.logged_operators import LOG_VARIABLE
 from eventcloud.testing.operator_workload import overlapping_workload, reading
 from peers.cluster import LocalCluster
-from tests.helpers import ALGORITHMS, notification_solutions
-from tests.peers.test_operators_overlay import expected_of
+from tests.helpers import ALGORITHMS, expected_of, notification_solutions
 
 pytestmark = pytest.mark.processes
 

@@ -11,25 +11,9 @@ import pytest
 import trio
 
 from eventcloud.errors import OperatorMismatch
-from eventcloud.matching.reference import results
-from eventcloud.sparql.subscription import parse_subscription
 from eventcloud.testing import open_overlay
 from eventcloud.testing.operator_workload import CountingOperators, overlapping_workload, reading
-from tests.helpers import ALGORITHMS, check_delivered
-
-
-def expected_of(texts, events):
-    oracle = CountingOperators().operator_set()   # its own counters: the oracle's calls are not counted
-    out = []
-    for text in texts:
-        sub = parse_subscription(text, operators=oracle)
-        found = {}
-        for event in events:
-            rows = results(sub, event)
-            if rows:
-                found[event.graph.value] = {frozenset((k, v.n3()) for k, v in row.items()) for row in rows}
-        out.append(found)
-    return out
+from tests.helpers import ALGORITHMS, check_delivered, expected_of
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

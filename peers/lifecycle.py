@@ -28,13 +28,16 @@ REJOIN_FOR = 120.0
 class Superseded(Exception):
     """A replica took this peer's zone over while it was down (or frozen, or cut off), or the
     rebalancer moved it: it must rejoin as a new peer, through one of `rejoin`, listening on
-    `listen` if given, splitting the zone at point `at` if given (else the busiest it finds)."""
+    `listen` if given, splitting the zone at point `at` if given (else the busiest it finds), not
+    before `after` seconds (a peer that stepped aside for another waits for that one to move)."""
 
-    def __init__(self, rejoin: list[str], listen: str | None = None, at: Point | None = None) -> None:
+    def __init__(self, rejoin: list[str], listen: str | None = None, at: Point | None = None,
+                 after: float = 0.0) -> None:
         super().__init__("superseded")
         self.rejoin = rejoin
         self.listen = listen
         self.at = at
+        self.after = after
 
 
 class StartedOnce:
@@ -95,8 +98,10 @@ class Lifetime:
         self.scope: trio.CancelScope | None = None
         self.stopped = trio.Event()
         self.stop_asked = False
+        self.stopping = trio.Event()   # set with stop_asked: wakes a peer waiting to rejoin
 
     def cancel(self) -> None:
         self.stop_asked = True
+        self.stopping.set()
         if self.scope is not None:
             self.scope.cancel()

@@ -37,7 +37,7 @@ from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
-    CoordinateSpace, Neighbour, Point, Zone, announced, climb, cut_for, evenly, heirs, lowest_corner,
+    Box, CoordinateSpace, Neighbour, Point, Zone, announced, climb, cut_for, evenly, heirs, lowest_corner,
     merge_for_leave, split_for_join,
 )
 from eventcloud.rdf.model import IRI, Quad
@@ -236,14 +236,14 @@ class Membership:
         if best is None or best.quads == 0:
             return best
         for _ in range(CLIMB_STEPS):
-            loads = await self._loads(best.neighbours)
+            loads = await self.loads(best.neighbours)
             step = climb(best.id, best.quads, {ident: load.quads for ident, load in loads.items()})
             if step == best.id:
                 break
             best = loads[step]
         return best
 
-    async def _loads(self, addresses: tuple[str, ...]) -> dict[str, Load]:
+    async def loads(self, addresses: tuple[str, ...]) -> dict[str, Load]:
         """The load of each peer at `addresses` that answers (in parallel)."""
         found: dict[str, Load] = {}
 
@@ -471,14 +471,17 @@ class Membership:
 
     # --- leaving --------------------------------------------------------------------------------
 
-    async def leave(self) -> str:
-        """Hand our zone and data to a neighbour whose zone merges with ours; returns its id."""
+    async def leave(self, within: Box | None = None) -> str:
+        """Hand our zone and data to a neighbour whose zone merges with ours (and lies inside
+        `within`, if given); returns its id."""
         state = self.state
         async with self.lock:
-            candidates = heirs(state.zone, state.neighbours)
+            self._refuse_if_leaving()  # handed over already (a rebalancer's move and a neighbour's request)
+            candidates = heirs(state.zone, state.neighbours, within)
             if not candidates:
                 raise RequestError("cannot leave: no neighbour's zone merges with this peer's zone into a box "
-                                   "(its sibling is split further); stop another peer first", ErrorCode.CANNOT_LEAVE)
+                                   f"{'inside the box asked for ' if within else ''}(its sibling is split further); "
+                                   "stop another peer first", ErrorCode.CANNOT_LEAVE)
             # From here on this peer takes no neighbour's zone over: two siblings leaving at once
             # would each hand its zone to the other, and both zones would be left to nobody.
             self.leaving = True
@@ -540,12 +543,12 @@ class Membership:
                     return ident
         raise RequestError(f"cannot leave: no neighbour could take over ({last_error})", ErrorCode.CANNOT_LEAVE)
 
-    async def step_aside(self) -> list[str]:
+    async def step_aside(self, within: Box | None = None) -> list[str]:
         """Leave gracefully to rejoin elsewhere (the rebalancer): the zone and its data go to a
-        neighbour whose zone merges with ours, our replica drops its copy; the addresses to
-        rejoin through, the heir's first."""
+        neighbour whose zone merges with ours (inside `within`, if given), our replica drops its
+        copy; the addresses to rejoin through, the heir's first."""
         table = dict(self.state.neighbours)   # the heir's announcement may change ours meanwhile
-        heir = await self.leave()
+        heir = await self.leave(within)
         await self.replication.drop()
         known = {**table, **self.state.neighbours}
         first = [known[heir].address] if heir in known else []

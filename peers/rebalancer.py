@@ -16,6 +16,13 @@ Nothing acknowledged is lost on the way: the leave hands everything over before 
 stops serving its zone, exactly as `eventcloud leave` does; what arrives meanwhile is routed
 to the heir. Clients connected to this peer lose their connection and reconnect (the SDK
 tries the other peers it knows); durable subscriptions' mailboxes move with the zone.
+
+An empty peer that cannot leave gracefully (its sibling was split further) *makes room*: it
+asks a neighbour across the face its sibling subtree tiles (`room_faces`) to step aside, that
+is to hand its zone to a neighbour of its own inside the tube beyond that face
+(`step_aside`), and repeats until one of its neighbours merges with its zone; then it moves as
+above. Those that stepped aside rejoin `park` seconds later at the busiest peer they find then,
+so that the empty peer has left first and the tube they emptied is not split again before it.
 """
 
 from __future__ import annotations
@@ -23,14 +30,18 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
-from typing import Awaitable, Callable, NoReturn
+from typing import Any, Awaitable, Callable, NoReturn
 
 import trio
 
-from eventcloud.errors import EventCloudError
-from eventcloud.overlay import Point, heirs, lowest_corner, should_move
+from eventcloud.errors import ErrorCode, EventCloudError, RequestError
+from eventcloud.net.rpc import RpcConnection
+from eventcloud.overlay import Point, heirs, lowest_corner, room_faces, should_move
+from eventcloud.wire.messages import PeerId, StepAside
+from eventcloud.wire.ops import Op
 from peers.async_store import AsyncStore
 from peers.membership import Membership
+from peers.router import FAILED, Router
 from peers.state import PeerState
 
 log = logging.getLogger(__name__)
@@ -38,12 +49,17 @@ log = logging.getLogger(__name__)
 __all__ = ["Rebalancer"]
 
 
+#: At most this many neighbours step aside for one look of an empty peer that cannot leave.
+MAX_ROOM_STEPS = 8
+
+
 class Rebalancer:
-    def __init__(self, state: PeerState, membership: Membership, store: AsyncStore, counters: Counter[str], *,
-                 every: float, ratio: float, min_quads: int, rng: random.Random, ready: trio.Event,
-                 step_down: Callable[[list[str], Point], Awaitable[NoReturn]]) -> None:
+    def __init__(self, state: PeerState, membership: Membership, router: Router, store: AsyncStore,
+                 counters: Counter[str], *, every: float, ratio: float, min_quads: int, rng: random.Random,
+                 ready: trio.Event, step_down: Callable[[list[str], Point | None, float], Awaitable[NoReturn]]) -> None:
         self.state = state
         self.membership = membership
+        self.router = router
         self.store = store
         self.counters = counters
         self.every = every            # seconds between looks (0: never)
@@ -51,7 +67,15 @@ class Rebalancer:
         self.min_quads = min_quads
         self.rng = rng
         self.ready = ready            # set once the peer serves its zone
-        self.step_down = step_down    # ends this runtime; the peer rejoins through the addresses, at the point
+        self.step_down = step_down    # ends this runtime; the peer rejoins through the addresses, at the point, later
+        #: how long a peer that stepped aside for another waits before it rejoins
+        self.park = min(max(2 * every, 5.0), 60.0)
+        self._stepped: tuple[list[str], float] | None = None   # this peer stepped aside: rejoin through, after
+        self._asker: RpcConnection | None = None   # who asked it to: its answer goes out before this peer stops
+        self._wake = trio.Event()
+
+    def handlers(self) -> dict[Op, Any]:
+        return {Op.STEP_ASIDE: self._on_step_aside}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -59,29 +83,48 @@ class Rebalancer:
             await trio.sleep_forever()
         await self.ready.wait()
         while True:
-            await trio.sleep(self.every * self.rng.uniform(0.5, 1.5))
+            with trio.move_on_after(self.every * self.rng.uniform(0.5, 1.5)):
+                await self._wake.wait()
+            if self._stepped is not None:
+                await self.step_down(*await self._stepped_down())
             try:
                 move = await self.once()
             except EventCloudError as exc:  # a probe or the handover failed: look again later
                 self.counters["rebalance_failures"] += 1
                 log.info("peer %s: rebalancing failed (%s); it stays", self.state.id, exc)
                 continue
+            if self._stepped is not None:  # asked to step aside while it looked
+                await self.step_down(*await self._stepped_down())
             if move is not None:
-                await self.step_down(*move)
+                await self.step_down(*move, 0.0)
+
+    async def _stepped_down(self) -> tuple[list[str], None, float]:
+        """Where and when to rejoin, once the peer that asked has its answer (the connection
+        closes after it), 2 s at most."""
+        assert self._stepped is not None
+        if self._asker is not None:
+            with trio.move_on_after(2):
+                await self._asker.wait_closed()
+        rejoin, after = self._stepped
+        return rejoin, None, after
 
     async def once(self) -> tuple[list[str], Point] | None:
         """Look once; if this peer should move, hand its zone over and return the addresses to
         rejoin through and a point of the busiest zone found (the rejoin splits that zone,
-        whoever holds it by then), else None."""
+        whoever holds it by then), else None. An empty peer that cannot leave makes room first."""
         state = self.state
-        if not state.has_zone or not heirs(state.zone, state.neighbours):
+        if not state.has_zone or self._stepped is not None:
             return None
         own = self.store.count()
+        if not heirs(state.zone, state.neighbours) and own > 0:
+            return None
         busiest = await self.membership.busiest(state.space)
         if busiest is None or busiest.id == state.id or \
                 not should_move(own, busiest.quads, ratio=self.ratio, min_quads=self.min_quads):
             return None
-        if not heirs(state.zone, state.neighbours):  # the table changed while we probed
+        if not heirs(state.zone, state.neighbours) and not await self._make_room(busiest.quads):
+            return None
+        if self._stepped is not None or not heirs(state.zone, state.neighbours):  # the table changed meanwhile
             return None
         log.warning("peer %s holds %d quads and peer %s %d: handing its zone to a neighbour and rejoining "
                     "as a new peer at the busiest", state.id, own, busiest.id, busiest.quads)
@@ -90,3 +133,57 @@ class Rebalancer:
         # through the busiest peer first: it owns the point, and it does not move
         rejoin = [busiest.address] + [a for a in rejoin if a != busiest.address]
         return rejoin, lowest_corner(busiest.zone, state.space.whole_space())
+
+    async def _make_room(self, busiest: int) -> bool:
+        """Ask neighbours across a face that `room_faces` finds to step aside, the lightest first,
+        one at a time, until a neighbour's zone merges with ours (True) or none will (False). A
+        neighbour holding as much as the busiest peer found (`busiest` quads) is not asked: the
+        peers that move rejoin through that one, splitting it."""
+        state = self.state
+        for _ in range(MAX_ROOM_STEPS):
+            if self._stepped is not None or not state.has_zone:
+                return False
+            if heirs(state.zone, state.neighbours):
+                return True
+            if not await self._one_steps_aside(busiest):
+                return False
+        return bool(heirs(state.zone, state.neighbours))
+
+    async def _one_steps_aside(self, busiest: int) -> bool:
+        """One neighbour across a room face stepped aside (or may have: its answer was lost)."""
+        state = self.state
+        for face in room_faces(state.zone, state.neighbours, state.space.whole_space()):
+            across = {k: state.neighbours[k] for k in face.neighbours if k in state.neighbours}
+            loads = await self.membership.loads(tuple(n.address for n in across.values()))
+            lighter = [k for k in across if k in loads and loads[k].quads < busiest]
+            for ident in sorted(lighter, key=lambda k: (loads[k].quads, k)):
+                try:
+                    await self.router.call(across[ident].address, Op.STEP_ASIDE,
+                                           StepAside(face.tube, int(self.park * 1000)))
+                except FAILED:  # it may have stepped aside before its answer was lost: look at the table again
+                    pass
+                except EventCloudError as exc:  # it cannot (no heir inside the tube, or it is moving itself)
+                    log.info("peer %s: %s did not step aside (%s)", state.id, ident, exc)
+                    continue
+                self.counters["rebalance_made_room"] += 1
+                return True
+        return False
+
+    async def _on_step_aside(self, conn: RpcConnection, body: StepAside) -> PeerId:
+        """A neighbour that cannot leave asked this peer to make room: hand the zone to a neighbour
+        inside `within`, then (the run loop) step down and rejoin `rejoin_after_ms` later."""
+        state = self.state
+        if self.every <= 0:
+            raise RequestError(f"peer {state.id} does not rebalance (started without --rebalance-every)",
+                               ErrorCode.CANNOT_LEAVE)
+        if self._stepped is not None or not state.has_zone:
+            raise RequestError(f"peer {state.id} is moving already", ErrorCode.CANNOT_LEAVE)
+        after = min(max(body.rejoin_after_ms, 0) / 1000, 60.0)
+        rejoin = await self.membership.step_aside(body.within)
+        self.counters["rebalance_stepped_aside"] += 1
+        log.warning("peer %s stepped aside for a neighbour that could not leave; rejoining in %.0f s",
+                    state.id, after)
+        self._stepped, self._asker = (rejoin, after), conn
+        conn.end_after_reply = True
+        self._wake.set()
+        return PeerId(state.id)

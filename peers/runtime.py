@@ -146,7 +146,10 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
         listen = config.listen
         if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
             listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
-        addresses, at, superseded = superseded.rejoin, superseded.at, None
+        addresses, at, after, superseded = superseded.rejoin, superseded.at, superseded.after, None
+        if after > 0:
+            with trio.move_on_after(after):
+                await lifetime.stopping.wait()
         # The peers it knows may be moving or rejoining too: round after round, pausing longer
         # each time, for REJOIN_FOR seconds at most.
         give_up, pause = trio.current_time() + REJOIN_FOR, config.retry_window / 10
@@ -205,7 +208,9 @@ def _one_typed(group: BaseExceptionGroup) -> BaseException:
     """The peer's own error out of its nursery's group (e.g. a refused join), or the group itself
     when something else failed too."""
     typed, rest = group.split((EventCloudError, Superseded))
-    if typed is not None and (rest is None or rest.subgroup(lambda e: not isinstance(e, trio.Cancelled)) is None):
+    # the condition sees the nested groups too: true for a group would keep the whole of it
+    if typed is not None and (rest is None or rest.subgroup(
+            lambda e: not isinstance(e, (trio.Cancelled, BaseExceptionGroup))) is None):
         while isinstance(typed, BaseExceptionGroup):
             typed = typed.exceptions[0]
         return typed
@@ -306,7 +311,7 @@ class _PeerRuntime:
             persist=self.persistence.save, retire=self._retire, rng=random.Random(config.seed),
             join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, operators=operators,
             rematch=matcher.rematch)
-        self.rebalancer = Rebalancer(state, membership, store_, counters, every=config.rebalance_every,
+        self.rebalancer = Rebalancer(state, membership, router, store_, counters, every=config.rebalance_every,
                                      ratio=config.rebalance_ratio, min_quads=config.rebalance_min_quads,
                                      rng=random.Random(None if config.seed is None else config.seed + 2),
                                      ready=dispatcher.ready, step_down=self._move)
@@ -315,7 +320,8 @@ class _PeerRuntime:
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
             departed=membership.departed)
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
-        for service in (router, queries, delivery, attachments, storage, membership, replicas, self.schema):
+        for service in (router, queries, delivery, attachments, storage, membership, replicas, self.schema,
+                        self.rebalancer):
             dispatcher.register(service.handlers(), getattr(service, "routed", dict)(),
                                 getattr(service, "pushes", dict)())
         dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()})
@@ -479,14 +485,14 @@ class _PeerRuntime:
         rejoin = [a for a in (self.replication.taken_over_at, *(n.address for n in state.neighbours.values())) if a]
         raise Superseded(rejoin, listen=state.address)
 
-    async def _move(self, rejoin: list[str], at: Point) -> NoReturn:
+    async def _move(self, rejoin: list[str], at: Point | None, after: float = 0.0) -> NoReturn:
         """The rebalancer handed this peer's zone over: this runtime ends and the peer rejoins as
         a new peer on the same address, through `rejoin` (its heir first), splitting the zone
-        that holds `at` (the busiest peer's)."""
+        that holds `at` (the busiest peer's; None: the busiest it finds then), `after` seconds on."""
         self.stepping_down = True
         address = self.state.address
         self.persistence.retire()
-        raise Superseded(rejoin, listen=address, at=at)
+        raise Superseded(rejoin, listen=address, at=at, after=after)
 
     async def _ask(self, address: str, op: Op, body: Any) -> dict[str, Any] | None:
         """One request on a connection of its own (the router does not run yet); None if it fails."""

@@ -14,7 +14,8 @@ from eventcloud.overlay.coordinates import (
     DIMENSIONS, MAPPINGS, Box, CoordinateSpace, Interval, Point, local_name,
 )
 from eventcloud.overlay.plans import (
-    MergePlan, Neighbour, SplitPlan, announced, heirs, merge_for_leave, split_for_join, verified,
+    MergePlan, Neighbour, RoomFace, SplitPlan, announced, heirs, merge_for_leave, room_faces, split_for_join,
+    verified,
 )
 from eventcloud.overlay.routing import (
     covering, hull, intersection, lowest_corner, multicast_children, multicast_root, neighbours_of, next_hop,
@@ -26,6 +27,7 @@ __all__ = [
     "DIMENSIONS", "MAPPINGS", "Point", "Interval", "Box", "CoordinateSpace", "GeometryError", "local_name",
     "Zone", "next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
     "intersection", "tiles", "hull", "subtree_reach",
-    "Neighbour", "SplitPlan", "MergePlan", "split_for_join", "merge_for_leave", "heirs", "announced", "verified",
+    "Neighbour", "SplitPlan", "MergePlan", "RoomFace", "split_for_join", "merge_for_leave", "heirs", "room_faces",
+    "announced", "verified",
     "SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "MIN_SHARE",
 ]

@@ -11,6 +11,7 @@ tell), so every rule of CAN membership is tested here without a network:
 * `merge_for_leave`: a neighbour whose zone merges with the leaving zone into a box takes it;
   its new table is the union of both tables, cut to what abuts the merged zone.
 * `heirs`: the neighbours a leaving peer may hand its zone to, the sibling of its last split first.
+* `room_faces`: where a peer that cannot leave may ask neighbours to step aside, so that it can.
 * `announced`: a table updated from announced zones (and departed peers).
 * `verified`: a table updated from zones each peer reported for itself (stabilisation).
 """
@@ -20,11 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from eventcloud.overlay.coordinates import Box
 from eventcloud.overlay.routing import neighbours_of
 from eventcloud.overlay.zones import Zone
 
-__all__ = ["Neighbour", "SplitPlan", "MergePlan", "split_for_join", "merge_for_leave", "heirs", "announced",
-           "verified"]
+__all__ = ["Neighbour", "SplitPlan", "MergePlan", "RoomFace", "split_for_join", "merge_for_leave", "heirs",
+           "room_faces", "announced", "verified"]
 
 Table = dict[str, "Neighbour"]
 
@@ -75,11 +77,51 @@ def split_for_join(owner_id: str, owner_address: str, zone: Zone, table: Mapping
     return SplitPlan(lower, upper, owner_table, newcomer_table, tuple(n.address for n in table.values()))
 
 
-def heirs(zone: Zone, table: Mapping[str, Neighbour]) -> list[str]:
-    """Neighbours whose zone merges with `zone` into a box: the sibling of the last split first."""
-    able = [(k, n) for k, n in table.items() if n.zone.merge(zone) is not None]
+def heirs(zone: Zone, table: Mapping[str, Neighbour], within: Box | None = None) -> list[str]:
+    """Neighbours whose zone merges with `zone` into a box: the sibling of the last split first.
+    With `within`, only those whose zone lies inside that box."""
+    inside = Zone(within) if within is not None else None
+    able = [(k, n) for k, n in table.items()
+            if n.zone.merge(zone) is not None and (inside is None or inside.covers(n.zone))]
     able.sort(key=lambda kn: (kn[1].zone.splits != zone.splits, kn[0]))
     return [k for k, _ in able]
+
+
+@dataclass(frozen=True, slots=True)
+class RoomFace:
+    """One face of a zone that its neighbours across it tile within the zone's own extent."""
+
+    dim: int
+    tube: Box                   # the zone's extent along the other axes, from that face to the edge of the space
+    neighbours: tuple[str, ...]  # the neighbours across the face
+
+
+def room_faces(zone: Zone, table: Mapping[str, Neighbour], whole: Box) -> list[RoomFace]:
+    """Where a peer that cannot leave gracefully can make room to (the rebalancer, docs/overlay.md).
+
+    A zone whose sibling was split further has no neighbour to merge with. On the face it shares
+    with that sibling subtree, every neighbour across lies within the zone's extent along the other
+    three axes (they tile the face). Each such face is returned with its *tube*: the zone's extent
+    along those axes, from the face to the edge of the space. When a neighbour across the face hands
+    its zone to a neighbour of its own inside the tube, the tube holds one zone fewer; once a single
+    zone is left across the face it spans the whole face and merges with `zone`. Faces with the
+    fewest neighbours first (the fewest merges to go); faces on the edge of the space have none.
+    """
+    faces = []
+    for dim in range(len(zone.bounds)):
+        lo, hi = zone.bounds[dim]
+        for side, edge in (((hi, whole[dim][1]), hi), ((whole[dim][0], lo), lo)):
+            if side[0] >= side[1]:
+                continue
+            across = sorted(k for k, n in table.items() if zone.is_neighbour(n.zone) and
+                            (n.zone.bounds[dim][0] == edge if edge == hi else n.zone.bounds[dim][1] == edge))
+            if not across:
+                continue
+            tube = tuple(side if d == dim else zone.bounds[d] for d in range(len(zone.bounds)))
+            if all(Zone(tube).covers(table[k].zone) for k in across):  # type: ignore[arg-type]
+                faces.append(RoomFace(dim, tube, tuple(across)))  # type: ignore[arg-type]
+    faces.sort(key=lambda f: (len(f.neighbours), f.dim))
+    return faces
 
 
 def merge_for_leave(own_id: str, zone: Zone, table: Mapping[str, Neighbour], leaving_id: str,

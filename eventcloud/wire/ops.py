@@ -49,6 +49,7 @@ class Op(StrEnum):
     JOIN_COMMIT = "join_commit"
     NEIGHBOURS = "neighbours"
     TAKE_OVER = "take_over"
+    STEP_ASIDE = "step_aside"
     TABLE = "table"
     PROBE = "probe"
     REPLICATE = "replicate"
@@ -97,6 +98,7 @@ CLIENT_OPS = frozenset({
     Op.SCHEMA, Op.SCHEMA_LOAD,
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
+                      Op.STEP_ASIDE,
                       Op.TABLE, Op.PROBE, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
                       Op.REPLICA_STATUS, Op.MAILBOX_DELIVER, Op.SCHEMA_FETCH, Op.LOAD, Op.JOIN_DATA,
                       Op.EVENT_GET})

@@ -342,6 +342,15 @@ class TakeOver(Body):
 
 
 @message
+class StepAside(Body):
+    """`step_aside`: a peer that cannot leave asks a neighbour to hand its zone to a neighbour of
+    its own inside `within` and to rejoin as a new peer `rejoin_after_ms` later (docs/overlay.md)."""
+
+    within: Box = field(BOX)
+    rejoin_after_ms: int = field(INT)
+
+
+@message
 class PeerId(Body):
     id: str = field(STR)
 

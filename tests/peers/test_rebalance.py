@@ -2,11 +2,11 @@
 
 Eight peers join an empty overlay (midpoint zones), then the data is published: most of it
 lands on a few peers. With `rebalance_every` set, light peers that can leave gracefully hand
-their zone to a neighbour and rejoin as new peers at the busiest one (peers/rebalancer.py).
-Publications go on meanwhile. Afterwards the busiest peer's share of the load is down by a
-fifth at least (measured with CityBench: busiest / mean 8.0 → 1.8–1.9, and 2.9 → 1.5–2.2 where
-the events published meanwhile pile onto one peer; with the synthetic readings used when the
-data is absent: 8.0 → 2.6, 5.0 → 3.1), every acknowledged quad (before and during the moves) is
+their zone to a neighbour and rejoin as new peers at the busiest one, and empty peers that
+cannot leave have neighbours step aside until they can (peers/rebalancer.py). Publications go
+on meanwhile. Afterwards the busiest peer's share of the load is down by a fifth at least and
+no peer is empty (with CityBench: busiest / mean 8.0 → 1.1, and 2.9 → 1.2 where the events
+published meanwhile pile onto one peer), every acknowledged quad (before and during the moves) is
 still found, exactly once, neighbour tables are exact (a peer that rejoined on its old address
 is not mistaken for the one that left), subscriptions stored before the moves still match, and
 pub/sub matches the oracle.
@@ -60,15 +60,16 @@ async def test_peers_joined_before_the_data_move_to_it(autojump_clock, algorithm
             status = await client.status()
         before = [p.quads for p in status.peers]
         assert sum(before) == total
-        # A subscriber on the busiest peer (which never moves: nobody holds more), subscribed
-        # before the moves: its subscriptions' stored copies must move with the zones.
+        # A subscriber subscribed before the moves: its subscriptions' stored copies must move
+        # with the zones. Durable ones: an empty peer that cannot leave may ask a neighbour to
+        # step aside, and that may be the subscriber's entry peer (the SDK then reconnects).
         address = max(status.peers, key=lambda p: p.quads).address
         busiest = [p.address for p in overlay.peers].index(address)
         async with overlay.client(busiest, "subscriber") as subscriber:
             subs = []
             for _ in range(5):
                 text = random_subscription(rng)
-                subs.append((text, await subscriber.subscribe(text, kind="bindings")))
+                subs.append((text, await subscriber.subscribe(text, kind="bindings", durable=True)))
             # Publications go on while peers move (through the busiest peer): every one
             # acknowledged must be stored whole, exactly once.
             during = [random_pubsub_event(rng, 1000 + i, source="during") for i in range(100)]
@@ -95,6 +96,7 @@ async def test_peers_joined_before_the_data_move_to_it(autojump_clock, algorithm
                 assert sum(after) == total and count_of(await client.query(COUNT)) == total  # nothing lost or doubled
                 assert moved >= 1
                 assert spread(after) < 0.8 * spread(before), "the load is no more even"
+                assert min(after) > 0, "a peer is left empty (one that cannot leave makes room: docs/overlay.md)"
                 assert_exact_neighbour_tables(status)
                 for event in events[::13] + acked[::7]:
                     assert set(await client.find(event.graph, None, None, None)) == set(event.quads)
@@ -330,3 +332,51 @@ async def test_a_subscription_stored_while_its_peer_hands_its_zone_over_reaches_
                     if len(got) == len(events):
                         break
             assert len(got) == len(events), f"notified of {len(got)} of {len(events)} events"
+
+
+async def test_step_aside_hands_the_zone_inside_the_box_asked_for_or_refuses_and_keeps_it(autojump_clock):
+    """`step_aside` (the request of an empty peer that cannot leave): refused with a clear
+    cannot-leave by a peer that does not rebalance, or when no heir lies inside the box asked
+    for (the zone stays where it was); otherwise the zone and its data go to an heir inside the
+    box, and the peer rejoins as a new peer once the pause asked for is over."""
+    import math
+
+    from eventcloud.errors import RequestError
+    from eventcloud.overlay import Zone, heirs
+    from eventcloud.wire.messages import StepAside
+    from eventcloud.wire.ops import Op
+
+    events = readings(40)
+    total = sum(len(e.quads) for e in events)
+    for every in (0.0, 1000.0):
+        async with open_overlay(4, seed=1, rebalance_every=every) as overlay:
+            async with overlay.client(0, "loader") as client:
+                for event in events:
+                    await client.publish(event)
+            asker = overlay.peers[0]
+            mover = next(p for p in overlay.peers if p is not asker and heirs(p.state.zone, p.state.neighbours))
+            heir = heirs(mover.state.zone, mover.state.neighbours)[0]
+            elsewhere = next(z for z in Zone(mover.state.space.whole_space()).split() if not z.covers(mover.state.zone))
+            zone = mover.state.zone
+            with pytest.raises(RequestError) as refused:
+                await asker.router.call(mover.state.address, Op.STEP_ASIDE, StepAside(elsewhere.bounds, 1000))
+            assert refused.value.code is ErrorCode.CANNOT_LEAVE
+            assert ("does not rebalance" if not every else "inside the box asked for") in refused.value.message
+            assert mover.state.zone == zone and not mover.membership.leaving
+            if not every:
+                continue
+            inside = overlay.peers[[p.id for p in overlay.peers].index(heir)].state.zone.merge(zone)
+            await asker.router.call(mover.state.address, Op.STEP_ASIDE, StepAside(inside.bounds, 20_000))
+            await trio.sleep(5)
+            async with overlay.client(0, "checker") as client:
+                status = await quiet_status(client)
+                assert len(status.peers) == 3 and any(p.id == heir and p.zone.covers(zone) for p in status.peers)
+                assert sum(p.quads for p in status.peers) == total
+                await trio.sleep(30)  # the pause is over: it rejoined as a new peer
+                status = await quiet_status(client)
+                assert len(status.peers) == 4 and mover.id not in {p.id for p in status.peers}
+                assert sum(p.quads for p in status.peers) == total == await client.count()
+                whole = mover.state.space.whole_space()
+                assert sum(math.prod(hi - lo for lo, hi in p.zone.bounds) for p in status.peers) == \
+                    math.prod(hi - lo for lo, hi in whole)
+                assert_exact_neighbour_tables(status)

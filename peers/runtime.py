@@ -161,7 +161,8 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                 fresh = replace(config, join=address, listen=listen)
                 try:
                     await _run_once(_PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy,
-                                                 lifetime, join_at=at), once)
+                                                 lifetime, join_at=at, rejoining=True), once)
+                    lifetime.stopped.set()   # stopped: set already, unless a stop came before it served
                     return
                 except Superseded as again:
                     superseded = again
@@ -220,9 +221,10 @@ def _one_typed(group: BaseExceptionGroup) -> BaseException:
 class _PeerRuntime:
     def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
                  state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None,
-                 lifetime: Lifetime | None = None, join_at: Point | None = None) -> None:
+                 lifetime: Lifetime | None = None, join_at: Point | None = None, rejoining: bool = False) -> None:
         self.lifetime = lifetime = lifetime or Lifetime()
         self.join_at = join_at    # a rejoin moved by the rebalancer splits the zone holding this point
+        self.rejoining = rejoining  # one attempt of run_peer's rejoin loop: failing, it lets the loop go on
         self.stepping_down = False
         self.config = config
         self.transport = transport
@@ -420,7 +422,9 @@ class _PeerRuntime:
                     except (OSError, EventCloudError) as exc:
                         log.warning("peer %s: could not save its state on the way out: %s", state.id, exc)
                 self.store.sync.close()
-            if not self.stepping_down:
+            # A rejoin attempt that failed before serving leaves the peer to run_peer's loop,
+            # which tries the next address (it used to end the peer process: `stopped` was set).
+            if not self.stepping_down and not (self.rejoining and not self.dispatcher.ready.is_set()):
                 self.stopped.set()
 
     async def _listen(self, nursery: trio.Nursery) -> None:

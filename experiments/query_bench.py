@@ -2,7 +2,7 @@
 published (--quads, ~600 k by default), then each query timed (--repeat times, the median) with
 its answer checked against what was published.
 
-    python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3]
+    python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3] [--rebalance-every 5 --settle 120]
 
 Prints one row per query: seconds (median), rows, and whether the answer is right (COUNT(*) must
 equal the quads published, per-predicate counts must add up to it, LIMIT 3 must give 3 rows).
@@ -19,7 +19,7 @@ from pathlib import Path
 import trio
 
 from eventcloud.cli.demo import citybench_dir
-from eventcloud.client import connect
+from eventcloud.client import ClientError, connect
 from eventcloud.rdf.citybench import read_stream
 from peers.cluster import LocalCluster
 
@@ -57,7 +57,8 @@ async def run(args: argparse.Namespace) -> int:
         print(f"no CityBench stream found in {args.data} (set EVENTCLOUD_CITYBENCH)", file=sys.stderr)
         return 2
     print(f"{len(evs):,} CityBench events, {total:,} quads", file=sys.stderr)
-    cluster = LocalCluster(args.peers, seed=1)
+    extra = ["--rebalance-every", str(args.rebalance_every)] if args.rebalance_every > 0 else []
+    cluster = LocalCluster(args.peers, seed=1, extra=extra)
     await trio.to_thread.run_sync(cluster.start)
     ok = True
     try:
@@ -67,7 +68,14 @@ async def run(args: argparse.Namespace) -> int:
 
             async def publisher() -> None:
                 async for batch in receive:
-                    await client.publish_batch(batch)
+                    for attempt in range(5):  # a batch refused while a peer moves is published again
+                        try:
+                            await client.publish_batch(batch)
+                            break
+                        except ClientError as exc:
+                            if not exc.transient or attempt == 4:
+                                raise
+                            await trio.sleep(1)
 
             async with trio.open_nursery() as nursery:
                 for _ in range(4):
@@ -76,6 +84,8 @@ async def run(args: argparse.Namespace) -> int:
                     for i in range(0, len(evs), 50):
                         await send.send(evs[i:i + 50])
             print(f"published in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            if args.settle > 0:  # the rebalancer moves peers meanwhile (docs/overlay.md)
+                await trio.sleep(args.settle)
             rows = []
             for name, text in QUERIES.items():
                 times, answer = [], None
@@ -124,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", type=int, default=8)
     parser.add_argument("--quads", type=int, default=600_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rebalance-every", type=float, default=0.0,
+                        help="the peers' --rebalance-every (0: off, the default)")
+    parser.add_argument("--settle", type=float, default=0.0, help="seconds to wait after publishing, before the queries")
     parser.add_argument("--data", default=str(DATA))
     return trio.run(run, parser.parse_args(argv))
 

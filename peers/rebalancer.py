@@ -55,7 +55,8 @@ MAX_ROOM_STEPS = 8
 
 class Rebalancer:
     def __init__(self, state: PeerState, membership: Membership, router: Router, store: AsyncStore,
-                 counters: Counter[str], *, every: float, ratio: float, min_quads: int, rng: random.Random,
+                 counters: Counter[str], *, every: float, ratio: float, min_quads: int, make_room: bool,
+                 rng: random.Random,
                  ready: trio.Event, step_down: Callable[[list[str], Point | None, float], Awaitable[NoReturn]]) -> None:
         self.state = state
         self.membership = membership
@@ -65,6 +66,7 @@ class Rebalancer:
         self.every = every            # seconds between looks (0: never)
         self.ratio = ratio
         self.min_quads = min_quads
+        self.make_room = make_room    # an empty peer that cannot leave asks neighbours to step aside
         self.rng = rng
         self.ready = ready            # set once the peer serves its zone
         self.step_down = step_down    # ends this runtime; the peer rejoins through the addresses, at the point, later
@@ -116,7 +118,7 @@ class Rebalancer:
         if not state.has_zone or self._stepped is not None:
             return None
         own = self.store.count()
-        if not heirs(state.zone, state.neighbours) and own > 0:
+        if not heirs(state.zone, state.neighbours) and (own > 0 or not self.make_room):
             return None
         busiest = await self.membership.busiest(state.space)
         if busiest is None or busiest.id == state.id or \

@@ -315,6 +315,7 @@ class _PeerRuntime:
             rematch=matcher.rematch)
         self.rebalancer = Rebalancer(state, membership, router, store_, counters, every=config.rebalance_every,
                                      ratio=config.rebalance_ratio, min_quads=config.rebalance_min_quads,
+                                     make_room=config.rebalance_make_room,
                                      rng=random.Random(None if config.seed is None else config.seed + 2),
                                      ready=dispatcher.ready, step_down=self._move)
         self.replicas = replicas = Replicas(

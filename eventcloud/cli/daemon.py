@@ -56,6 +56,7 @@ def peer(args: argparse.Namespace) -> int:
                             lease_max=args.lease_max, lease_default=min(86_400.0, args.lease_max),
                             rebalance_every=args.rebalance_every, rebalance_ratio=args.rebalance_ratio,
                             rebalance_min_quads=args.rebalance_min_quads,
+                            rebalance_make_room=args.rebalance_make_room,
                             query_budget=args.query_budget, query_memory_mb=args.query_memory,
                             **operator_knobs(args))
     except CredentialError as exc:

@@ -30,7 +30,7 @@ from tests.helpers import (
 )
 from tests.peers.test_balance import readings
 
-KNOBS = dict(rebalance_every=30.0, rebalance_ratio=4.0, rebalance_min_quads=100)
+KNOBS = dict(rebalance_every=30.0, rebalance_ratio=4.0, rebalance_min_quads=100, rebalance_make_room=True)
 
 
 def spread(loads: list[int]) -> float:

@@ -97,11 +97,13 @@ class Lifetime:
     def __init__(self) -> None:
         self.scope: trio.CancelScope | None = None
         self.stopped = trio.Event()
-        self.stop_asked = False
-        self.stopping = trio.Event()   # set with stop_asked: wakes a peer waiting to rejoin
+        self.stopping = trio.Event()   # a stop was asked: also wakes a peer waiting to rejoin
+
+    @property
+    def stop_asked(self) -> bool:
+        return self.stopping.is_set()
 
     def cancel(self) -> None:
-        self.stop_asked = True
         self.stopping.set()
         if self.scope is not None:
             self.scope.cancel()

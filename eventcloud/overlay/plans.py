@@ -110,14 +110,13 @@ def room_faces(zone: Zone, table: Mapping[str, Neighbour], whole: Box) -> list[R
     faces = []
     for dim in range(len(zone.bounds)):
         lo, hi = zone.bounds[dim]
-        for side, edge in (((hi, whole[dim][1]), hi), ((whole[dim][0], lo), lo)):
-            if side[0] >= side[1]:
-                continue
+        for upper, beyond in ((True, (hi, whole[dim][1])), (False, (whole[dim][0], lo))):
+            # the neighbours across this face start where the zone ends (upper) or end where it starts
             across = sorted(k for k, n in table.items() if zone.is_neighbour(n.zone) and
-                            (n.zone.bounds[dim][0] == edge if edge == hi else n.zone.bounds[dim][1] == edge))
-            if not across:
+                            n.zone.bounds[dim][0 if upper else 1] == (hi if upper else lo))
+            if not across:  # also the edge of the space: nothing beyond
                 continue
-            tube = tuple(side if d == dim else zone.bounds[d] for d in range(len(zone.bounds)))
+            tube = tuple(beyond if d == dim else zone.bounds[d] for d in range(len(zone.bounds)))
             if all(Zone(tube).covers(table[k].zone) for k in across):  # type: ignore[arg-type]
                 faces.append(RoomFace(dim, tube, tuple(across)))  # type: ignore[arg-type]
     faces.sort(key=lambda f: (len(f.neighbours), f.dim))

@@ -214,6 +214,29 @@ def sample_events(n: int, quads: int = 5, source: str = "s") -> list[CompoundEve
     return events
 
 
+ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def spread_events(n: int, source: str) -> list[CompoundEvent]:
+    """Events whose quads have subjects and predicates across the alphabet: they land on several peers."""
+    events = []
+    for i in range(n):
+        g = event_graph(source, 1_000 + i, i)
+        events.append(CompoundEvent(g, tuple(
+            make_quad(g, IRI(f"{EXO}{ALNUM[(17 * j + i) % 62]}s"), IRI(f"{EXO}{ALNUM[(29 * j) % 62]}p"),
+                      Literal(str(j), XSD + "integer")) for j in range(6))))
+    return events
+
+
+def readings(n: int) -> list[CompoundEvent]:
+    """`n` CityBench readings when the data is here, else as many synthetic ones."""
+    from eventcloud.cli.demo import citybench_dir
+    from eventcloud.rdf.citybench import sample_events as citybench_events, synthetic_events
+
+    directory = citybench_dir()
+    return citybench_events(directory, n) if directory is not None else synthetic_events(n)
+
+
 def assert_exact_neighbour_tables(status: Status) -> None:
     """Every peer's table lists exactly the zones that neighbour its own (so it is symmetric)."""
     zones = {p.id: p.zone for p in status.peers}
@@ -227,7 +250,6 @@ COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
 
 def count_of(result) -> int:
     return int(result["results"]["bindings"][0]["n"]["value"])
-
 
 
 def oracle_solutions(sparql: str, event: CompoundEvent) -> set[frozenset]:

@@ -160,3 +160,17 @@ def test_the_contract_catches_a_pure_module_importing_trio(tmp_path):
 def test_modules_stay_small(name):
     lines = MODULES[name].read_text().count("\n")
     assert lines <= MAX_LINES or name in LONG_ON_PURPOSE, f"{name} has {lines} lines (over {MAX_LINES})"
+
+
+def test_test_modules_share_helpers_not_each_other():
+    """A test module imports what it shares from helper modules (tests/helpers.py, a package's
+    samples or support module), never from another test module or a conftest: importing one
+    runs its module-level code and ties two tests' fixtures together."""
+    offending = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for imported in imports_of(name, path):
+            last = imported.split(".")
+            if imported.startswith("tests.") and any(p.startswith("test_") or p == "conftest" for p in last[1:]):
+                offending.append(f"{name} imports {imported}")
+    assert offending == []

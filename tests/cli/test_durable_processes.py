@@ -16,7 +16,7 @@ import trio
 from eventcloud.client import connect
 from eventcloud.testing.processes import CliSubscriber as Subscriber
 from peers.cluster import LocalCluster
-from tests.peers.test_atomic_publish import spread_events
+from tests.helpers import spread_events
 
 pytestmark = pytest.mark.processes
 ACCEPT_ALL = "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"

@@ -12,23 +12,9 @@ from eventcloud.errors import ErrorCode
 from eventcloud.testing import open_overlay
 from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
 from peers.store import add
-from tests.helpers import ALGORITHMS, EXO, sample_events
+from tests.helpers import ALGORITHMS, EXO, sample_events, spread_events
 
 ACCEPT_ALL = "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"
-
-
-ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def spread_events(n: int, source: str) -> list[CompoundEvent]:
-    """Events whose quads have subjects and predicates across the alphabet: they land on several peers."""
-    events = []
-    for i in range(n):
-        g = event_graph(source, 1_000 + i, i)
-        events.append(CompoundEvent(g, tuple(
-            make_quad(g, IRI(f"{EXO}{ALNUM[(17 * j + i) % 62]}s"), IRI(f"{EXO}{ALNUM[(29 * j) % 62]}p"),
-                      Literal(str(j), XSD + "integer")) for j in range(6))))
-    return events
 
 
 def owners_of(overlay, event):

@@ -13,18 +13,11 @@ import statistics
 
 import pytest
 
-from eventcloud.cli.demo import citybench_dir
 from eventcloud.overlay import CoordinateSpace
-from eventcloud.rdf.citybench import sample_events, synthetic_events
 from eventcloud.testing import open_overlay
 from tests.helpers import (
-    COUNT, check_delivered, count_of, oracle_solutions, random_pubsub_event, random_subscription,
+    COUNT, check_delivered, count_of, oracle_solutions, random_pubsub_event, random_subscription, readings,
 )
-
-
-def readings(n: int):
-    directory = citybench_dir()
-    return sample_events(directory, n) if directory is not None else synthetic_events(n)
 
 
 @pytest.mark.parametrize(("algorithm", "mapping"), [("osma", "identity"), ("csma", "local-name")])

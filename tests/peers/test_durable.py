@@ -11,8 +11,7 @@ from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode
 from eventcloud.rdf.model import IRI, CompoundEvent, Literal, event_graph, make_quad
 from eventcloud.testing import open_overlay, trio_ms
-from tests.helpers import sample_events
-from tests.peers.test_atomic_publish import spread_events
+from tests.helpers import sample_events, spread_events
 
 ACCEPT_ALL = "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"
 ALGORITHMS = ["osma", "csma"]

@@ -13,8 +13,7 @@ import trio
 
 from eventcloud.client import connect
 from peers.cluster import LocalCluster
-from tests.helpers import assert_exact_neighbour_tables
-from tests.peers.test_atomic_publish import spread_events
+from tests.helpers import assert_exact_neighbour_tables, spread_events
 
 pytestmark = pytest.mark.processes
 

@@ -13,7 +13,7 @@ from eventcloud.testing import open_overlay
 from eventcloud.wire.messages import REQUESTS
 from eventcloud.wire.ops import CLIENT_OPS, PEER_OPS, ROUTED_OPS, Op
 from tests.helpers import sample_events
-from tests.wire.test_messages import SAMPLES
+from tests.wire.samples import SAMPLES
 
 VALUES: list[Any] = [None, 0, -1, 1, 2**63, -(2**63), 2**64 - 1, 1.5, True, "", "x", "http://ex/a", "ff" * 40,
                      [], [None], ["0", "1", "2", "3"], [["0", "1"]] * 4, {}, {"a": 1}, "\u00e9t\u00e9", "a" * 5000,

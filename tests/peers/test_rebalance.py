@@ -28,9 +28,8 @@ from eventcloud.overlay import CoordinateSpace
 from eventcloud.testing import open_overlay
 from tests.helpers import (
     COUNT, assert_exact_neighbour_tables, check_delivered, count_of, oracle_solutions, random_pubsub_event,
-    random_subscription,
+    random_subscription, readings,
 )
-from tests.peers.test_balance import readings
 
 KNOBS = dict(rebalance_every=30.0, rebalance_ratio=4.0, rebalance_min_quads=100, rebalance_make_room=True)
 

@@ -11,8 +11,7 @@ from eventcloud.errors import ErrorCode
 from eventcloud.testing import open_overlay
 from eventcloud.wire.messages import Replicate
 from eventcloud.wire.ops import Op
-from tests.helpers import ALGORITHMS, assert_exact_neighbour_tables, sample_events
-from tests.peers.test_atomic_publish import spread_events
+from tests.helpers import ALGORITHMS, assert_exact_neighbour_tables, sample_events, spread_events
 
 
 def copies(overlay):

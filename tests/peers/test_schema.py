@@ -16,7 +16,7 @@ from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.testing import open_overlay, trio_ms
 from eventcloud.wire.ops import Op
 from tests.helpers import ALGORITHMS, EX, EXT, check_delivered, isa_functions, oracle_with, random_taxonomy_edges
-from tests.sparql.test_taxonomy import TEMPLATES, random_isa_event
+from tests.sparql.samples import TEMPLATES, random_isa_event
 
 PREFIXES = (f"PREFIX ex: <{EX}> PREFIX ec: <{EXT}> PREFIX rdf: <{RDF}> "
             "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> ")

@@ -8,9 +8,6 @@ error.
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,60 +17,7 @@ from eventcloud.sparql.filters.extensions import rewrite_bare_names
 from eventcloud.sparql.shapes import Shape, ShapeCache, shape_of
 from eventcloud.sparql.subscription import SubscriptionError, parse_subscription
 from experiments.workloads import generate
-
-TESTS = Path(__file__).resolve().parent.parent
-
-TRICKY = [
-    # prefixes, base and relative IRIs: declarations stay in the shape
-    "PREFIX ex: <http://example.org/> SELECT ?g ?s WHERE { GRAPH ?g { ?s ex:p ex:o } }",
-    "BASE <http://example.org/base/> SELECT ?g ?s WHERE { GRAPH ?g { ?s <rel> <http://x/abs> } }",
-    "PREFIX : <http://example.org/> SELECT * WHERE { GRAPH ?g { ?s :p :o ; :q ?v . FILTER(?v > 10) } }",
-    # strings: plain, language, datatypes by IRI and prefixed name, escapes, long strings
-    'SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> "abc"@en . ?s <http://x/q> "7"^^<http://www.w3.org/2001/XMLSchema#integer> } }',
-    'PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> "7"^^xsd:integer } }',
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> 'single' . ?s <http://x/q> \"\" } }",
-    'SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> "esc\\"aped" . ?s <http://x/q> """long "one" here""" } }',
-    'SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o FILTER(regex(str(?o), "^a.c$", "i")) } }',
-    # numbers: integers vary; signed, decimal and double ones stay in the shape
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?v FILTER(?v >= 5 && ?v < 17 && ?v != -3 && ?v > +2) } }",
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?v FILTER(?v > 2.5 || ?v < 1e3 || ?v = .5 || ?v = - 4) } }",
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> 42.} }",
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?v FILTER(?v > 1²) } }",   # not an INTEGER to SPARQL
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ² } }",
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> \\u0022 <http://x/o> \\u0022 } }",  # expanded before parsing
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/ünï> \"ß\" . ?s ex:ünï 3 } }",
-    # comparisons written without spaces, IRIs in comments, blank nodes, the keyword a
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?a . ?s <http://x/q> ?b FILTER(?a<?b&&?b>3) } }",
-    "SELECT ?g WHERE { # <http://x/comment> 'quoted\n GRAPH ?g { _:b0 <http://x/p> [] . ?s a <http://x/C> } }",
-    "SELECT ?g WHERE { GRAPH <http://x/graph> { ?s <http://x/p> ?o } }",
-    "SELECT DISTINCT ?s WHERE { GRAPH ?g { ?s <http://x/p> ?o } FILTER(?o IN (1, 2, 3)) }",
-    # extensions: bare ftcontains, the is-a path, functions by IRI
-    'SELECT ?g WHERE { GRAPH ?g { ?s <http://x/title> ?t FILTER(ftcontains(?t, "traffic AND jam")) } }',
-    "PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> "
-    "SELECT ?g WHERE { GRAPH ?g { ?s rdf:type/rdfs:subClassOf* <http://x/Vehicle> } }",
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o FILTER(<http://www.w3.org/2001/XMLSchema#integer>(?o) > 3) } }",
-    # texts that are refused or wrong: the same error either way
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o } } LIMIT 5",
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o OPTIONAL { ?o <http://x/q> 3 } } }",
-    "SELECT ?g WHERE { GRAPH ?g { ?s ex:p ?o } }",
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o FILTER(?o > ) } }",
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> \"unterminated } }",
-    "SELECT ?g WHERE { GRAPH ?g { \"lit\" <http://x/p> ?o } }",
-    "ASK { GRAPH ?g { ?s <http://x/p> 1 } }",
-    "SELECT ?g WHERE { GRAPH ?g { ?s <http://x/p> ?o FILTER(<http://x/unknown-function>(?o)) } }",
-]
-
-
-def suite_texts() -> list[str]:
-    """Every string constant of the test suite that looks like a subscription."""
-    found: dict[str, None] = {}
-    for path in sorted(TESTS.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "SELECT" in node.value \
-                    and "{" in node.value:
-                found[node.value] = None
-    return list(found)
-
+from tests.sparql.samples import TRICKY, suite_texts
 
 def outcome(text: str):
     try:

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from eventcloud.errors import ErrorCode, InputError
 from eventcloud.matching.reference import matches, results
-from eventcloud.rdf.model import IRI, RDF, XSD, CompoundEvent, Literal
+from eventcloud.rdf.model import IRI, RDF, CompoundEvent
 from eventcloud.sparql.subscription import SubscriptionError, TriplePattern, Var, parse_subscription
 from eventcloud.sparql.taxonomy import Taxonomy, TaxonomyError
 from tests.helpers import EXT, as_rows, isa_functions, oracle_with, random_taxonomy_edges, visible
+from tests.sparql.samples import TEMPLATES, random_isa_event
 
 EX = "http://ex.org/"
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
@@ -129,35 +130,6 @@ def test_events_own_subclass_quads_do_not_extend_the_taxonomy() -> None:
                                                (IRI(EX + "X"), IRI(RDFS + "subClassOf"), IRI(EX + "A"))])
     assert not matches(parse_subscription(f"{PREFIXES}SELECT * WHERE {{ GRAPH ?g {{ ?x a/rdfs:subClassOf* ex:A }} }}"), event)
     assert matches(parse_subscription(f"{PREFIXES}SELECT * WHERE {{ GRAPH ?g {{ ?c rdfs:subClassOf ex:A }} }}"), event)
-
-
-TEMPLATES = [
-    "?x a/rdfs:subClassOf* ex:C{k}",
-    "?x rdf:type/rdfs:subClassOf* ex:C{k} . ?x ex:v ?v FILTER(?v > {n})",
-    "?x a ?c . ?x ex:v ?v FILTER(ec:descendantOf(?c, ex:C{k}) && ?v < {n})",
-    "?x a ?c FILTER(ec:ancestorOf(?c, ex:C{k}))",
-    "?x a ?c FILTER(ec:childOf(?c, ex:C{k}) || ec:childOf(?c, ex:C{j}))",
-    "?x a ?c FILTER(ec:descendantOf(ex:C{k}, ?c))",
-    "?x a ?c FILTER(!ec:descendantOf(?c, ex:C{k}))",
-    "?x a/rdfs:subClassOf* ex:C{k} . ?y a/rdfs:subClassOf* ex:C{j} . ?x ex:link ?y",
-    "ex:i0 a/rdfs:subClassOf* ex:C{k}",
-    "[] a/rdfs:subClassOf* ex:C{k} . ?z ex:v ?v",
-    "?x a/rdfs:subClassOf* ex:C{k} . ?x a ?c FILTER(ec:ancestorOf(?c, ex:C{j}))",
-    "?x ex:v ?v FILTER(ec:descendantOf(?v, ex:C{k}))",
-]
-
-
-def random_isa_event(r: random.Random, n: int, classes: int) -> CompoundEvent:
-    graph = IRI(f"{EX}event/{n}")
-    triples = set()
-    for i in range(r.randint(1, 4)):
-        instance = IRI(f"{EX}i{r.randrange(3)}")
-        for _ in range(r.randint(1, 2)):
-            triples.add((instance, IRI(RDF + "type"), IRI(f"{EX}C{r.randrange(classes + 1)}")))  # C{classes}: unknown
-        triples.add((instance, IRI(EX + "v"), Literal(str(r.randint(0, 9)), XSD + "integer")))
-        if r.random() < 0.5:
-            triples.add((instance, IRI(EX + "link"), IRI(f"{EX}i{r.randrange(3)}")))
-    return CompoundEvent.from_triples(graph, sorted(triples, key=str))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

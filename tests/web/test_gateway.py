@@ -17,7 +17,7 @@ import rdflib
 import trio
 from rdflib.query import Result
 
-from tests.web.conftest import serve
+from tests.web.support import serve
 
 pytestmark = pytest.mark.processes
 

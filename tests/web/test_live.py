@@ -12,7 +12,7 @@ import pytest
 import trio
 from trio_websocket import ConnectionRejected, open_websocket_url
 
-from tests.web.conftest import sse_events
+from tests.web.support import sse_events
 
 pytestmark = pytest.mark.processes
 

@@ -18,7 +18,7 @@ from eventcloud.rdf.model import XSD
 from eventcloud.sparql.subscription import parse_subscription
 from eventcloud.wire import messages as m
 from eventcloud.wire.parsed import subscription_from_wire, subscription_to_wire
-from tests.wire.test_messages import RECORD, SAMPLES
+from tests.wire.samples import RECORD, SAMPLES
 
 PARSED = subscription_to_wire(parse_subscription(
     'PREFIX ex: <http://ex/> SELECT DISTINCT ?s ?v WHERE { GRAPH ?g { ?s ex:p ?v ; ex:q "a"@en . ?v ex:r 3 '

@@ -5,42 +5,17 @@ from __future__ import annotations
 import pytest
 
 from eventcloud.errors import BadRequest
-from eventcloud.matching.csma import PartialMatch
-from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
-from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, make_quad
+from eventcloud.rdf.model import XSD
 from eventcloud.wire import messages as m
 from eventcloud.wire.ops import CLIENT_OPS, PEER_OPS, PUSH_OPS, ROUTED_OPS, Op
 from eventcloud.wire.schema import Body
-
-G = IRI("http://ex/g")
-EVENT = CompoundEvent(G, (make_quad(G, IRI("http://ex/s"), IRI("http://ex/p"), Literal("5", XSD + "integer")),))
-ZONE = Zone(CoordinateSpace().whole_space())
-RECORD = m.SubscriptionRecord("id1", "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }", "bindings", "h:1", 42)
+from tests.wire.samples import SAMPLES
 
 
 def test_every_operation_has_a_request_type_and_every_client_or_peer_op_a_reply_type():
     assert set(m.REQUESTS) == set(Op)
     assert set(m.REPLIES) == CLIENT_OPS | PEER_OPS
     assert not (CLIENT_OPS & PEER_OPS) and not (ROUTED_OPS & (CLIENT_OPS | PEER_OPS)) and PUSH_OPS == {Op.NOTIFICATION, Op.ENDED}
-
-
-SAMPLES: list[Body] = [
-    m.Empty(), m.Pong("p", "h:1"), m.OverlayInfo("p", "h:1", CoordinateSpace(), "osma"),
-    m.Publish((EVENT,)), m.Published((m.Receipt("http://ex/g", 7, 1),)), m.Find((None, G, None, None)),
-    m.Quads(EVENT.quads), m.Counted(3), m.Sparql("ASK {}"), m.SparqlResult("boolean", "{}", 2, 0.5),
-    m.Delete(G), m.Deleted(4), m.Subscribe("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }", "signal"),
-    m.Subscribed("id", 5, 1), m.Unsubscribe("id"), m.Left("heir"),
-    m.Notification("id", "http://ex/g", "bindings", 9, solutions=({"x": G},), quads=EVENT.quads),
-    m.Route((1, 2, 3, 4), "find_local", {"a": 1}, 3), m.Routed([1, 2]),
-    m.Multicast(ZONE.bounds, "clock", {}), m.Delivery("http://ex/g", 1, 9, (["http://s", "http://p", "http://o"],),
-                                                     take=(0,), whole=True),
-    m.Notify("id", "http://ex/g", 2, 9, csma=True), RECORD, m.StoreSubscription(RECORD),
-    m.CsmaStep(RECORD, PartialMatch((1,), (("s", G),)), "http://ex/g", 2, 9),
-    m.Handover(EVENT.quads, (m.EventMeta("http://ex/g", 1, 9),), (RECORD,)),
-    m.JoinGrant(ZONE, {"n1": Neighbour("h:2", ZONE)}, "csma", "o", "h:1", m.Handover()),
-    m.Announce({"n1": Neighbour("h:2", ZONE)}, ("gone",)), m.Table(("me", Neighbour("h:1", ZONE)), {}),
-    m.TakeOver("x", ZONE, {}, m.Handover()), m.PeerId("p"),
-]
 
 
 @pytest.mark.parametrize("body", SAMPLES, ids=lambda b: type(b).__name__)

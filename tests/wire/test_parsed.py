@@ -9,7 +9,7 @@ import pytest
 from eventcloud.errors import BadRequest
 from eventcloud.sparql.subscription import SubscriptionError, parse_subscription
 from eventcloud.wire.parsed import MAX_DEPTH, subscription_from_wire, subscription_to_wire
-from tests.sparql.test_shapes import TRICKY, suite_texts
+from tests.sparql.samples import TRICKY, suite_texts
 
 CHAIN = "SELECT ?g ?v WHERE { GRAPH ?g { ?s <http://x/p> ?v FILTER(?v > 3 && regex(str(?s), \"^a\")) } }"
 

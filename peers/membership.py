@@ -208,6 +208,8 @@ class Membership:
         first: Point = tuple(self.rng.randrange(space.top) for _ in range(4))  # type: ignore[assignment]
         best = await self.busiest(space, via=bootstrap, first=first)
         if best is None or best.quads == 0:
+            log.info("peer %s: %s, joining at a random point", self.state.id,
+                     "no load probe was answered" if best is None else "no peer found holds data")
             return first
         return lowest_corner(best.zone, space.whole_space())
 
@@ -336,6 +338,8 @@ class Membership:
             # peer no longer owns and is marked notified; that mark must not reach the newcomer,
             # or nobody notifies for those quads (a lost notification, found by the chaos test).
             quads, data = self._handover_of(plan.upper, held)
+            log.info("peer %s: split for %s along dimension %d, %d of its %d quads go", state.id, new_id, cut[0],
+                     len(quads), len(held))
             state.zone = plan.lower
             state.neighbours = plan.owner_table
             await self.persist()

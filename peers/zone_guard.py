@@ -31,14 +31,19 @@ class ZoneGuard:
         self._idle = trio.Event()
         self._idle.set()
 
-    async def enter(self) -> None:
-        """A store decides from the zone now; call `leave()` once its write is done. Unavailable
-        once the zone was handed over for good (a leave keeps the gate until the peer stops)."""
+    async def _pass_gate(self) -> None:
+        """Take the gate; Unavailable once the zone was handed over for good (a leave keeps the
+        gate until the peer stops, so the task that took it ends holding it)."""
         try:
             await self._gate.acquire()
         except trio.BrokenResourceError:  # the leave that took it ended: this peer is stopping
             raise Unavailable("this peer handed its zone over and is stopping; retry (routing finds the new "
                               "owner)") from None
+
+    async def enter(self) -> None:
+        """A store decides from the zone now; call `leave()` once its write is done. Unavailable
+        once the zone was handed over for good."""
+        await self._pass_gate()
         try:
             self._stores += 1
             if self._stores == 1:
@@ -71,8 +76,9 @@ class ZoneGuard:
             self.leave()
 
     async def acquire_change(self) -> None:
-        """Wait for the stores under way, and hold new ones off (until `release_change`)."""
-        await self._gate.acquire()
+        """Wait for the stores under way, and hold new ones off (until `release_change`).
+        Unavailable once the zone was handed over for good (a join that came too late)."""
+        await self._pass_gate()
         try:
             await self._idle.wait()
         except BaseException:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 
+from eventcloud.errors import ErrorCode, Unavailable
 from peers.zone_guard import ZoneGuard
 
 
@@ -64,3 +66,19 @@ async def test_enter_within_waits_for_a_change_at_most_that_long_and_refuses_a_z
         assert not await guard.enter_within(2)  # the change outlasts the wait
         assert trio.current_time() - started == 2
     assert not await guard.enter_within(2)  # its task ended holding the gate: handed over for good
+
+
+async def test_a_zone_change_after_the_zone_was_handed_over_is_refused_as_unavailable(autojump_clock):
+    """A join split reaching a peer whose leave ended holding the gate: a typed refusal the
+    joiner retries elsewhere (it was trio's BrokenResourceError, an internal error, before)."""
+    guard = ZoneGuard()
+
+    async def handed_over() -> None:
+        await guard.acquire_change()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(handed_over)
+    with pytest.raises(Unavailable, match="handed its zone over") as info:
+        async with guard.change():
+            pass
+    assert info.value.code is ErrorCode.UNAVAILABLE

@@ -135,6 +135,9 @@ class AsyncStore:
     def count(self) -> int:
         return self.sync.count()
 
+    def held(self) -> int:
+        return self.sync.held()
+
     async def find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None, *,
                    committed_only: bool = False) -> list[Quad]:
         return await self.run(self.sync.find_list, g, s, p, o, committed_only)

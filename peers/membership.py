@@ -6,8 +6,9 @@ Join (new peer N; docs/overlay.md, "Balanced joins"):
   0. N picks whom to split: it routes ``load_local`` to `JOIN_PROBES` random points (each
      owner reports its quad count, zone and neighbours), keeps the busiest, then climbs: asks
      that peer's neighbours for their load (``load``) and moves to the busiest while it holds
-     more (`overlay.climb`), at most `CLIMB_STEPS` times. With no data anywhere it keeps the
-     first random point, as before.
+     more (`overlay.climb`), at most `CLIMB_STEPS` times. When every probed peer is empty it
+     first asks all of their neighbours, and climbs from the busiest of those. With no data
+     found it keeps the first random point, as before.
   1. N asks any peer to route ``join_split`` to a point of the chosen zone; its owner O cuts
      its zone at the median of its quads (`overlay.cut_for`: the dimension split least often
      among those that cut the data evenly; the midpoint when O holds no data), keeps the
@@ -136,7 +137,7 @@ class Membership:
 
     def load(self) -> Load:
         state = self.state
-        return Load(state.id, state.address, self.store.count(), state.zone,
+        return Load(state.id, state.address, self.store.held(), state.zone,
                     tuple(sorted({n.address for n in state.neighbours.values()})))
 
     async def _on_load(self, conn: RpcConnection, body: Empty) -> Load:
@@ -206,22 +207,25 @@ class Membership:
         """A point of the zone to split: the busiest of a few random owners, then the busiest
         neighbour while there is a busier one (the first random point if no peer holds data)."""
         first: Point = tuple(self.rng.randrange(space.top) for _ in range(4))  # type: ignore[assignment]
-        best = await self.busiest(space, via=bootstrap, first=first)
+        best = await self.busiest(space, via=bootstrap, first=first, look_around=True)
         if best is None or best.quads == 0:
             log.info("peer %s: %s, joining at a random point", self.state.id,
                      "no load probe was answered" if best is None else "no peer found holds data")
             return first
         return lowest_corner(best.zone, space.whole_space())
 
-    async def busiest(self, space: CoordinateSpace, *, via: str | None = None, first: Point | None = None
-                      ) -> Load | None:
+    async def busiest(self, space: CoordinateSpace, *, via: str | None = None, first: Point | None = None,
+                      look_around: bool = False) -> Load | None:
         """The busiest peer found by probing a few random points (routed through `via`, a peer
         of the overlay, when this one is not in it yet) and climbing from the busiest of them
-        to a local maximum of load; None if no probe was answered."""
+        to a local maximum of load; None if no probe was answered. `look_around`: when every
+        probed peer is empty, climb from the busiest of their neighbours (a joiner must find
+        the data; a rebalancer that finds none looks again at its next round)."""
         points = [first] if first is not None else []
         while len(points) < JOIN_PROBES:
             points.append(tuple(self.rng.randrange(space.top) for _ in range(4)))  # type: ignore[arg-type]
         best: Load | None = None
+        probed: list[Load] = []
         for point in points:
             try:
                 if via is None:
@@ -233,9 +237,18 @@ class Membership:
             except EventCloudError as exc:  # an older peer, or one on the way is down: probe less
                 log.info("peer %s: a load probe failed (%s)", self.state.id, exc)
                 continue
+            probed.append(load)
             if best is None or load.quads > best.quads:
                 best = load
-        if best is None or best.quads == 0:
+        if best is None:
+            return None
+        if best.quads == 0 and look_around:
+            # Data dense in a small part of the space can leave every probed zone empty (then
+            # rejoining movers split at random, making new empty peers): look one step around
+            # all of them before giving up, and climb from the busiest found there.
+            around = await self.loads(tuple(dict.fromkeys(a for p in probed for a in p.neighbours)))
+            best = max(around.values(), key=lambda load: (load.quads, load.id), default=best)
+        if best.quads == 0:
             return best
         for _ in range(CLIMB_STEPS):
             loads = await self.loads(best.neighbours)

@@ -192,7 +192,7 @@ class Queries:
     async def _local_status(self, body: Empty) -> dict[str, Any]:
         state = self.state
         return PeerStatus(
-            id=state.id, address=state.address, zone=state.zone, quads=self.store.count() + self.store.sync.pending_quads,
+            id=state.id, address=state.address, zone=state.zone, quads=self.store.held(),
             events=len(self.store.events()), subscriptions=len(self.subscriptions),
             neighbours={k: n.address for k, n in sorted(state.neighbours.items())},
             counters={**{k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},

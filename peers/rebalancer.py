@@ -117,7 +117,7 @@ class Rebalancer:
         state = self.state
         if not state.has_zone or self._stepped is not None:
             return None
-        own = self.store.count()
+        own = self.store.held()
         if not heirs(state.zone, state.neighbours) and (own > 0 or not self.make_room):
             return None
         busiest = await self.membership.busiest(state.space)
@@ -169,6 +169,7 @@ class Rebalancer:
                     continue
                 self.counters["rebalance_made_room"] += 1
                 return True
+        log.info("peer %s: no neighbour across a face it could merge over stepped aside", state.id)
         return False
 
     async def _on_step_aside(self, conn: RpcConnection, body: StepAside) -> PeerId:

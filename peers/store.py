@@ -210,6 +210,11 @@ class PeerStore:
         """Quads of committed events held here (a counter, not a scan)."""
         return self.committed_quads
 
+    def held(self) -> int:
+        """Every quad held here, of committed events and of events still pending (the load a
+        split or a move takes into account: an owner no subscription needed commits later)."""
+        return self.committed_quads + self.pending_quads
+
     def query_rows(self, text: str, graphs: list[str], limit: int | None, max_rows: int) -> list[Any] | bool:
         """Run a SPARQL SELECT or ASK over the event graphs `graphs` only (see `query_rows`)."""
         return query_rows(self._store, text, graphs, limit, max_rows)

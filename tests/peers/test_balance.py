@@ -91,3 +91,19 @@ async def test_a_join_hands_a_large_zone_over_in_chunks(autojump_clock, monkeypa
                 assert set(await client.find(event.graph, None, None, None)) == set(event.quads)
         fetched = sum(p.counters["in:join_data"] for p in overlay.peers)
         assert fetched > 3 * 5, f"the handovers were not chunked ({fetched} join_data requests)"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_a_peer_joining_where_probes_find_no_data_climbs_to_it(autojump_clock, seed):
+    """Eight peers started before the data (midpoint zones): the readings' points fill a small
+    part of the space, so a joiner's 4 random probes often all land on empty zones. It climbs
+    from there to the data and splits it (it split an empty zone at random before: the
+    rebalancer's movers made new empty peers that way)."""
+    events = readings(60)
+    async with open_overlay(8, "osma", space=CoordinateSpace(mapping="identity"), seed=seed) as overlay:
+        async with overlay.client(0, "loader") as client:
+            for event in events:
+                await client.publish(event)
+        for _ in range(4):
+            newcomer = await overlay.add_peer()
+            assert newcomer.storage.store.held() > 0, f"peer {newcomer.state.id} joined an empty zone"

@@ -219,8 +219,10 @@ class Membership:
         """The busiest peer found by probing a few random points (routed through `via`, a peer
         of the overlay, when this one is not in it yet) and climbing from the busiest of them
         to a local maximum of load; None if no probe was answered. `look_around`: when every
-        probed peer is empty, climb from the busiest of their neighbours (a joiner must find
-        the data; a rebalancer that finds none looks again at its next round)."""
+        probed peer is empty, climb from the busiest of their neighbours. Joiners do (they must
+        find the data); the rebalancer does not: one that finds none looks again at its next
+        round, and with it on, the empty peers of tests/peers/test_rebalance.py all moved at
+        once toward the same peer and 4 of 8 stayed empty in 2 runs of 3 (1.1× without)."""
         points = [first] if first is not None else []
         while len(points) < JOIN_PROBES:
             points.append(tuple(self.rng.randrange(space.top) for _ in range(4)))  # type: ignore[arg-type]

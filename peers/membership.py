@@ -3,12 +3,10 @@ neighbour, and the announcements that keep neighbour tables exact (stabilisation
 what they miss, is peers/stabiliser.py).
 
 Join (new peer N; docs/overlay.md, "Balanced joins"):
-  0. N picks whom to split: it routes ``load_local`` to `JOIN_PROBES` random points (each
-     owner reports its quad count, zone and neighbours), keeps the busiest, then climbs: asks
-     that peer's neighbours for their load (``load``) and moves to the busiest while it holds
-     more (`overlay.climb`), at most `CLIMB_STEPS` times. When every probed peer is empty it
-     first asks all of their neighbours, and climbs from the busiest of those. With no data
-     found it keeps the first random point, as before.
+  0. N picks whom to split (peers/load_survey.py): it probes the load of a few random points'
+     owners, keeps the busiest and climbs to a busier neighbour while there is one (from the
+     probed peers' neighbours when all of them are empty). With no data found it keeps the
+     first random point, as before.
   1. N asks any peer to route ``join_split`` to a point of the chosen zone; its owner O cuts
      its zone at the median of its quads (`overlay.cut_for`: the dimension split least often
      among those that cut the data evenly; the midpoint when O holds no data), keeps the
@@ -38,14 +36,14 @@ from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
-    Box, CoordinateSpace, Neighbour, Point, Zone, announced, climb, cut_for, evenly, heirs, lowest_corner,
+    Box, CoordinateSpace, Neighbour, Point, Zone, announced, cut_for, evenly, heirs, lowest_corner,
     merge_for_leave, split_for_join,
 )
 from eventcloud.rdf.model import IRI, Quad
 from eventcloud.wire.codec import point_from_wire, point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    Announce, Decision, Empty, EventMeta, Handover, JoinCommit, JoinData, JoinGrant, JoinRequest, Left, Load,
+    Announce, Decision, Empty, EventMeta, Handover, JoinCommit, JoinData, JoinGrant, JoinRequest, Left,
     OverlayInfo, PeerId, Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
@@ -56,6 +54,7 @@ from peers.router import FAILED, Router
 from peers.stabiliser import Stabiliser
 from peers.state import PeerState
 from peers.async_store import AsyncStore
+from peers.load_survey import LoadSurvey
 from peers.store import add, decide, notified, remove
 from peers.subscriptions import Subscriptions
 from peers.zone_guard import ZoneGuard
@@ -66,9 +65,6 @@ __all__ = ["Membership"]
 
 #: How long a peer that left is remembered as departed (not crashed).
 DEPARTED_FOR = 600.0
-#: Random points a joiner probes for the busiest owner, and the most steps it climbs from there.
-JOIN_PROBES = 4
-CLIMB_STEPS = 16
 #: Bytes of term text per handover chunk: a split hands the newcomer its quads in chunks this
 #: size (the first in the grant, the rest with `join_data`), far under the frame limit.
 HANDOVER_CHUNK = 4 << 20
@@ -94,8 +90,9 @@ class Membership:
                  replication: Replication, persist: Callable[[], Awaitable[None]],
                  retire: Callable[[RpcConnection], Awaitable[None]], rng: random.Random, join_timeout: float,
                  retry_window: float, guard: ZoneGuard, operators: OperatorSet = NO_OPERATORS,
-                 rematch: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
+                 rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey) -> None:
         self.state = state
+        self.survey = survey             # whom a join splits: the busiest peer it finds
         self.rematch = rematch           # match events again after a split is undone (the matcher's)
         self.guard = guard               # zone changes wait for the stores decided from the zone
         self.operators = operators      # a joiner must have exactly these (checked on both sides)
@@ -128,23 +125,12 @@ class Membership:
         return bool(self._pending)
 
     def handlers(self) -> dict[Op, Any]:
-        return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit, Op.NEIGHBOURS: self._on_neighbours,
-                Op.TAKE_OVER: self._on_take_over, Op.TABLE: self._on_table, Op.LEAVE: self._on_leave,
-                Op.LOAD: self._on_load, Op.JOIN_DATA: self._on_join_data}
+        return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit,
+                Op.NEIGHBOURS: self._on_neighbours, Op.TAKE_OVER: self._on_take_over, Op.TABLE: self._on_table,
+                Op.LEAVE: self._on_leave, Op.JOIN_DATA: self._on_join_data}
 
     def routed(self) -> dict[Op, Any]:
-        return {Op.JOIN_SPLIT: self._local_join_split, Op.LOAD_LOCAL: self._local_load}
-
-    def load(self) -> Load:
-        state = self.state
-        return Load(state.id, state.address, self.store.held(), state.zone,
-                    tuple(sorted({n.address for n in state.neighbours.values()})))
-
-    async def _on_load(self, conn: RpcConnection, body: Empty) -> Load:
-        return self.load()
-
-    async def _local_load(self, body: Empty) -> dict[str, Any]:
-        return self.load().to_wire()
+        return {Op.JOIN_SPLIT: self._local_join_split}
 
     async def run(self, *, stabilise_every: float, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
@@ -207,74 +193,12 @@ class Membership:
         """A point of the zone to split: the busiest of a few random owners, then the busiest
         neighbour while there is a busier one (the first random point if no peer holds data)."""
         first: Point = tuple(self.rng.randrange(space.top) for _ in range(4))  # type: ignore[assignment]
-        best = await self.busiest(space, via=bootstrap, first=first, look_around=True)
+        best = await self.survey.busiest(space, via=bootstrap, first=first, look_around=True)
         if best is None or best.quads == 0:
             log.info("peer %s: %s, joining at a random point", self.state.id,
                      "no load probe was answered" if best is None else "no peer found holds data")
             return first
         return lowest_corner(best.zone, space.whole_space())
-
-    async def busiest(self, space: CoordinateSpace, *, via: str | None = None, first: Point | None = None,
-                      look_around: bool = False) -> Load | None:
-        """The busiest peer found by probing a few random points (routed through `via`, a peer
-        of the overlay, when this one is not in it yet) and climbing from the busiest of them
-        to a local maximum of load; None if no probe was answered. `look_around`: when every
-        probed peer is empty, climb from the busiest of their neighbours. Joiners do (they must
-        find the data); the rebalancer does not: one that finds none looks again at its next
-        round, and with it on, the empty peers of tests/peers/test_rebalance.py all moved at
-        once toward the same peer and 4 of 8 stayed empty in 2 runs of 3 (1.1× without)."""
-        points = [first] if first is not None else []
-        while len(points) < JOIN_PROBES:
-            points.append(tuple(self.rng.randrange(space.top) for _ in range(4)))  # type: ignore[arg-type]
-        best: Load | None = None
-        probed: list[Load] = []
-        for point in points:
-            try:
-                if via is None:
-                    result = await self.router.route(point, Op.LOAD_LOCAL, Empty())
-                else:
-                    result = Routed.from_wire(await self.router.call(via, Op.ROUTE, {
-                        "point": point_to_wire(point), "op": Op.LOAD_LOCAL.value, "body": Empty().to_wire()})).result
-                load = Load.from_wire(result)
-            except EventCloudError as exc:  # an older peer, or one on the way is down: probe less
-                log.info("peer %s: a load probe failed (%s)", self.state.id, exc)
-                continue
-            probed.append(load)
-            if best is None or load.quads > best.quads:
-                best = load
-        if best is None:
-            return None
-        if best.quads == 0 and look_around:
-            # Data dense in a small part of the space can leave every probed zone empty (then
-            # rejoining movers split at random, making new empty peers): look one step around
-            # all of them before giving up, and climb from the busiest found there.
-            around = await self.loads(tuple(dict.fromkeys(a for p in probed for a in p.neighbours)))
-            best = max(around.values(), key=lambda load: (load.quads, load.id), default=best)
-        if best.quads == 0:
-            return best
-        for _ in range(CLIMB_STEPS):
-            loads = await self.loads(best.neighbours)
-            step = climb(best.id, best.quads, {ident: load.quads for ident, load in loads.items()})
-            if step == best.id:
-                break
-            best = loads[step]
-        return best
-
-    async def loads(self, addresses: tuple[str, ...]) -> dict[str, Load]:
-        """The load of each peer at `addresses` that answers (in parallel)."""
-        found: dict[str, Load] = {}
-
-        async def one(address: str) -> None:
-            try:
-                load = Load.from_wire(await self.router.call(address, Op.LOAD, Empty()))
-            except EventCloudError:
-                return
-            found[load.id] = load
-
-        async with trio.open_nursery() as nursery:
-            for address in addresses:
-                nursery.start_soon(one, address)
-        return found
 
     async def _install(self, data: Handover) -> None:
         """Take a zone's content: quads with their events' state, decisions, subscriptions."""

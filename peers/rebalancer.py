@@ -40,6 +40,7 @@ from eventcloud.overlay import Point, heirs, lowest_corner, room_faces, should_m
 from eventcloud.wire.messages import PeerId, StepAside
 from eventcloud.wire.ops import Op
 from peers.async_store import AsyncStore
+from peers.load_survey import LoadSurvey
 from peers.membership import Membership
 from peers.router import FAILED, Router
 from peers.state import PeerState
@@ -54,12 +55,13 @@ MAX_ROOM_STEPS = 8
 
 
 class Rebalancer:
-    def __init__(self, state: PeerState, membership: Membership, router: Router, store: AsyncStore,
+    def __init__(self, state: PeerState, membership: Membership, survey: LoadSurvey, router: Router, store: AsyncStore,
                  counters: Counter[str], *, every: float, ratio: float, min_quads: int, make_room: bool,
                  rng: random.Random,
                  ready: trio.Event, step_down: Callable[[list[str], Point | None, float], Awaitable[NoReturn]]) -> None:
         self.state = state
         self.membership = membership
+        self.survey = survey          # the busiest peer, and neighbours' loads
         self.router = router
         self.store = store
         self.counters = counters
@@ -120,7 +122,7 @@ class Rebalancer:
         own = self.store.held()
         if not heirs(state.zone, state.neighbours) and (own > 0 or not self.make_room):
             return None
-        busiest = await self.membership.busiest(state.space)
+        busiest = await self.survey.busiest(state.space)
         if busiest is None or busiest.id == state.id or \
                 not should_move(own, busiest.quads, ratio=self.ratio, min_quads=self.min_quads):
             return None
@@ -156,7 +158,7 @@ class Rebalancer:
         state = self.state
         for face in room_faces(state.zone, state.neighbours, state.space.whole_space()):
             across = {k: state.neighbours[k] for k in face.neighbours if k in state.neighbours}
-            loads = await self.membership.loads(tuple(n.address for n in across.values()))
+            loads = await self.survey.loads(tuple(n.address for n in across.values()))
             lighter = [k for k in across if k in loads and loads[k].quads < busiest]
             for ident in sorted(lighter, key=lambda k: (loads[k].quads, k)):
                 try:

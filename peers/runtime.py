@@ -58,6 +58,7 @@ from peers.host import Host, ProcessPeers
 from peers.matcher import Matcher
 from peers.operators import OperatorRunner, load_operators
 from peers.statistics import load_statistics
+from peers.load_survey import LoadSurvey
 from peers.lifecycle import REJOIN_FOR, Lifetime, Persistence, StartedOnce, Superseded, drop_stale
 from peers.membership import Membership
 from peers.queries import Queries
@@ -308,12 +309,14 @@ class _PeerRuntime:
         self.stopped = lifetime.stopped
         self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
         self._nursery: trio.Nursery | None = None
+        joins_rng = random.Random(config.seed)   # the join's random point and its probes: one sequence
+        self.survey = survey = LoadSurvey(state, router, store_, joins_rng)
         self.membership = membership = Membership(
             state, router, store_, subscriptions, transport, clock, counters, replication=replication,
-            persist=self.persistence.save, retire=self._retire, rng=random.Random(config.seed),
+            persist=self.persistence.save, retire=self._retire, rng=joins_rng,
             join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, operators=operators,
-            rematch=matcher.rematch)
-        self.rebalancer = Rebalancer(state, membership, router, store_, counters, every=config.rebalance_every,
+            rematch=matcher.rematch, survey=survey)
+        self.rebalancer = Rebalancer(state, membership, survey, router, store_, counters, every=config.rebalance_every,
                                      ratio=config.rebalance_ratio, min_quads=config.rebalance_min_quads,
                                      make_room=config.rebalance_make_room,
                                      rng=random.Random(None if config.seed is None else config.seed + 2),
@@ -323,7 +326,7 @@ class _PeerRuntime:
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
             departed=membership.departed)
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
-        for service in (router, queries, delivery, attachments, storage, membership, replicas, self.schema,
+        for service in (router, queries, delivery, attachments, storage, membership, survey, replicas, self.schema,
                         self.rebalancer):
             dispatcher.register(service.handlers(), getattr(service, "routed", dict)(),
                                 getattr(service, "pushes", dict)())

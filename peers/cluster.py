@@ -3,6 +3,9 @@
 Used by `eventcloud cluster`, the demo, the experiment scripts and the multi-process tests.
 Each peer is `python -m eventcloud peer …` with its own data directory; the cluster reads
 the address each one prints once it serves (so port 0 works), and stops them with SIGTERM.
+Each peer's standard input is a pipe the cluster holds (`--stop-with-stdin`): if the cluster's
+process dies without stopping them (kill -9, a crash), the kernel closes the pipes and the
+peers stop as on SIGTERM, instead of serving on as orphans nobody will stop.
 """
 
 from __future__ import annotations
@@ -90,7 +93,16 @@ class LocalCluster:
             cmd += ["--join", self.addresses[0]]
         if self.seed is not None:
             cmd += ["--seed", str(self.seed + index)]
+        if self._knows_stop_with_stdin():
+            cmd.append("--stop-with-stdin")
         return cmd
+
+    def _knows_stop_with_stdin(self) -> bool:
+        """Whether the peers' code has `--stop-with-stdin` (another checkout's may be older)."""
+        if self.cwd is None:
+            return True
+        parser = Path(self.cwd) / "eventcloud" / "cli" / "parser.py"
+        return parser.exists() and "--stop-with-stdin" in parser.read_text()
 
     def start(self, progress=None) -> None:
         for index in range(self.size):
@@ -103,10 +115,11 @@ class LocalCluster:
         cmd = command or (self.commands[index] if index < len(self.commands) else self.command(index))
         # a session of its own: Ctrl-C in a terminal reaches the cluster's owner, which stops the
         # peers in order, and never a peer still starting Python (a fatal error in site.py)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True, cwd=self.cwd)
         address = self._await_address(proc, index)
         if index < len(self.processes):
+            _close_stdin(self.processes[index])  # the process it replaces has ended
             self.processes[index] = proc
             self.addresses[index] = address
         else:
@@ -122,6 +135,7 @@ class LocalCluster:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
+                _close_stdin(proc)
                 raise ClusterError(f"peer {index} exited with code {proc.returncode} before serving "
                                    f"(see its messages above)")
             if selector.select(timeout=0.2):
@@ -130,6 +144,7 @@ class LocalCluster:
                 if match:
                     return match.group(1)
         proc.kill()
+        _close_stdin(proc)
         raise ClusterError(f"peer {index} did not start within {self.start_timeout:g} s")
 
     def stop_peer(self, index: int, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
@@ -141,6 +156,7 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        _close_stdin(proc)
         return proc.returncode
 
     def stop(self) -> None:
@@ -162,3 +178,12 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _close_stdin(proc: subprocess.Popen) -> None:
+    """Close the cluster's end of a finished peer's stdin pipe (one descriptor per peer started)."""
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:  # a peer that died with data unread: nothing to flush, nothing lost
+            pass

@@ -7,10 +7,11 @@ import argparse
 import errno
 import gc
 import logging
+import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -79,6 +80,8 @@ def peer(args: argparse.Namespace) -> int:
                         return
 
             nursery.start_soon(on_signal)
+            if args.stop_with_stdin:
+                nursery.start_soon(stop_when_stdin_closes, running.stop)
             await nursery.start(serve_task_dumps)
             await running.stopped.wait()  # a signal, or `eventcloud leave`
             nursery.cancel_scope.cancel()
@@ -108,6 +111,19 @@ def peer(args: argparse.Namespace) -> int:
     return 0
 
 
+
+
+async def stop_when_stdin_closes(stop: Callable[[], None]) -> None:
+    """Call `stop` once standard input reaches its end: the process holding the pipe's other end
+    (the cluster that started this peer) has closed it, or died, however it died. What is
+    written to the pipe is read and ignored."""
+    stream = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
+    async with stream:
+        while await stream.receive_some(4096):
+            pass
+    logging.getLogger("eventcloud.peer").warning("standard input closed (the process that started this peer "
+                                                 "has gone): stopping")
+    stop()
 
 
 def cluster(args: argparse.Namespace) -> int:

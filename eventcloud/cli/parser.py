@@ -132,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="... and their bytes [16 MiB]")
     p.add_argument("--lease-max", type=float, default=30 * 86_400.0, metavar="SECONDS",
                    help="longest lease a subscription may ask for [30 days]")
+    p.add_argument("--stop-with-stdin", action="store_true",
+                   help="stop (as on SIGTERM) once standard input is closed: a supervisor that starts the peer "
+                        "with a pipe takes the peer with it when it dies, even by kill -9 (`eventcloud cluster` does)")
     _security_options(p)
     _operator_options(p)
 

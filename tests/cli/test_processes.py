@@ -122,6 +122,29 @@ def test_cluster_command_prints_the_entry_address_first_and_stops_cleanly(tmp_pa
         assert proc.wait(60) == 0
 
 
+def test_peers_of_a_killed_cluster_stop_instead_of_serving_on_as_orphans(tmp_path):
+    """kill -9 of `eventcloud cluster` gives it no chance to stop its peers; they notice their
+    stdin pipe closing and stop as on SIGTERM (each in a session of its own, so nothing else would)."""
+    proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", "2", "--open",
+                             "--data-dir", str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        entry = proc.stdout.readline().strip()
+        status = json.loads(cli("status", "--peer", entry, "--format", "json").stdout)
+        addresses = [peer["address"] for peer in status["peers"]]
+        assert len(addresses) == 2
+    finally:
+        proc.kill()
+    # the peers share the cluster's stderr: it reaches its end once both have exited
+    _, err = proc.communicate(timeout=60)
+    assert err.count("standard input closed (the process that started this peer has gone): stopping") == 2, err
+    assert "Traceback" not in err, err
+    for address in addresses:
+        host, port = address.rsplit(":", 1)
+        with socket.socket() as probe:
+            assert probe.connect_ex((host, int(port))) != 0, f"{address} still serves"
+
+
 @pytest.mark.parametrize("algorithm", ["osma", "csma"])
 def test_cli_subscribe_jsonl_receives_matching_events(tmp_path, algorithm):
     from tests.helpers import oracle_solutions

@@ -23,6 +23,14 @@ is to hand its zone to a neighbour of its own inside the tube beyond that face
 (`step_aside`), and repeats until one of its neighbours merges with its zone; then it moves as
 above. Those that stepped aside rejoin `park` seconds later at the busiest peer they find then,
 so that the empty peer has left first and the tube they emptied is not split again before it.
+
+A round can fail: every neighbour across the face stepped aside or refused, and still no zone
+merges with this one (a refuser, e.g. another empty peer, sits in the tube). Each round moves
+loaded neighbours and their data for nothing, and on real clusters two such peers kept
+doing it for minutes. So after a failed round a peer makes room again only once its zone or
+its neighbours have changed (a round that failed against the same neighbourhood fails
+again), and only after a back-off that grows fourfold per failed round (`every`, 4×, 16×…,
+an hour at most); a move resets both.
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ __all__ = ["Rebalancer"]
 
 #: At most this many neighbours step aside for one look of an empty peer that cannot leave.
 MAX_ROOM_STEPS = 8
+#: Longest wait (seconds) between make-room rounds after failed ones.
+MAX_ROOM_BACKOFF = 3600.0
 
 
 class Rebalancer:
@@ -77,6 +87,9 @@ class Rebalancer:
         self._stepped: tuple[list[str], float] | None = None   # this peer stepped aside: rejoin through, after
         self._asker: RpcConnection | None = None   # who asked it to: its answer goes out before this peer stops
         self._wake = trio.Event()
+        self._room_failures = 0        # make-room rounds that ended without room, since the last move
+        self._no_room: tuple[Any, frozenset[str]] | None = None  # the neighbourhood the last one failed in
+        self._room_not_before = 0.0    # trio time before which no make-room round starts
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.STEP_ASIDE: self._on_step_aside}
@@ -126,7 +139,7 @@ class Rebalancer:
         if busiest is None or busiest.id == state.id or \
                 not should_move(own, busiest.quads, ratio=self.ratio, min_quads=self.min_quads):
             return None
-        if not heirs(state.zone, state.neighbours) and not await self._make_room(busiest.quads):
+        if not heirs(state.zone, state.neighbours) and not await self._make_room_once(busiest.quads):
             return None
         if self._stepped is not None or not heirs(state.zone, state.neighbours):  # the table changed meanwhile
             return None
@@ -137,6 +150,28 @@ class Rebalancer:
         # through the busiest peer first: it owns the point, and it does not move
         rejoin = [busiest.address] + [a for a in rejoin if a != busiest.address]
         return rejoin, lowest_corner(busiest.zone, state.space.whole_space())
+
+    def _neighbourhood(self) -> tuple[Any, frozenset[str]]:
+        return self.state.zone, frozenset(self.state.neighbours)
+
+    async def _make_room_once(self, busiest: int) -> bool:
+        """`_make_room`, unless a round failed in this same neighbourhood or the back-off after
+        failed rounds has not passed (module docstring)."""
+        if self._no_room == self._neighbourhood() or trio.current_time() < self._room_not_before:
+            self.counters["rebalance_room_skipped"] += 1
+            return False
+        if await self._make_room(busiest):
+            self._room_failures, self._no_room = 0, None
+            return True
+        if self.state.has_zone:
+            self._room_failures += 1
+            self._no_room = self._neighbourhood()
+            wait = min(self.every * 4 ** (self._room_failures - 1), MAX_ROOM_BACKOFF)
+            self._room_not_before = trio.current_time() + wait
+            self.counters["rebalance_room_failed"] += 1
+            log.info("peer %s: making room failed (%d in a row); not again before its neighbourhood changes "
+                     "and %.0f s have passed", self.state.id, self._room_failures, wait)
+        return False
 
     async def _make_room(self, busiest: int) -> bool:
         """Ask neighbours across a face that `room_faces` finds to step aside, the lightest first,

@@ -9,6 +9,7 @@ import gc
 import logging
 import os
 import signal
+import stat
 import sys
 import time
 from typing import Any, Callable
@@ -66,6 +67,10 @@ def peer(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"eventcloud peer: {exc}", file=sys.stderr)
         return 2
+    if args.stop_with_stdin and not stdin_is_a_pipe():
+        print("eventcloud peer: --stop-with-stdin needs standard input to be a pipe or a socket (the peer "
+              "stops when its other end closes); here it is a file or a terminal", file=sys.stderr)
+        return 2
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:
@@ -111,6 +116,14 @@ def peer(args: argparse.Namespace) -> int:
     return 0
 
 
+
+
+def stdin_is_a_pipe() -> bool:
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):  # closed, or replaced by an object without a descriptor
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 async def stop_when_stdin_closes(stop: Callable[[], None]) -> None:

@@ -122,6 +122,13 @@ def test_cluster_command_prints_the_entry_address_first_and_stops_cleanly(tmp_pa
         assert proc.wait(60) == 0
 
 
+def test_stop_with_stdin_needs_a_pipe(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "eventcloud", "peer", "--stop-with-stdin", "--data-dir",
+                           str(tmp_path / "p")], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--stop-with-stdin needs standard input to be a pipe" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_peers_of_a_killed_cluster_stop_instead_of_serving_on_as_orphans(tmp_path):
     """kill -9 of `eventcloud cluster` gives it no chance to stop its peers; they notice their
     stdin pipe closing and stop as on SIGTERM (each in a session of its own, so nothing else would)."""

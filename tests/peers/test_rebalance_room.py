@@ -29,7 +29,7 @@ def rebalancer(outcomes: list[bool]) -> tuple[Rebalancer, list[float]]:
                           min_quads=1, make_room=True, rng=random.Random(1), ready=trio.Event(), step_down=None)  # type: ignore[arg-type]
     rounds: list[float] = []
 
-    async def make_room(busiest: int) -> bool:
+    async def make_room(busiest: str) -> bool:
         rounds.append(trio.current_time())
         return outcomes[len(rounds) - 1]
 
@@ -44,33 +44,66 @@ def change_neighbourhood(balancer: Rebalancer, name: str) -> None:
 
 async def test_a_failed_round_is_not_repeated_in_the_same_neighbourhood_and_backs_off(autojump_clock):
     balancer, rounds = rebalancer([False, False, False])
-    assert not await balancer._make_room_once(100)
+    assert not await balancer._make_room_once("busiest")
     assert len(rounds) == 1
     await trio.sleep(10 * EVERY)
-    assert not await balancer._make_room_once(100)  # same neighbours: it would fail again
+    assert not await balancer._make_room_once("busiest")  # same neighbours: it would fail again
     assert len(rounds) == 1 and balancer.counters["rebalance_room_skipped"] == 1
 
     change_neighbourhood(balancer, "n2")
-    assert not await balancer._make_room_once(100)  # changed, and the first back-off (EVERY) is over
+    assert not await balancer._make_room_once("busiest")  # changed, and the first back-off (EVERY) is over
     assert len(rounds) == 2
     change_neighbourhood(balancer, "n3")
     await trio.sleep(EVERY)
-    assert not await balancer._make_room_once(100)  # changed, but the second back-off is 4 × EVERY
+    assert not await balancer._make_room_once("busiest")  # changed, but the second back-off is 4 × EVERY
     assert len(rounds) == 2
     await trio.sleep(3 * EVERY)
-    assert not await balancer._make_room_once(100)
+    assert not await balancer._make_room_once("busiest")
     assert len(rounds) == 3 and rounds[2] - rounds[1] >= 4 * EVERY
     assert balancer.counters["rebalance_room_failed"] == 3
 
 
 async def test_a_round_that_makes_room_resets_the_back_off(autojump_clock):
     balancer, rounds = rebalancer([False, True, False, False])
-    assert not await balancer._make_room_once(100)
+    assert not await balancer._make_room_once("busiest")
     change_neighbourhood(balancer, "n2")
     await trio.sleep(EVERY)
-    assert await balancer._make_room_once(100)
-    assert not await balancer._make_room_once(100)  # room again needed later: tried at once
+    assert await balancer._make_room_once("busiest")
+    assert not await balancer._make_room_once("busiest")  # room again needed later: tried at once
     change_neighbourhood(balancer, "n3")
     await trio.sleep(EVERY)                          # one failure since the success: back-off EVERY again
-    assert not await balancer._make_room_once(100)
+    assert not await balancer._make_room_once("busiest")
     assert len(rounds) == 4
+
+
+async def test_a_round_asks_loaded_neighbours_across_the_face_but_never_the_busiest():
+    """Each step aside hands a zone and its data to a peer that stays in the tube, so the last
+    neighbours across the face are the loaded ones: skipping every neighbour heavier than the
+    busiest peer found left the round failed after moving the light ones (an empty peer left in
+    9 in-process rebalance runs of 12). The busiest itself is not asked: movers rejoin through it."""
+    from eventcloud.wire.peer_messages import Load
+
+    lower, upper = Zone(SPACE.whole_space()).split()           # the empty zone, and its sibling...
+    near, far = upper.split()                                  # ...split further: no heir
+    table = {"heavy": Neighbour("h:2", near), "busiest": Neighbour("h:3", far)}
+    state = PeerState(id="empty", address="h:1", zone_or_none=lower, neighbours=table, space=SPACE)
+    loads = {"heavy": 900, "busiest": 500}                       # 'heavy' took the data of others that stepped aside
+    asked: list[str] = []
+
+    class Survey:
+        async def loads(self, addresses):
+            return {k: Load(k, table[k].address, q, table[k].zone) for k, q in loads.items()
+                    if table[k].address in addresses}
+
+    class Router:
+        async def call(self, address, op, body):
+            asked.append(address)
+
+    balancer = Rebalancer(state, None, Survey(), Router(), None, Counter(), every=EVERY, ratio=4.0,  # type: ignore[arg-type]
+                          min_quads=1, make_room=True, rng=random.Random(1), ready=trio.Event(), step_down=None)  # type: ignore[arg-type]
+    assert await balancer._one_steps_aside("busiest")
+    assert asked == ["h:2"] and balancer.counters["rebalance_made_room"] == 1
+    asked.clear()
+    del table["heavy"], loads["heavy"]                           # only the busiest left across: nobody to ask
+    assert not await balancer._one_steps_aside("busiest")
+    assert asked == []

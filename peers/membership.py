@@ -112,6 +112,7 @@ class Membership:
         self.lock = trio.Lock()          # serialises zone changes on this peer
         self._join_gate = trio.Semaphore(1)
         self._pending: dict[str, _PendingJoin] = {}
+        self._dropping = 0               # committed splits whose handed-over quads are still here
         self._nursery: trio.Nursery | None = None
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
@@ -121,8 +122,10 @@ class Membership:
 
     @property
     def handing_over(self) -> bool:
-        """Is part of this peer's store already a joining peer's (a split not yet committed)?"""
-        return bool(self._pending)
+        """Is part of this peer's store already a joining peer's (a split not yet committed, or
+        committed but its quads not yet dropped here)? Readers then count this zone's own quads
+        only: the newcomer answers for the rest as soon as the commit returns."""
+        return bool(self._pending) or self._dropping > 0
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit,
@@ -346,10 +349,12 @@ class Membership:
             by_graph.setdefault(quad.g.value, []).append(quad)
         moved = [mb.forget(box.id) for box in self.store.sync.mailboxes.all()
                  if not state.zone.contains(point_from_wire(box.record["home"]))]
+        self._dropping += 1   # until the write below applies, the store still holds the newcomer's quads
         try:
             if by_graph or moved:
                 await self.store.write([remove(g, qs) for g, qs in by_graph.items()] + moved)
         finally:
+            self._dropping -= 1
             self.replication.joining.discard(body.id)
         await self.subscriptions.prune(state.zone)
         newcomer = state.neighbours[body.id]

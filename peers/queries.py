@@ -106,8 +106,9 @@ class Queries:
         return Counted(sum(counts))
 
     async def _local_count(self, body: Find) -> int:
-        if body.pattern == (None, None, None, None):
+        if body.pattern == (None, None, None, None) and not self.handing_over():
             # a counter kept up to date by every write, plus the pending events decided commit
+            # (not while the store still holds quads a joining peer answers for: counted below)
             pending = self.store.sync.pending()
             decided = set(await self._decided(list(pending.items()))) if pending else set()
             return self.store.count() + sum(pending[g].held for g in decided)
@@ -189,10 +190,17 @@ class Queries:
         statuses += [PeerStatus(ident, n.address, n.zone, 0, 0, 0, {}, {}, down=True) for ident, n in down]
         return Status(tuple(sorted(statuses, key=lambda p: p.id)), self.state.space, self.state.algorithm)
 
+    async def _held(self) -> int:
+        """The quads this peer holds (a counter), or while part of its store is a joining peer's,
+        those of its own zone only (a scan, for that short while)."""
+        if not self.handing_over():
+            return self.store.held()
+        return len(await self._mine((None, None, None, None), pending=True))
+
     async def _local_status(self, body: Empty) -> dict[str, Any]:
         state = self.state
         return PeerStatus(
-            id=state.id, address=state.address, zone=state.zone, quads=self.store.held(),
+            id=state.id, address=state.address, zone=state.zone, quads=await self._held(),
             events=len(self.store.events()), subscriptions=len(self.subscriptions),
             neighbours={k: n.address for k, n in sorted(state.neighbours.items())},
             counters={**{k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},

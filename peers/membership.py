@@ -113,6 +113,7 @@ class Membership:
         self._join_gate = trio.Semaphore(1)
         self._pending: dict[str, _PendingJoin] = {}
         self._dropping = 0               # committed splits whose handed-over quads are still here
+        self._installing = 0             # take-overs whose zone's quads are stored before the zone is ours
         self._nursery: trio.Nursery | None = None
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
@@ -121,11 +122,13 @@ class Membership:
         self._held: list[Announce] = []
 
     @property
-    def handing_over(self) -> bool:
-        """Is part of this peer's store already a joining peer's (a split not yet committed, or
-        committed but its quads not yet dropped here)? Readers then count this zone's own quads
-        only: the newcomer answers for the rest as soon as the commit returns."""
-        return bool(self._pending) or self._dropping > 0
+    def holds_foreign(self) -> bool:
+        """Does this peer's store hold quads outside its zone right now? Part of it is a joining
+        peer's (a split not yet committed, or committed but those quads not yet dropped: the
+        newcomer answers for them as soon as the commit returns), or a leaving neighbour's being
+        installed before its zone merges into ours (the leaver answers for them until then).
+        Readers then count this zone's own quads only, or both would count them."""
+        return bool(self._pending) or self._dropping > 0 or self._installing > 0
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit,
@@ -523,8 +526,12 @@ class Membership:
                 plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
                 if plan is None:
                     raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
-                await self._install(body.data)
-                state.zone = plan.merged
+                self._installing += 1   # the leaver still answers for these quads until the zone is ours
+                try:
+                    await self._install(body.data)
+                    state.zone = plan.merged
+                finally:
+                    self._installing -= 1
                 state.neighbours = plan.table
                 await self.persist()
         except RequestError:  # refused: that peer keeps its zone, and has not departed

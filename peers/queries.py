@@ -49,10 +49,10 @@ MAX_ROWS = 20_000
 class Queries:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  commits: Commits, counters: Counter[str], *, offload: Offload,
-                 budget: QueryBudget | None = None, handing_over: Callable[[], bool] = lambda: False) -> None:
+                 budget: QueryBudget | None = None, holds_foreign: Callable[[], bool] = lambda: False) -> None:
         self.state = state
         self.budget = budget               # gathered queries run in a child process under it (None: a thread)
-        self.handing_over = handing_over   # part of this store may belong to a joining peer
+        self.holds_foreign = holds_foreign   # the store may hold quads outside our zone (a split, a take-over)
         self.commits = commits
         self.offload = offload
         self.router = router
@@ -106,9 +106,9 @@ class Queries:
         return Counted(sum(counts))
 
     async def _local_count(self, body: Find) -> int:
-        if body.pattern == (None, None, None, None) and not self.handing_over():
+        if body.pattern == (None, None, None, None) and not self.holds_foreign():
             # a counter kept up to date by every write, plus the pending events decided commit
-            # (not while the store still holds quads a joining peer answers for: counted below)
+            # (not while the store holds quads another peer answers for: counted below)
             pending = self.store.sync.pending()
             decided = set(await self._decided(list(pending.items()))) if pending else set()
             return self.store.count() + sum(pending[g].held for g in decided)
@@ -159,8 +159,8 @@ class Queries:
         """This peer's answers to pushed-down queries, over its visible quads of its own zone."""
         graphs = [g for g, info in self.store.events().items() if info.committed]
         graphs += await self._decided(list(self.store.sync.pending().items()))
-        if self.handing_over():
-            # the store still holds quads a joining peer now owns: query a copy of our zone's own
+        if self.holds_foreign():
+            # the store holds quads another peer answers for: query a copy of our zone's own
             quads = []
             for pattern in analyse_locked(body.texts[0])[0]:
                 quads += await self._mine(pattern)
@@ -191,9 +191,9 @@ class Queries:
         return Status(tuple(sorted(statuses, key=lambda p: p.id)), self.state.space, self.state.algorithm)
 
     async def _held(self) -> int:
-        """The quads this peer holds (a counter), or while part of its store is a joining peer's,
-        those of its own zone only (a scan, for that short while)."""
-        if not self.handing_over():
+        """The quads this peer holds (a counter), or while its store holds quads outside its zone
+        (a split or a take-over under way), those of its own zone only (a scan, for that while)."""
+        if not self.holds_foreign():
             return self.store.held()
         return len(await self._mine((None, None, None, None), pending=True))
 

@@ -274,7 +274,7 @@ class _PeerRuntime:
                                          budget=QueryBudget(config.query_budget, config.query_memory_mb,
                                                             config.max_frame // 2)
                                          if config.offloaded else None,
-                                         handing_over=lambda: self.membership.handing_over)
+                                         holds_foreign=lambda: self.membership.holds_foreign)
         self.published = published = RecentPublications()
         gatherer = Gatherer(queries, counters, state=state, router=router, published=published)
         self.delivery = delivery = Delivery(

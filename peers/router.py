@@ -24,8 +24,8 @@ from eventcloud.errors import (
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
-    Box, Neighbour, Point, Zone, hull, intersection, lowest_corner, multicast_children, multicast_root, next_hop,
-    subtree_reach, tiles,
+    Box, Neighbour, Point, Zone, disjoint, hull, intersection, lowest_corner, multicast_children, multicast_root,
+    next_hop, subtree_reach, tiles,
 )
 from eventcloud.wire.codec import box_from_wire, box_to_wire, neighbour_from_wire, neighbour_to_wire, point_to_wire
 from eventcloud.wire.hlc import HybridClock
@@ -324,7 +324,7 @@ class Router:
                 raise RequestError("; ".join(errors), ErrorCode.UNREACHABLE)
             down = [neighbour_from_wire(r["down"]) for r in reply if isinstance(r, dict) and "down" in r]
             answers = [r for r in reply if isinstance(r, dict) and "ok" in r]
-            if down or _tiled(box, answers):
+            if _tiled(box, answers) or (down and _disjoint(box, answers)):  # partial: never a zone twice
                 return [r["ok"] for r in answers], down
             self.counters["multicast_repeated"] += 1
             if not await attempts.pause():
@@ -527,8 +527,18 @@ def _gathered(reply: Any, pending: list[int], boxes: list[Box]) -> tuple[
 
 def _tiled(box: Box, answers: list[dict[str, Any]]) -> bool:
     """Whether the pieces the answering peers covered tile the multicast's box."""
+    pieces = _covers(answers)
+    return pieces is not None and tiles(box, pieces)
+
+
+def _disjoint(box: Box, answers: list[dict[str, Any]]) -> bool:
+    """Whether the pieces the answering peers covered are inside the box and never overlap."""
+    pieces = _covers(answers)
+    return pieces is not None and disjoint(box, pieces)
+
+
+def _covers(answers: list[dict[str, Any]]) -> list[Box] | None:
     try:
-        pieces = [box_from_wire(r["cover"]) for r in answers]
+        return [box_from_wire(r["cover"]) for r in answers]
     except (KeyError, EventCloudError):  # no cover: that peer's zone changed while it answered
-        return False
-    return tiles(box, pieces)
+        return None

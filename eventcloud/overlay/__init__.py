@@ -18,15 +18,15 @@ from eventcloud.overlay.plans import (
     verified,
 )
 from eventcloud.overlay.routing import (
-    covering, hull, intersection, lowest_corner, multicast_children, multicast_root, neighbours_of, next_hop,
-    subtree_reach, tiles,
+    covering, disjoint, hull, intersection, lowest_corner, multicast_children, multicast_root, neighbours_of,
+    next_hop, subtree_reach, tiles,
 )
 from eventcloud.overlay.zones import Zone
 
 __all__ = [
     "DIMENSIONS", "MAPPINGS", "Point", "Interval", "Box", "CoordinateSpace", "GeometryError", "local_name",
     "Zone", "next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
-    "intersection", "tiles", "hull", "subtree_reach",
+    "intersection", "tiles", "disjoint", "hull", "subtree_reach",
     "Neighbour", "SplitPlan", "MergePlan", "RoomFace", "split_for_join", "merge_for_leave", "heirs", "room_faces",
     "announced", "verified",
     "SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "MIN_SHARE",

@@ -132,13 +132,16 @@ def tiles(box: Box, pieces: Sequence[Box]) -> bool:
     membership change (a split, a takeover) can miss a zone or reach one twice; in a stable
     overlay the pieces are the zones meeting the box and always tile it.
     """
-    total = 0
+    return sum(_volume(piece) for piece in pieces) == _volume(box) and disjoint(box, pieces)
+
+
+def disjoint(box: Box, pieces: Sequence[Box]) -> bool:
+    """Whether `pieces` lie inside `box` and no two overlap: what a multicast that could not
+    reach some peers (a partial one, such as status) still guarantees of those that answered,
+    so that nothing is counted twice."""
     for piece in pieces:
         if any(not (blo <= lo < hi <= bhi) for (lo, hi), (blo, bhi) in zip(piece, box)):
             return False
-        total += _volume(piece)
-    if total != _volume(box):
-        return False
     ordered = sorted(pieces)
     for i, a in enumerate(ordered):
         for b in ordered[i + 1:]:

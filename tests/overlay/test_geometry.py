@@ -14,7 +14,7 @@ from eventcloud.overlay import (
     CoordinateSpace,
     GeometryError,
     Zone,
-    covering, hull, intersection, subtree_reach, tiles,
+    covering, disjoint, hull, intersection, subtree_reach, tiles,
     local_name,
     multicast_children,
     multicast_root,
@@ -502,6 +502,20 @@ def test_tiles_refuses_overlap_that_balances_a_gap() -> None:
     assert tiles(box, [stale, missed, rest])
     assert not tiles(box, [stale, newcomer, rest])          # same volume as the box
     assert not tiles(box, [((0, 5), (0, 1), (0, 1), (0, 1))])  # outside the box
+
+
+def test_disjoint_accepts_a_partial_cover_and_refuses_a_zone_counted_twice() -> None:
+    """What a partial multicast (status, with a peer down) checks of those that answered: a
+    heir that answered with the merged zone and the leaver with its own overlap, and would
+    count the leaver's quads twice."""
+    box = ((0, 4), (0, 1), (0, 1), (0, 1))
+    leaver = ((2, 3), (0, 1), (0, 1), (0, 1))
+    heir_merged = ((1, 3), (0, 1), (0, 1), (0, 1))
+    first = ((0, 1), (0, 1), (0, 1), (0, 1))
+    assert disjoint(box, [first, leaver])                  # the rest is down: fine, counted once
+    assert not tiles(box, [first, leaver])
+    assert not disjoint(box, [first, heir_merged, leaver])  # the leaver's zone twice
+    assert not disjoint(box, [((3, 5), (0, 1), (0, 1), (0, 1))])  # outside the box
 
 
 # --- coordinate monotonicity --------------------------------------------------------------

@@ -112,18 +112,48 @@ async def test_a_huge_select_is_refused_with_advice_and_a_limit_answers(autojump
             assert int(count["results"]["bindings"][0]["n"]["value"]) > 10
 
 
+COUNTED = [random_pubsub_event(random.Random(i), i) for i in range(60)]
+
+
+async def _published(overlay) -> int:
+    """COUNTED published through peer 0; the quads published."""
+    async with overlay.client(0, "loader") as loader:
+        for event in COUNTED:
+            await loader.publish(event)
+    return sum(len(e.quads) for e in COUNTED)
+
+
+async def _counts_then_release(overlay, go_on: trio.Event) -> dict:
+    """count(), COUNT(*) and status asked through peer 0 while a membership change is held; it
+    goes on once every peer that can has answered (the one that cannot waits for it)."""
+    answers = {}
+    async with overlay.client(0, "reader") as reader:
+        async def ask(name, call):
+            answers[name] = await call()
+        async with trio.open_nursery() as asking:
+            asking.start_soon(ask, "count", reader.count)
+            asking.start_soon(ask, "sparql", lambda: reader.query(PUSHED[0]))
+            asking.start_soon(ask, "status", reader.status)
+            await trio.sleep(0.1)
+            go_on.set()
+    return answers
+
+
+def _each_quad_once(answers: dict, total: int) -> None:
+    assert answers["count"] == total
+    assert int(answers["sparql"]["results"]["bindings"][0]["n"]["value"]) == total
+    status = answers["status"]  # partial: a peer still joining may be listed down, never counted twice
+    assert sum(p.quads for p in status.peers if not p.down) <= total, [(p.id, p.quads, p.down) for p in status.peers]
+
+
 async def test_counts_asked_while_a_split_drops_its_handed_over_quads_count_each_quad_once(autojump_clock):
     """A split peer drops the quads it handed to a newcomer only at the join's commit, in a
     durable write; the newcomer serves once that commit returns. A count that reached the split
     peer during that write and the newcomer just after it counted those quads twice (seen on
     real peers moved by the rebalancer: COUNT(*) 44,306 of 42,000, status 46,814). Until the
     write is applied, the split peer counts its own zone's quads only."""
-    events = [random_pubsub_event(random.Random(i), i) for i in range(60)]
-    total = sum(len(e.quads) for e in events)
     async with open_overlay(2, seed=4, replicas=1) as overlay:
-        async with overlay.client(0, "loader") as loader:
-            for event in events:
-                await loader.publish(event)
+        total = await _published(overlay)
         dropping, go_on = trio.Event(), trio.Event()
         for peer in overlay.peers:
             store, write = peer.membership.store, peer.membership.store.write
@@ -134,23 +164,11 @@ async def test_counts_asked_while_a_split_drops_its_handed_over_quads_count_each
                     await go_on.wait()
                 return await write(mutations, durable=durable)
             store.write = held_back
-        answers = {}
         async with trio.open_nursery() as nursery:
             nursery.start_soon(overlay.add_peer)
             await dropping.wait()        # committed; the handed-over quads are still in the split peer's store
-            async with overlay.client(0, "reader") as reader:
-                async def ask(name, call):
-                    answers[name] = await call()
-                async with trio.open_nursery() as asking:
-                    asking.start_soon(ask, "count", reader.count)
-                    asking.start_soon(ask, "sparql", lambda: reader.query(PUSHED[0]))
-                    asking.start_soon(ask, "status", reader.status)
-                    await trio.sleep(0.1)    # the split peer has answered; the newcomer waits for its commit
-                    go_on.set()
-    assert answers["count"] == total
-    assert int(answers["sparql"]["results"]["bindings"][0]["n"]["value"]) == total
-    status = answers["status"]
-    assert sum(p.quads for p in status.peers if not p.down) <= total, [(p.id, p.quads, p.down) for p in status.peers]
+            answers = await _counts_then_release(overlay, go_on)
+    _each_quad_once(answers, total)
 
 
 async def test_counts_asked_while_an_heir_installs_a_leaving_zone_count_each_quad_once(autojump_clock):
@@ -158,12 +176,8 @@ async def test_counts_asked_while_an_heir_installs_a_leaving_zone_count_each_qua
     leaver's, while the leaver still answers for its zone. A count reaching both in between
     counted the leaver's quads twice (seen while the rebalancer moved 8 real peers: COUNT(*)
     51,000 of 42,000). Until the zone is merged the heir counts its own zone's quads only."""
-    events = [random_pubsub_event(random.Random(i), i) for i in range(60)]
-    total = sum(len(e.quads) for e in events)
     async with open_overlay(4, seed=4, replicas=1) as overlay:
-        async with overlay.client(0, "loader") as loader:
-            for event in events:
-                await loader.publish(event)
+        total = await _published(overlay)
         installed, go_on = trio.Event(), trio.Event()
         for peer in overlay.peers:
             membership, install = peer.membership, peer.membership._install
@@ -174,21 +188,10 @@ async def test_counts_asked_while_an_heir_installs_a_leaving_zone_count_each_qua
                 await go_on.wait()
             membership._install = held_back
         leaving = overlay.peers[-1]
-        answers = {}
         async with trio.open_nursery() as nursery:
             nursery.start_soon(leaving.membership.leave)
             await installed.wait()
-            async with overlay.client(0, "reader") as reader:
-                async def ask(name, call):
-                    answers[name] = await call()
-                async with trio.open_nursery() as asking:
-                    asking.start_soon(ask, "count", reader.count)
-                    asking.start_soon(ask, "sparql", lambda: reader.query(PUSHED[0]))
-                    asking.start_soon(ask, "status", reader.status)
-                    await trio.sleep(0.1)
-                    go_on.set()
+            answers = await _counts_then_release(overlay, go_on)
         leaving.stop()
         await overlay.network.kill(leaving.address)
-    assert answers["count"] == total
-    assert int(answers["sparql"]["results"]["bindings"][0]["n"]["value"]) == total
-    assert sum(p.quads for p in answers["status"].peers if not p.down) <= total
+    _each_quad_once(answers, total)

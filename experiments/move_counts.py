@@ -37,7 +37,8 @@ async def run(args: argparse.Namespace, seed: int) -> tuple[int, int, int, dict[
     events = sample_events(directory, args.events) if directory is not None else synthetic_events(args.events)
     total = sum(len(e.quads) for e in events)
     cluster = LocalCluster(args.peers, mapping=args.mapping, seed=seed,
-                           extra=["--rebalance-every", "5", "--rebalance-min-quads", str(args.min_quads)])
+                           extra=["--rebalance-every", "5", "--rebalance-min-quads", str(args.min_quads),
+                                  "--rebalance-make-room"])
     await trio.to_thread.run_sync(cluster.start)
     looks = wrong = refused = 0
     by_count = {"status": 0, "COUNT(*)": 0, "count()": 0}

@@ -2,7 +2,7 @@
 published (--quads, ~600 k by default), then each query timed (--repeat times, the median) with
 its answer checked against what was published.
 
-    python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3] [--rebalance-every 5 [--no-make-room] --settle 120]
+    python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3] [--rebalance-every 5 [--make-room] --settle 120]
 
 Prints one row per query: seconds (median), rows, and whether the answer is right (COUNT(*) must
 equal the quads published, per-predicate counts must add up to it, LIMIT 3 must give 3 rows).
@@ -58,8 +58,8 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     print(f"{len(evs):,} CityBench events, {total:,} quads", file=sys.stderr)
     extra = ["--rebalance-every", str(args.rebalance_every)] if args.rebalance_every > 0 else []
-    if extra and args.no_make_room:
-        extra.append("--no-rebalance-make-room")
+    if extra and args.make_room:
+        extra.append("--rebalance-make-room")
     cluster = LocalCluster(args.peers, seed=1, extra=extra)
     await trio.to_thread.run_sync(cluster.start)
     ok = True
@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rebalance-every", type=float, default=0.0,
                         help="the peers' --rebalance-every (0: off, the default)")
-    parser.add_argument("--no-make-room", action="store_true",
-                        help="the peers' --no-rebalance-make-room (with --rebalance-every)")
+    parser.add_argument("--make-room", action="store_true",
+                        help="the peers' --rebalance-make-room (with --rebalance-every)")
     parser.add_argument("--settle", type=float, default=0.0, help="seconds to wait after publishing, before the queries")
     parser.add_argument("--data", default=str(DATA))
     return trio.run(run, parser.parse_args(argv))

@@ -48,8 +48,8 @@ async def run(args: argparse.Namespace) -> int:
     total = sum(len(e.quads) for e in events)
     extra = ["--rebalance-every", str(args.every), "--rebalance-ratio", str(args.ratio),
              "--rebalance-min-quads", str(args.min_quads)] if args.every > 0 else []
-    if args.every > 0 and args.no_make_room:
-        extra.append("--no-rebalance-make-room")
+    if args.every > 0 and args.make_room:
+        extra.append("--rebalance-make-room")
     cluster = LocalCluster(args.peers, mapping=args.mapping, seed=1, extra=extra)
     await trio.to_thread.run_sync(cluster.start)
     rows = []
@@ -101,7 +101,7 @@ async def run(args: argparse.Namespace) -> int:
         await trio.to_thread.run_sync(cluster.stop)
     print(f"\n{args.peers} peer processes (R = 2, fsync on, {args.mapping}), rebalance every "
           f"{args.every:g} s (ratio {args.ratio:g}, at least {args.min_quads:,} quads"
-          f"{', not making room' if args.no_make_room else ''}), {len(events):,} CityBench "
+          f"{', making room' if args.make_room else ''}), {len(events):,} CityBench "
           f"readings ({total:,} quads) published after every peer joined\n")
     print(markdown_table(["s after publishing", "busiest peer (quads)", "mean", "busiest / mean", "empty peers",
                           "peers moved", "quads held", "COUNT query"], rows))
@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-quads", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=120.0, help="how long to watch after publishing")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between looks")
-    parser.add_argument("--no-make-room", action="store_true",
-                        help="--no-rebalance-make-room: empty peers that cannot leave stay where they are")
+    parser.add_argument("--make-room", action="store_true",
+                        help="--rebalance-make-room: empty peers that cannot leave have neighbours step aside")
     parser.add_argument("--repeat", type=int, default=1, help="runs, one after the other (each on a new cluster)")
     parser.add_argument("--dump-on-failure", action="store_true",
                         help="on the first refused publication or status, every peer logs its task tree")

@@ -112,8 +112,9 @@ class Membership:
         self.lock = trio.Lock()          # serialises zone changes on this peer
         self._join_gate = trio.Semaphore(1)
         self._pending: dict[str, _PendingJoin] = {}
-        self._dropping = 0               # committed splits whose handed-over quads are still here
-        self._installing = 0             # take-overs whose zone's quads are stored before the zone is ours
+        #: writes under way after which the store holds quads outside the zone no more (a committed
+        #: split's drop, a take-over's install before the zones merge)
+        self._foreign_writes = 0
         self._nursery: trio.Nursery | None = None
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
@@ -128,7 +129,7 @@ class Membership:
         newcomer answers for them as soon as the commit returns), or a leaving neighbour's being
         installed before its zone merges into ours (the leaver answers for them until then).
         Readers then count this zone's own quads only, or both would count them."""
-        return bool(self._pending) or self._dropping > 0 or self._installing > 0
+        return bool(self._pending) or self._foreign_writes > 0
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit,
@@ -352,12 +353,12 @@ class Membership:
             by_graph.setdefault(quad.g.value, []).append(quad)
         moved = [mb.forget(box.id) for box in self.store.sync.mailboxes.all()
                  if not state.zone.contains(point_from_wire(box.record["home"]))]
-        self._dropping += 1   # until the write below applies, the store still holds the newcomer's quads
+        self._foreign_writes += 1   # until the write below applies, the store still holds the newcomer's quads
         try:
             if by_graph or moved:
                 await self.store.write([remove(g, qs) for g, qs in by_graph.items()] + moved)
         finally:
-            self._dropping -= 1
+            self._foreign_writes -= 1
             self.replication.joining.discard(body.id)
         await self.subscriptions.prune(state.zone)
         newcomer = state.neighbours[body.id]
@@ -526,12 +527,12 @@ class Membership:
                 plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
                 if plan is None:
                     raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
-                self._installing += 1   # the leaver still answers for these quads until the zone is ours
+                self._foreign_writes += 1   # the leaver still answers for these quads until the zone is ours
                 try:
                     await self._install(body.data)
                     state.zone = plan.merged
                 finally:
-                    self._installing -= 1
+                    self._foreign_writes -= 1
                 state.neighbours = plan.table
                 await self.persist()
         except RequestError:  # refused: that peer keeps its zone, and has not departed

@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="... and at least N quads [10000]")
     p.add_argument("--rebalance-make-room", action=argparse.BooleanOptionalAction, default=False,
                    help="... and an empty peer that cannot leave asks neighbours to step aside until it can "
-                        "(docs/overlay.md, 'Making room'; opt-in while a lost-quads report is open) [off]")
+                        "(docs/overlay.md, 'Making room') [off]")
     p.add_argument("--retain-count", type=int, default=10_000, metavar="N",
                    help="unacknowledged notifications kept per durable subscription homed here; older ones "
                         "are dropped with a gap notice [10000]")

@@ -73,21 +73,26 @@ class Commits:
             point = point_to_wire(tuple(lo for lo, _ in self.state.zone.bounds))  # type: ignore[arg-type]
             stood = dict(zip(unknown, await self.store.write([decide(key, ABORT, point) for key in unknown])))
             self.counters["attempts_aborted_by_resolution"] += len(unknown)
+            log.info("peer %s: %d attempts nobody decided in time recorded as aborted: %s", self.state.id,
+                     len(unknown), ", ".join(unknown[:5]))
             answers = [known or stood[key] for key, known in zip(body.keys, answers)]
         return [known or UNKNOWN for known in answers]
 
     async def resolve_many(self, infos: list[EventInfo], *, abort_if_unknown: bool = False) -> list[str]:
-        """The decisions on pending events (commit, abort, or unknown also when the peer keeping
-        one cannot be reached), in order: one request per peer keeping some (per decision point,
+        """The decisions on pending events, in order: commit if any of an event's attempts was
+        decided commit, abort if all were decided abort, else unknown (also when the peer keeping
+        a decision cannot be reached). One request per peer keeping some (per decision point,
         `RESOLVE_BATCH` keys at most), all at once."""
         answers = [COMMIT if info.committed else UNKNOWN for info in infos]
-        asks: dict[tuple[str, ...], list[int]] = {}
+        asks: dict[tuple[str, ...], list[tuple[int, str]]] = {}
         for i, info in enumerate(infos):
-            if info.tx is not None and not info.committed:
-                asks.setdefault(tuple(info.tx[1]), []).append(i)
+            if info.tx and not info.committed:
+                for key, point in info.tx:
+                    asks.setdefault(tuple(point), []).append((i, key))
+        decided: dict[tuple[int, str], str] = {}
 
-        async def ask(point: tuple[str, ...], indexes: list[int]) -> None:
-            keys = tuple(str(infos[i].tx[0]) for i in indexes)  # type: ignore[index]
+        async def ask(point: tuple[str, ...], asked: list[tuple[int, str]]) -> None:
+            keys = tuple(key for _, key in asked)
             try:
                 result = await self.router.route(point_from_wire(list(point)), Op.RESOLVE,
                                                  Resolve(keys, abort_if_unknown))
@@ -96,11 +101,16 @@ class Commits:
                 return
             if not isinstance(result, list) or len(result) != len(keys):
                 return
-            for i, decision in zip(indexes, result):
-                answers[i] = decision if decision in (COMMIT, ABORT) else UNKNOWN
+            for pair, decision in zip(asked, result):
+                if decision in (COMMIT, ABORT):
+                    decided[pair] = decision
 
-        steps = [partial(ask, point, indexes[at:at + RESOLVE_BATCH])
-                 for point, indexes in asks.items() for at in range(0, len(indexes), RESOLVE_BATCH)]
+        steps = [partial(ask, point, asked[at:at + RESOLVE_BATCH])
+                 for point, asked in asks.items() for at in range(0, len(asked), RESOLVE_BATCH)]
         if steps:
             await gather(steps)
+        for i, info in enumerate(infos):
+            if info.tx and not info.committed:
+                found = [decided.get((i, key), UNKNOWN) for key, _ in info.tx]
+                answers[i] = COMMIT if COMMIT in found else ABORT if all(d == ABORT for d in found) else UNKNOWN
         return answers

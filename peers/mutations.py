@@ -22,9 +22,44 @@ RESERVED_GRAPHS = frozenset({META_GRAPH, SUBSCRIPTIONS_GRAPH, DECISIONS_GRAPH})
 #: One change, as a msgpack-able list: [kind, …arguments]. Build them with the functions below.
 Mutation = list
 
+#: One publication attempt: (key `entry-id:t_P`, the point its decision is kept at, on the wire).
+Attempt = tuple[str, tuple[str, ...]]
+
+#: Attempts an owner keeps for one pending event at most (the newest): a client retries a
+#: failing publication about 15 times in its 30 s.
+MAX_ATTEMPTS = 32
+
+
+def attempts_of(tx: Any) -> tuple[Attempt, ...]:
+    """The attempts a pending event waits on, from `tx` as written now (a list of [key, point])
+    or by earlier versions (one [key, point]). The event is visible once any of them is decided
+    commit: a republication (a retry, or a late copy of an earlier attempt) joins the attempts
+    already known instead of replacing them, since an owner cannot always learn whether the one
+    it held committed (its entry moving or down), and an acknowledged event must not be judged
+    by an attempt that failed."""
+    if not tx:
+        return ()
+    if _is_attempt(tx):
+        return ((tx[0], tuple(tx[1])),)
+    if isinstance(tx, (list, tuple)) and all(_is_attempt(a) for a in tx):
+        return tuple((a[0], tuple(a[1])) for a in tx)[-MAX_ATTEMPTS:]
+    raise BadRequest(f"not a publication attempt or a list of them: {str(tx)[:80]}")
+
+
+def with_attempts(known: tuple[Attempt, ...], new: tuple[Attempt, ...]) -> tuple[Attempt, ...]:
+    """`known`, then those of `new` not among them (the newest `MAX_ATTEMPTS`)."""
+    keys = {key for key, _ in known}
+    return (known + tuple(a for a in new if a[0] not in keys))[-MAX_ATTEMPTS:]
+
+
+def _is_attempt(value: Any) -> bool:
+    return (isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], str)
+            and isinstance(value[1], (list, tuple)))
+
 def add(graph: str, quads: Iterable[Quad], size: int, published: int, *, committed: bool,
         tx: tuple[Any, ...] | None = None) -> Mutation:
-    return ["add", graph, [triple_to_wire(q) for q in quads], size, published, committed, list(tx) if tx else None]
+    attempts = [[key, list(point)] for key, point in attempts_of(tx)]
+    return ["add", graph, [triple_to_wire(q) for q in quads], size, published, committed, attempts or None]
 
 
 def commit(graph: str) -> Mutation:
@@ -63,7 +98,7 @@ def decide(key: str, decision: str, point: list[str]) -> Mutation:
 
 
 _TRIPLES = "a list of [s, p, o] triples"
-#: kind -> the type of each argument ("triples": a list of 3-item lists; "tx": a list or None)
+#: kind -> the type of each argument ("triples": a list of 3-item lists; "tx": attempts or None)
 _SHAPES: dict[str, tuple[Any, ...]] = {
     "add": (str, "triples", int, int, bool, "tx"), "commit": (str,), "notified": (str,), "abort": (str,),
     "delete": (str,), "remove": (str, "triples"), "sub": (str, dict), "unsub": (str,),
@@ -82,7 +117,10 @@ def check_mutation(mutation: Any) -> None:
         if kind == "triples":
             ok = isinstance(value, list) and all(isinstance(q, list) and len(q) == 3 for q in value)
         elif kind == "tx":
-            ok = value is None or (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str))
+            try:
+                ok = value is None or (isinstance(value, list) and bool(attempts_of(value)))
+            except BadRequest:
+                ok = False
         else:
             ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
         if not ok:

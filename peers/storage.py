@@ -300,6 +300,8 @@ class Storage:
                 current = self.store.event_info(graph)
                 if current is not None and not current.committed and current.tx == info.tx:
                     self.counters["pending_resolved_abort"] += 1
+                    log.info("peer %s: %s aborted (attempts %s), its pending quads dropped", self.state.id, graph,
+                             ", ".join(key for key, _ in info.tx or ()))
                     await self.store.write([abort(graph)])
                     self.matcher.forget(graph)
 
@@ -435,20 +437,25 @@ class Storage:
                                            tx=d.tx) for graph, own, d, _ in mine])
 
     async def _settle_earlier(self, mine: list[_Mine]) -> None:
-        """A new attempt for an event held here pending under an earlier one (a republication)
-        takes its place, so first learn the earlier attempt's fate: if it was decided commit,
-        the event is committed here now. Otherwise readers would judge the event by the new
-        attempt alone, and if that one failed, an acknowledged event would look (or, once
-        resolved as aborted, be) partly gone until the earlier commit arrived."""
+        """A new attempt for an event held here pending under earlier ones (a retry, or a late
+        copy of an earlier attempt) joins them (`attempts_of`): the event is visible once any
+        of them is decided commit. Learn the earlier ones' fate first: one decided commit
+        commits the event here now, instead of at every later reader's and resolution's ask."""
         earlier = []
         for graph, _, delivery, _ in mine:
             info = self.store.event_info(graph.value)
-            if info is not None and not info.committed and info.tx and delivery.tx and info.tx[0] != delivery.tx[0]:
+            if (info is not None and not info.committed and info.tx and delivery.tx
+                    and all(key != delivery.tx[0] for key, _ in info.tx)):
                 earlier.append((graph.value, info))
         if not earlier:
             return
         decisions = await self.commits.resolve_many([info for _, info in earlier])
         committed = [graph for (graph, _), decision in zip(earlier, decisions) if decision == COMMIT]
+        unknown = [graph for (graph, _), decision in zip(earlier, decisions) if decision == UNKNOWN]
+        if unknown:  # kept beside the new attempt: either may be the one that commits
+            self.counters["earlier_attempts_undecided"] += len(unknown)
+            log.info("peer %s: %d events held pending under attempts not decided as far as known meet a new "
+                     "attempt: %s", self.state.id, len(unknown), ", ".join(unknown[:5]))
         if committed:
             self.counters["earlier_attempts_committed"] += len(committed)
             await self.commit_here(committed)

@@ -35,8 +35,8 @@ from eventcloud.rdf.oxigraph import quad_from_ox, quad_to_ox, to_ox
 from eventcloud.wire.codec import triple_from_wire, trusted_iri
 from peers import mailboxes as mb
 from peers.mutations import (
-    DECISIONS_GRAPH, META_GRAPH, RESERVED_GRAPHS, SUBSCRIPTIONS_GRAPH, Mutation, abort, add, check_mutation, commit,
-    decide, delete, drop_subscription, notified, put_subscription, remove,
+    DECISIONS_GRAPH, META_GRAPH, RESERVED_GRAPHS, SUBSCRIPTIONS_GRAPH, Attempt, Mutation, abort, add, attempts_of,
+    check_mutation, commit, decide, delete, drop_subscription, notified, put_subscription, remove, with_attempts,
 )
 from peers.wal import WriteAheadLog
 
@@ -70,17 +70,17 @@ class EventInfo:
     published: int                     # publication time (hybrid clock)
     committed: bool = True             # visible to queries and matched (else pending)
     notified: bool = False             # matching and notifications done by this peer
-    tx: tuple[Any, ...] | None = None  # while pending: (entry id, counter, resolve point)
+    tx: tuple[Attempt, ...] | None = None  # while pending: the attempts it waits on (`attempts_of`)
     held: int = 0                      # quads of it stored here
 
     def to_json(self) -> list[Any]:
-        return [self.size, self.published, self.committed, self.notified, list(self.tx) if self.tx else None,
-                self.held]
+        return [self.size, self.published, self.committed, self.notified,
+                [[key, list(point)] for key, point in self.tx] if self.tx else None, self.held]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> "EventInfo":
         size, published, committed, notified, tx, held = data
-        return cls(size, published, committed, notified, tuple(tx) if tx else None, held)
+        return cls(size, published, committed, notified, attempts_of(tx) or None, held)
 
 
 class PeerStore:
@@ -284,7 +284,7 @@ class PeerStore:
             _, graph, triples, size, published, committed, tx = mutation
             iri = trusted_iri(graph)
             return self._add(graph, [triple_from_wire(iri, t, trusted=True) for t in triples], size, published,
-                             committed, tuple(tx) if tx else None)
+                             committed, attempts_of(tx))
         if kind == "commit":
             info = self._events.get(mutation[1])
             if info is None or info.committed:
@@ -328,7 +328,7 @@ class PeerStore:
         raise ValueError(f"unknown store mutation {kind!r}")
 
     def _add(self, graph: str, quads: list[Quad], size: int, published: int, committed: bool,
-             tx: tuple[Any, ...] | None) -> tuple[list[Quad], bool]:
+             tx: tuple[Attempt, ...]) -> tuple[list[Quad], bool]:
         """(quads not held here before, whether the event is new here)."""
         info = self._events.get(graph)
         fresh = quads
@@ -337,11 +337,12 @@ class PeerStore:
             fresh = [q for q in quads if quad_to_ox(q) not in self._store_graph(node)]
         self._store.extend([quad_to_ox(q) for q in fresh])
         if info is None:
-            info = EventInfo(size, published, committed, False, None if committed else tx, len(fresh))
+            info = EventInfo(size, published, committed, False, None if committed else (tx or None), len(fresh))
         else:
             became = committed and not info.committed
             info = replace(info, held=info.held + len(fresh), committed=info.committed or committed,
-                           tx=None if (info.committed or committed) else (tx or info.tx))  # a retry's attempt
+                           # a retry's attempt joins those known: any of them may be the one that commits
+                           tx=None if (info.committed or committed) else (with_attempts(info.tx or (), tx) or None))
             if became:
                 self.pending_quads -= info.held - len(fresh)
                 self.committed_quads += info.held - len(fresh)

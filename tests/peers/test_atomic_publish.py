@@ -199,6 +199,50 @@ async def test_a_failed_republication_does_not_hide_an_acknowledged_event_waitin
             assert owner.counters["earlier_attempts_committed"] == 1
 
 
+async def test_a_late_copy_of_an_undecided_attempt_does_not_hide_an_acknowledged_event(autojump_clock, monkeypatch):
+    """An owner holds an acknowledged event pending (its commit merged for later) when a copy of
+    an earlier attempt that was never decided arrives late (its entry moved away before
+    deciding; the delivery was rerouted meanwhile), and just then the owner cannot learn the
+    acknowledged attempt's fate (its entry is moving). The owner used to judge the event by the
+    newest attempt alone: it resolved that one as aborted and dropped its quads of an
+    acknowledged event (found with 8 real peers moving: one event of 3,000 gone, none of its 20
+    quads anywhere). Now both attempts are kept and any one decided commit commits the event."""
+    from eventcloud.wire.codec import triple_to_wire
+    from eventcloud.wire.messages import Delivery
+
+    async with open_overlay(5, seed=4, commit_later=50.0, resolve_after=100.0, abort_after=200.0) as overlay:
+        async with overlay.client(1, "pub") as publisher:
+            (event,) = spread_events(1, "late")
+            await publisher.publish(event)
+            overlay.peers[1].storage._later.clear()  # the merged commit is lost: owners must resolve
+            waiting = [i for i in owners_of(overlay, event)
+                       if not overlay.peers[i].storage.store.event_info(event.graph.value).committed]
+            assert waiting, "no owner waits for a merged commit"
+            owner = overlay.peers[waiting[0]]
+            other = overlay.peers[2]  # an earlier attempt through another entry, never decided
+            stale = other.storage.commits.attempt(other.storage.clock.now())
+            resolve_many = owner.storage.commits.resolve_many
+
+            async def unreachable_once(infos, **kwargs):
+                monkeypatch.setattr(owner.storage.commits, "resolve_many", resolve_many)
+                return ["unknown"] * len(infos)
+
+            monkeypatch.setattr(owner.storage.commits, "resolve_many", unreachable_once)
+            mine = [i for i, q in enumerate(event.quads) if owner.state.zone.contains(owner.state.space.point(q))]
+            await owner.storage._local_deliver(Delivery(
+                event.graph.value, len(event), event_published(owner, event), tuple(triple_to_wire(q) for q in event.quads),
+                take=tuple(mine), whole=True, tx=stale))
+            assert owner.counters["earlier_attempts_undecided"] == 1
+            await trio.sleep(300)  # past abort_after: every attempt resolved, the stale one aborted
+            assert owner.storage.store.event_info(event.graph.value).committed
+            assert await publisher.count() == len(event.quads)
+            assert len(await publisher.find(event.graph)) == len(event.quads)
+
+
+def event_published(peer, event):
+    return peer.storage.store.event_info(event.graph.value).published
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 async def test_an_entry_that_hands_its_zone_over_mid_publication_acknowledges_nothing_it_could_lose(
         autojump_clock, algorithm):

@@ -135,18 +135,21 @@ def test_pending_events_are_invisible_until_committed_and_counted_apart(store):
     assert store.count() == 2 and store.pending_quads == 5
     assert list(store.find(a.graph, None, None, None, committed_only=True)) == []
     assert len(list(store.find(a.graph, None, None, None))) == 5
-    assert store.event_info(a.graph).tx == ("e:1", ["0"] * 4)
+    assert store.event_info(a.graph).tx == (("e:1", ("0",) * 4),)
     assert store.write([commit(a.graph.value), commit(a.graph.value)]) == [True, False]  # once
     assert store.count() == 7 and store.pending_quads == 0 and store.event_info(a.graph).tx is None
     store.write([notified(a.graph.value)])
     assert store.event_info(a.graph).notified
 
 
-def test_an_abort_drops_only_a_pending_event_and_a_retry_takes_the_new_attempt(store):
+def test_an_abort_drops_only_a_pending_event_and_a_retry_joins_the_earlier_attempt(store):
+    """A retry's attempt is kept beside the earlier one (either may be the one that commits),
+    once each, in arrival order, whichever form the attempt came in."""
     a, b = sample_events(2)
     store.write([add(a.graph.value, a.quads, 5, 1, committed=False, tx=("e:1", [])),
-                 add(a.graph.value, a.quads, 5, 1, committed=False, tx=("e:2", []))])
-    assert store.event_info(a.graph).tx == ("e:2", [])
+                 add(a.graph.value, a.quads, 5, 1, committed=False, tx=("e:2", [])),
+                 add(a.graph.value, a.quads, 5, 1, committed=False, tx=[["e:1", []]])])
+    assert store.event_info(a.graph).tx == (("e:1", ()), ("e:2", ()))
     store.write([add(b.graph.value, b.quads, 5, 1, committed=True)])
     assert store.write([abort(a.graph.value), abort(b.graph.value)]) == [5, 0]
     assert store.event_info(a.graph) is None and store.count() == 5
@@ -180,6 +183,35 @@ def test_the_log_is_replayed_after_a_crash_and_a_torn_tail_is_dropped(tmp_path):
     again = PeerStore(tmp_path / "s")
     assert again.count() == 5
     again.close()
+
+
+def test_attempts_written_by_an_earlier_version_read_as_one_attempt_after_a_restart(tmp_path):
+    """Logs and checkpoints of earlier versions hold one attempt as [key, point]; they read as
+    the list of attempts this version keeps, and stay so through a checkpoint."""
+    (a,) = sample_events(1)
+    triples = add(a.graph.value, a.quads, 5, 9, committed=False)[2]
+    wal = WriteAheadLog(tmp_path / "s" / "wal")
+    wal.append([[["add", a.graph.value, triples, 5, 9, False, ["e:1", ["0"] * 4]]]])
+    wal.close()
+    store = PeerStore(tmp_path / "s")
+    assert store.event_info(a.graph).tx == (("e:1", ("0",) * 4),)
+    store.write([add(a.graph.value, a.quads, 5, 9, committed=False, tx=("e:2", ["1"] * 4))])
+    store.close()
+    again = PeerStore(tmp_path / "s")
+    assert again.event_info(a.graph).tx == (("e:1", ("0",) * 4), ("e:2", ("1",) * 4))
+    again.close()
+
+
+@pytest.mark.parametrize("tx", [["e:1"], [1, ["0"]], [["e:1", ["0"]], "x"], {"e": 1}, ["e:1", "0"]])
+def test_a_mutation_with_a_malformed_attempt_is_refused_by_name(tx):
+    from eventcloud.errors import BadRequest
+    from peers.mutations import check_mutation
+
+    (a,) = sample_events(1)
+    mutation = add(a.graph.value, a.quads, 5, 9, committed=False)
+    mutation[-1] = tx
+    with pytest.raises(BadRequest, match="store mutation 'add'"):
+        check_mutation(mutation)
 
 
 def test_a_full_disk_refuses_the_write_and_applies_nothing(tmp_path, monkeypatch):

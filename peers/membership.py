@@ -115,6 +115,9 @@ class Membership:
         #: writes under way after which the store holds quads outside the zone no more (a committed
         #: split's drop, a take-over's install before the zones merge)
         self._foreign_writes = 0
+        #: counts the times the store began to hold foreign quads: a reader that saw none before
+        #: and after its evaluation, and the same count, read none (`holds_foreign`)
+        self.foreign_epoch = 0
         self._nursery: trio.Nursery | None = None
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
@@ -261,6 +264,7 @@ class Membership:
             self._join_gate.release()
             raise
         self._pending[body.id] = pending
+        self.foreign_epoch += 1
         # Until it commits, the newcomer serves nothing: this peer must not pick it as its replica
         # (a copy sent there would wait for the join, and the join for the copy).
         self.replication.joining.add(body.id)
@@ -354,6 +358,7 @@ class Membership:
         moved = [mb.forget(box.id) for box in self.store.sync.mailboxes.all()
                  if not state.zone.contains(point_from_wire(box.record["home"]))]
         self._foreign_writes += 1   # until the write below applies, the store still holds the newcomer's quads
+        self.foreign_epoch += 1
         try:
             if by_graph or moved:
                 await self.store.write([remove(g, qs) for g, qs in by_graph.items()] + moved)
@@ -528,6 +533,7 @@ class Membership:
                 if plan is None:
                     raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
                 self._foreign_writes += 1   # the leaver still answers for these quads until the zone is ours
+                self.foreign_epoch += 1
                 try:
                     await self._install(body.data)
                     state.zone = plan.merged

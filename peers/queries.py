@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 import pyoxigraph as ox
 
@@ -42,6 +42,8 @@ from peers.subscriptions import Subscriptions
 __all__ = ["Queries"]
 
 Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
+T = TypeVar("T")
+
 #: Rows one peer sends for one pushed-down SELECT without LIMIT (more: the query is refused).
 MAX_ROWS = 20_000
 
@@ -49,10 +51,12 @@ MAX_ROWS = 20_000
 class Queries:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  commits: Commits, counters: Counter[str], *, offload: Offload,
-                 budget: QueryBudget | None = None, holds_foreign: Callable[[], bool] = lambda: False) -> None:
+                 budget: QueryBudget | None = None, holds_foreign: Callable[[], bool] = lambda: False,
+                 foreign_epoch: Callable[[], int] = lambda: 0) -> None:
         self.state = state
         self.budget = budget               # gathered queries run in a child process under it (None: a thread)
         self.holds_foreign = holds_foreign   # the store may hold quads outside our zone (a split, a take-over)
+        self.foreign_epoch = foreign_epoch   # how many times it began to
         self.commits = commits
         self.offload = offload
         self.router = router
@@ -105,14 +109,32 @@ class Queries:
         counts = await self.router.multicast(box, Op.COUNT_LOCAL, Find(body.pattern))
         return Counted(sum(counts))
 
+    async def _own_only(self, whole: Callable[[], Awaitable[T]], own: Callable[[], Awaitable[T]]) -> T:
+        """`whole()`, an answer read from the whole store, if the store held only this zone's
+        quads from before it to after it; else `own()`, read from this zone's quads only. A
+        take-over's install or a split can begin while `whole` awaits (a decision asked for, a
+        query in a worker thread): the store then holds quads another peer answers for too."""
+        epoch = self.foreign_epoch()
+        if not self.holds_foreign():
+            answer = await whole()
+            if not self.holds_foreign() and self.foreign_epoch() == epoch:
+                return answer
+            self.counters["reads_redone_for_foreign_quads"] += 1
+        return await own()
+
     async def _local_count(self, body: Find) -> int:
-        if body.pattern == (None, None, None, None) and not self.holds_foreign():
+        async def from_counters() -> int:
             # a counter kept up to date by every write, plus the pending events decided commit
-            # (not while the store holds quads another peer answers for: counted below)
             pending = self.store.sync.pending()
             decided = set(await self._decided(list(pending.items()))) if pending else set()
             return self.store.count() + sum(pending[g].held for g in decided)
-        return len(await self._mine(body.pattern))
+
+        async def scanned() -> int:
+            return len(await self._mine(body.pattern))
+
+        if body.pattern == (None, None, None, None):
+            return await self._own_only(from_counters, scanned)
+        return await scanned()
 
     # --- one-time SPARQL ----------------------------------------------------------------------
 
@@ -157,17 +179,21 @@ class Queries:
 
     async def _local_sparql(self, body: SparqlLocal) -> list[Any]:
         """This peer's answers to pushed-down queries, over its visible quads of its own zone."""
-        graphs = [g for g, info in self.store.events().items() if info.committed]
-        graphs += await self._decided(list(self.store.sync.pending().items()))
-        if self.holds_foreign():
+        async def in_store() -> list[Any]:
+            graphs = [g for g, info in self.store.events().items() if info.committed]
+            graphs += await self._decided(list(self.store.sync.pending().items()))
+            return [await self.store.run(self.store.sync.query_rows, text, graphs, body.limit,
+                                         MAX_ROWS if body.limit is None else body.limit)
+                    for text in body.texts]
+
+        async def on_a_copy() -> list[Any]:
             # the store holds quads another peer answers for: query a copy of our zone's own
             quads = []
             for pattern in analyse_locked(body.texts[0])[0]:
                 quads += await self._mine(pattern)
             return [await self.offload.run(_evaluate_rows, text, quads, body.limit) for text in body.texts]
-        return [await self.store.run(self.store.sync.query_rows, text, graphs, body.limit,
-                                     MAX_ROWS if body.limit is None else body.limit)
-                for text in body.texts]
+
+        return await self._own_only(in_store, on_a_copy)
 
     # --- deleting -----------------------------------------------------------------------------
 

@@ -274,7 +274,8 @@ class _PeerRuntime:
                                          budget=QueryBudget(config.query_budget, config.query_memory_mb,
                                                             config.max_frame // 2)
                                          if config.offloaded else None,
-                                         holds_foreign=lambda: self.membership.holds_foreign)
+                                         holds_foreign=lambda: self.membership.holds_foreign,
+                                         foreign_epoch=lambda: self.membership.foreign_epoch)
         self.published = published = RecentPublications()
         gatherer = Gatherer(queries, counters, state=state, router=router, published=published)
         self.delivery = delivery = Delivery(

@@ -22,6 +22,7 @@ import trio
 
 from eventcloud.cli.demo import citybench_dir
 from eventcloud.client import ClientError, connect
+from eventcloud.overlay.coordinates import CoordinateSpace
 from eventcloud.rdf.citybench import sample_events, synthetic_events
 from experiments.benchkit import table as markdown_table
 from peers.cluster import LocalCluster
@@ -36,7 +37,7 @@ async def run(args: argparse.Namespace, seed: int) -> tuple[int, int, int, dict[
     directory = citybench_dir()
     events = sample_events(directory, args.events) if directory is not None else synthetic_events(args.events)
     total = sum(len(e.quads) for e in events)
-    cluster = LocalCluster(args.peers, mapping=args.mapping, seed=seed,
+    cluster = LocalCluster(args.peers, mapping=args.mapping, seed=seed, log_level=args.log_level,
                            extra=["--rebalance-every", "5", "--rebalance-min-quads", str(args.min_quads),
                                   "--rebalance-make-room"])
     await trio.to_thread.run_sync(cluster.start)
@@ -78,9 +79,48 @@ async def run(args: argparse.Namespace, seed: int) -> tuple[int, int, int, dict[
                         shares = ", ".join(f"{p.id[:6]} {p.quads}{' down' if p.down else ''}" for p in status.peers)
                         print(f"  t={time.monotonic() - started:.1f} s: {off} of {total:,} ({shares})", file=sys.stderr)
                 await trio.sleep(args.interval)
+            await name_missing(client, events, args.mapping)
     finally:
         await trio.to_thread.run_sync(cluster.stop)
     return looks, wrong, refused, by_count
+
+
+PER_GRAPH = "SELECT ?g (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g"
+
+
+async def name_missing(client, events, mapping: str) -> None:
+    """After the looks: which published quads are not stored (or stored twice), each with its
+    point and the peer whose zone holds that point, so that a wrong count can be traced."""
+    for attempt in range(10):  # a peer may be moving still: ask again
+        try:
+            stored = {b["g"]["value"]: int(b["n"]["value"])
+                      for b in (await client.query(PER_GRAPH))["results"]["bindings"]}
+            status = await client.status()
+            break
+        except ClientError as exc:
+            if not exc.transient or attempt == 9:
+                raise
+            await trio.sleep(1.0)
+    short = [e for e in events if stored.get(e.graph.value, 0) != len(e.quads)]
+    if not short:
+        return
+    counters: dict[str, int] = {}
+    for peer in status.peers:
+        for name, n in peer.counters.items():
+            if any(word in name for word in ("abort", "earlier", "publish_failures", "pending_resolved", "unsent")):
+                counters[name] = counters.get(name, 0) + n
+    print(f"  client retries {client.retries}; peers' counters {counters}", file=sys.stderr)
+    space = CoordinateSpace(mapping=mapping)
+    for event in short[:20]:
+        found = set(await client.find(g=event.graph))
+        print(f"  event {event.graph.value}: {stored.get(event.graph.value, 0)} of {len(event.quads)} quads",
+              file=sys.stderr)
+        for quad in event.quads:
+            if quad not in found:
+                point = space.point(quad)
+                owners = [p.id[:6] for p in status.peers if p.zone.contains(point)]
+                print(f"    missing {quad.n_quads()} (zone of {', '.join(owners) or 'nobody'})", file=sys.stderr)
+    print(f"  {len(short)} events not stored whole", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to ask after publishing")
     parser.add_argument("--interval", type=float, default=0.3, help="seconds between looks")
     parser.add_argument("--look-timeout", type=float, default=30.0, help="seconds a look may take before it is abandoned")
+    parser.add_argument("--log-level", default="warning", help="the peers' --log-level")
     parser.add_argument("--repeat", type=int, default=3, help="clusters, one after the other (seeds 1, 2, ...)")
     args = parser.parse_args(argv)
     rows = []

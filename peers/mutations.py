@@ -70,9 +70,13 @@ def notified(graph: str) -> Mutation:
     return ["notified", graph]
 
 
-def abort(graph: str) -> Mutation:
-    """Drop an event that never committed (its quads and metadata)."""
-    return ["abort", graph]
+def abort(graph: str, attempts: Iterable[str] = ()) -> Mutation:
+    """Drop an event that never committed (its quads and metadata), if it waits on none but
+    these attempts (their keys) when the store applies it: an attempt that joined while the
+    abort waited for the disk (a retry stored here, to be acknowledged) keeps the event. No
+    attempts given (and in logs of earlier versions): whatever it waits on."""
+    keys = list(attempts)
+    return ["abort", graph, keys] if keys else ["abort", graph]
 
 
 def delete(graph: str) -> Mutation:
@@ -111,6 +115,10 @@ def check_mutation(mutation: Any) -> None:
     if not isinstance(mutation, list) or not mutation or mutation[0] not in _SHAPES:
         raise BadRequest(f"not a store mutation: {str(mutation)[:80]}")
     shape = _SHAPES[mutation[0]]
+    if mutation[0] == "abort" and len(mutation) == 3:   # with the attempts it is conditional on
+        shape = (str, list)
+        if not all(isinstance(key, str) for key in mutation[2]):
+            raise BadRequest(f"store mutation 'abort': attempts {mutation[2]!r:.60} are not keys")
     if len(mutation) != len(shape) + 1:
         raise BadRequest(f"store mutation {mutation[0]!r} takes {len(shape)} arguments, got {len(mutation) - 1}")
     for value, kind in zip(mutation[1:], shape):

@@ -299,11 +299,13 @@ class Storage:
                     continue
                 current = self.store.event_info(graph)
                 if current is not None and not current.committed and current.tx == info.tx:
-                    self.counters["pending_resolved_abort"] += 1
-                    log.info("peer %s: %s aborted (attempts %s), its pending quads dropped", self.state.id, graph,
-                             ", ".join(key for key, _ in info.tx or ()))
-                    await self.store.write([abort(graph)])
-                    self.matcher.forget(graph)
+                    keys = [key for key, _ in info.tx or ()]
+                    # conditional: a retry stored here while this write waits for the disk keeps the event
+                    if await self.store.write([abort(graph, keys)]) != [0]:
+                        self.counters["pending_resolved_abort"] += 1
+                        log.info("peer %s: %s aborted (attempts %s), its pending quads dropped", self.state.id,
+                                 graph, ", ".join(keys))
+                        self.matcher.forget(graph)
 
     # --- delivery -----------------------------------------------------------------------------
 

@@ -302,6 +302,8 @@ class PeerStore:
             info = self._events.get(mutation[1])
             if info is None or info.committed:
                 return 0
+            if len(mutation) > 2 and any(key not in mutation[2] for key, _ in info.tx or ()):
+                return 0   # a new attempt joined meanwhile: it decides
             return self._drop_event(mutation[1])
         if kind == "delete":
             return self._drop_event(mutation[1])

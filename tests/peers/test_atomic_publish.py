@@ -239,6 +239,44 @@ async def test_a_late_copy_of_an_undecided_attempt_does_not_hide_an_acknowledged
             assert len(await publisher.find(event.graph)) == len(event.quads)
 
 
+async def test_a_retry_stored_while_an_owner_drops_an_aborted_attempt_keeps_the_event(autojump_clock):
+    """An owner resolves an attempt nobody decided as aborted and drops its pending quads, in a
+    durable write. A retry of the same event stored there while that write waited for the disk
+    (and then acknowledged) lost its quads to the drop: an acknowledged event seen partly (8 of
+    20 quads, with 8 real peers moving). The drop is now conditional on the attempts the event
+    waits on when the store applies it."""
+    from eventcloud.wire.codec import triple_to_wire
+    from eventcloud.wire.messages import Delivery
+
+    async with open_overlay(5, seed=4) as overlay:
+        (event,) = spread_events(1, "raced")
+        owner = overlay.peers[min(owners_of(overlay, event))]
+        other = next(p for p in overlay.peers if p is not owner)
+        stale = other.storage.commits.attempt(other.storage.clock.now())  # an attempt never decided
+        mine = [i for i, q in enumerate(event.quads) if owner.state.zone.contains(owner.state.space.point(q))]
+        await owner.storage._local_deliver(Delivery(
+            event.graph.value, len(event), other.storage.clock.now(), tuple(triple_to_wire(q) for q in event.quads),
+            take=tuple(mine), whole=True, tx=stale))
+        aborting, go_on = trio.Event(), trio.Event()
+        write = owner.storage.store.write
+
+        async def held(mutations, *, durable=True):
+            if any(m[0] == "abort" for m in mutations):
+                aborting.set()
+                await go_on.wait()
+            return await write(mutations, durable=durable)
+
+        owner.storage.store.write = held
+        with trio.fail_after(120):
+            await aborting.wait()          # past abort_after: the stale attempt is recorded aborted
+        async with overlay.client(overlay.peers.index(other), "pub") as publisher:
+            await publisher.publish(event)  # acknowledged: its quads are stored at the owner too
+            go_on.set()
+            await trio.sleep(5)
+            assert await publisher.count() == len(event.quads)
+            assert len(await publisher.find(event.graph)) == len(event.quads)
+
+
 def event_published(peer, event):
     return peer.storage.store.event_info(event.graph.value).published
 

@@ -155,6 +155,17 @@ def test_an_abort_drops_only_a_pending_event_and_a_retry_joins_the_earlier_attem
     assert store.event_info(a.graph) is None and store.count() == 5
 
 
+def test_an_abort_for_some_attempts_keeps_an_event_another_attempt_joined(store):
+    a, b = sample_events(2)
+    store.write([add(a.graph.value, a.quads, 5, 1, committed=False, tx=("e:1", [])),
+                 add(a.graph.value, a.quads, 5, 1, committed=False, tx=("e:2", [])),
+                 add(b.graph.value, b.quads, 5, 1, committed=False, tx=("e:1", []))])
+    assert store.write([abort(a.graph.value, ["e:1"]), abort(b.graph.value, ["e:1"])]) == [0, 5]
+    assert store.event_info(a.graph).tx == (("e:1", ()), ("e:2", ()))
+    assert store.write([abort(a.graph.value, ["e:1", "e:2"])]) == [5]
+    assert store.count() == 0 and store.pending_quads == 0
+
+
 def test_decisions_keep_the_first(store):
     assert store.write([decide("e:1", "commit", ["a"] * 4), decide("e:1", "abort", ["a"] * 4)]) == ["commit", "commit"]
     assert store.decision("e:1") == "commit" and store.decision("e:2") is None

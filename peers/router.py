@@ -103,6 +103,9 @@ class Router:
         self._connections: dict[str, RpcConnection] = {}
         self._connecting: dict[str, trio.Lock] = {}
         self._suspects: dict[tuple[str, str], float] = {}
+        #: set when a peer refused a request as not serving (joining) or as not the peer meant (a
+        #: stale neighbour entry): stabilisation then checks the table at once (peers.stabiliser)
+        self.stale_found = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._coalescer = Coalescer(self.call, counters, push=self.push)
 
@@ -171,7 +174,9 @@ class Router:
         except RemoteError as exc:
             if exc.code is ErrorCode.NOT_SERVING:
                 # The peer we knew there is gone; the one answering (e.g. a peer that moved and is
-                # rejoining on its old address) serves no zone yet: for routing, it is down.
+                # rejoining on its old address) serves no zone yet, or is another peer: for
+                # routing, it is down.
+                self.stale_found.set()
                 raise Unreachable(f"cannot reach {address}: {exc.message}") from None
             raise
 
@@ -248,8 +253,12 @@ class Router:
             for key, neighbour in neighbours.items():
                 if self.suspected(key, neighbour.address):
                     dead.add(key)
-            if owner is not None and owner in dead:
-                hop = None  # the owner itself is down: no detour can reach its zone
+            if owner is not None and (owner in dead or owner in visited):
+                # The owner itself is down: no detour can reach its zone. Or the request came
+                # through it, so its table and ours disagree on who owns the point (one of them is
+                # a moment old): sending it back would bounce it between us, each hop a request
+                # waiting on the next, until both connections' in-flight limits stopped them all.
+                hop = None
             else:
                 excluded = dead | dead_ends | set(visited)
                 try:
@@ -261,6 +270,10 @@ class Router:
                     raise RequestError(f"no route from peer {state.id} toward the point: every way forward is a "
                                        f"dead end", ErrorCode.ROUTING)
                 if not await attempts.pause():
+                    if owner in visited and owner not in dead:
+                        raise RequestError(f"peers {owner} and {state.id} each found the other owns the point "
+                                           f"(neighbour tables a moment old) for {self.retry.window:g} s; retry",
+                                           ErrorCode.UNAVAILABLE)
                     who = f"peer {owner} at {neighbours[owner].address}" if owner in neighbours else \
                         f"peers {', '.join(sorted(dead))}"
                     raise RequestError(f"{who} unreachable from peer {state.id}; retried for "
@@ -272,7 +285,7 @@ class Router:
             try:
                 reply = await self.call(neighbour.address, Op.ROUTE, {
                     "point": point_to_wire(point), "op": op, "body": body, "hops": hops + 1,
-                    "avoid": sorted(dead), "visited": [*visited, state.id]})
+                    "avoid": sorted(dead), "visited": [*visited, state.id], "to": hop})
                 return reply.get("result")
             except FAILED as exc:
                 log.info("peer %s: next hop %s (%s) failed: %s", state.id, hop, neighbour.address, exc)
@@ -284,6 +297,12 @@ class Router:
                 dead_ends.add(hop)  # no way on from there: try another neighbour
 
     async def _on_route(self, conn: RpcConnection, body: Route) -> Routed:
+        if body.to and body.to != self.state.id:
+            # The sender's neighbour entry is stale: that peer left, and this one listens at its
+            # address now (a moved peer rejoins on its old port). Serving it would route the
+            # request on as if from that peer, back here when the entry is in our own table.
+            raise RequestError(f"peer {body.to} is not here (peer {self.state.id} listens at {self.state.address})",
+                               ErrorCode.NOT_SERVING)
         return Routed(await self._route(body.point, body.op, body.body, body.hops, body.avoid, body.visited))
 
     # --- multicast ----------------------------------------------------------------------------
@@ -368,11 +387,13 @@ class Router:
             try:
                 reply = await self.call(neighbour.address, Op.ROUTE, {
                     "point": point_to_wire(lowest_corner(neighbour.zone, box)), "op": op.value,
-                    "body": forward, "hops": 1,
+                    "body": forward, "hops": 1, "to": key,
                 })
                 return list(reply["result"])
             except FAILED as exc:
                 self.suspect(key, neighbour.address)
+                if key not in self.state.neighbours:  # dropped meanwhile (a ghost): the multicast runs again
+                    return []
                 if not await attempts.pause():
                     if partial:
                         return [{"down": neighbour_to_wire(key, neighbour)}]

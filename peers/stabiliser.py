@@ -25,6 +25,9 @@ from peers.state import PeerState
 
 __all__ = ["Stabiliser"]
 
+#: After a refusal, the round waits this long (seconds) for the burst of refusals to pass.
+STALE_PAUSE = 1.0
+
 
 class Stabiliser:
     def __init__(self, state: PeerState, router: Router, lock: trio.Lock, counters: Counter[str], *,
@@ -41,7 +44,11 @@ class Stabiliser:
 
     async def run(self, interval: float) -> None:
         while True:
-            await trio.sleep(interval * (0.5 + self.rng.random()))  # jittered
+            with trio.move_on_after(interval * (0.5 + self.rng.random())):  # jittered
+                # sooner when a neighbour refused a request as not the peer meant (or not serving)
+                await self.router.stale_found.wait()
+                await trio.sleep(STALE_PAUSE)
+            self.router.stale_found = trio.Event()
             if self.state.has_zone:
                 await self.once()
 

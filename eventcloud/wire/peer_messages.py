@@ -24,6 +24,7 @@ class Route(Body):
     hops: int = field(INT, default=0)
     avoid: tuple[str, ...] = field(LIST(STR), default=())     # peers found unreachable on the way
     visited: tuple[str, ...] = field(LIST(STR), default=())   # peers the request passed (never revisited)
+    to: str = field(STR, default="")      # the peer meant (another one listening at that address refuses)
 
 
 @message

@@ -232,6 +232,60 @@ async def test_stabilisation_drops_a_ghost_neighbour_whose_zone_others_now_own(a
         assert_exact_neighbour_tables(status)
 
 
+async def test_a_stale_entry_at_a_peers_own_address_is_refused_not_routed_back_to_itself(autojump_clock):
+    """A peer moved by the rebalancer rejoins on its old port as a new peer; a neighbour table
+    can still name the peer that listened there before, with a zone another peer now owns. A
+    peer holding such an entry at its own address sent requests for that zone to itself, and
+    served them as if it were that peer: back to itself, hop after hop, until the connection's
+    in-flight limit stopped its reader and every request through it hung (8 real peers, no log
+    for minutes). A request now names the peer it is meant for; another one refuses it, and the
+    sender routes around the stale entry (which stabilisation then drops)."""
+    from eventcloud.overlay import Neighbour
+
+    async with open_overlay(5, seed=6) as overlay:
+        async with overlay.client(0, "loader") as loader:
+            events = sample_events(40)
+            await loader.publish_batch(events)
+        peer = overlay.peers[0]
+        real_id, real = next(iter(peer.state.neighbours.items()))
+        # the stale entry comes first: it is the owner this peer finds for points of that zone
+        peer.state.neighbours = {"ghost00000000": Neighbour(peer.state.address, real.zone), **peer.state.neighbours}
+        async with overlay.client(0, "reader") as reader:
+            with trio.fail_after(60):
+                assert await reader.count() == sum(len(e.quads) for e in events)
+                assert len(await reader.find()) == sum(len(e.quads) for e in events)
+        assert "ghost00000000" not in peer.state.neighbours
+
+
+async def test_two_peers_whose_tables_each_name_the_other_as_owner_do_not_bounce_a_request(autojump_clock):
+    """While peers move, A's table can say B owns a point and B's that A does (both a moment
+    old). The request went back and forth, each hop a request waiting on the next, until both
+    connections' in-flight limits stopped them. A peer now never sends a request back to the
+    owner it came through: it waits for its table to change, then answers with a clear error."""
+    from dataclasses import replace as with_zone
+
+    from eventcloud.errors import RequestError
+    from eventcloud.wire.messages import Find
+    from eventcloud.wire.ops import Op
+
+    async with open_overlay(5, seed=6) as overlay:
+        a = overlay.peers[0]
+        b_id = next(iter(a.state.neighbours))
+        b = next(p for p in overlay.peers if p.state.id == b_id)
+        c = next(p for p in overlay.peers if p not in (a, b) and p.state.id not in (a.state.id, b_id))
+        point = tuple(lo for lo, _ in c.state.zone.bounds)
+        a.state.neighbours = {**a.state.neighbours, b_id: with_zone(a.state.neighbours[b_id], zone=c.state.zone)}
+        a.state.neighbours = {b_id: a.state.neighbours[b_id], **a.state.neighbours}
+        b.state.neighbours = {a.state.id: with_zone(b.state.neighbours.get(a.state.id, a.state.neighbours[b_id]),
+                                                    address=a.state.address, zone=c.state.zone),
+                              **{k: v for k, v in b.state.neighbours.items() if k != a.state.id}}
+        with trio.fail_after(60):
+            try:
+                await a.router.route(point, Op.COUNT_LOCAL, Find())
+            except RequestError as exc:
+                assert "each found the other owns the point" in exc.message
+
+
 async def test_a_multicast_that_crosses_a_split_runs_again_and_misses_nothing(autojump_clock):
     """A peer splits its zone for a newcomer while it answers a multicast: what it counted no
     longer covers what it reported, so the caller runs the multicast again (the newcomer holds

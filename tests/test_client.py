@@ -135,3 +135,29 @@ async def test_a_bad_event_among_concurrent_publishes_fails_alone(autojump_clock
             assert outcomes[bad.graph.value].code is ErrorCode.BAD_REQUEST
             assert all(outcomes[e.graph.value].graph == e.graph.value for e in good)
             assert client.coalesced_retried == 7 and await client.count() == 6
+
+
+async def test_a_request_the_entry_peer_never_answers_ends_with_a_timeout_error(autojump_clock):
+    """A peer that accepts a request and never answers (seen once while 8 real peers moved: a
+    look at the counts waited for ever) must not hang the application: after `request_timeout`
+    the call fails with a typed, transient error, and the client goes on serving other calls."""
+    from eventcloud.testing.overlay import trio_ms
+
+    async with open_overlay(2, seed=1) as overlay:
+        entry = overlay.peers[0]
+
+        async def never(*args, **kwargs):
+            await trio.sleep_forever()
+
+        multicast = entry.router.multicast
+        entry.router.multicast = never
+        async with connect(entry.address, transport=overlay.network, physical_ms=trio_ms,
+                           request_timeout=20) as client:
+            started = trio.current_time()
+            with pytest.raises(ClientError) as info:
+                await client.count()
+            assert info.value.code is ErrorCode.TIMEOUT and info.value.transient
+            assert "no answer to count within 20 s" in info.value.message
+            assert 20 <= trio.current_time() - started < 21
+            entry.router.multicast = multicast
+            assert await client.count() == 0

@@ -11,6 +11,8 @@ uses the link learns of each change through `on_event` (a line for people) and `
 
 from __future__ import annotations
 
+import math
+
 import logging
 import random
 from typing import Any, Awaitable, Callable
@@ -45,8 +47,10 @@ class Link:
     def __init__(self, seeds: list[str], transport: Transport, clock: HybridClock, *, admin_token: str | None,
                  reconnect: float, on_push: Callable[[Op, dict[str, Any]], None],
                  on_connect: Callable[[], Awaitable[None]], on_disconnect: Callable[[], None],
-                 on_lost: Callable[[str], None], on_event: Callable[[str], None]) -> None:
+                 on_lost: Callable[[str], None], on_event: Callable[[str], None],
+                 request_timeout: float = 0.0) -> None:
         self.addresses = list(dict.fromkeys(seeds))   # seeds first, then what the overlay told us
+        self.request_timeout = request_timeout         # seconds one request may wait for its answer (0: no limit)
         self.transport = transport
         self.clock = clock
         self.admin_token = admin_token
@@ -190,7 +194,10 @@ class Link:
         while True:
             conn = await self.connection()
             try:
-                return await conn.call(op, body)
+                with trio.move_on_after(self.request_timeout or math.inf):
+                    return await conn.call(op, body)
+                raise ClientError(f"no answer to {op.value} within {self.request_timeout:g} s (request_timeout); "
+                                  f"it may still be done: retry it if running it twice is harmless", ErrorCode.TIMEOUT)
             except RemoteError as exc:
                 raise ClientError(exc.message, exc.code) from None
             except ConnectionLost as exc:

@@ -124,10 +124,12 @@ class Queries:
 
     async def _local_count(self, body: Find) -> int:
         async def from_counters() -> int:
-            # a counter kept up to date by every write, plus the pending events decided commit
-            pending = self.store.sync.pending()
+            # a counter kept up to date by every write, plus the pending events decided commit,
+            # both read at once: a commit arriving while decisions are asked for moves an event
+            # from one to the other (read after the asking, the counter counted it twice)
+            committed, pending = self.store.count(), self.store.sync.pending()
             decided = set(await self._decided(list(pending.items()))) if pending else set()
-            return self.store.count() + sum(pending[g].held for g in decided)
+            return committed + sum(pending[g].held for g in decided)
 
         async def scanned() -> int:
             return len(await self._mine(body.pattern))

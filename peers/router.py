@@ -19,7 +19,7 @@ from typing import Any, Callable
 import trio
 
 from eventcloud.errors import (
-    ConnectionLost, ErrorCode, EventCloudError, GeometryError, RemoteError, RequestError, Unreachable,
+    ConnectionLost, ErrorCode, EventCloudError, GeometryError, NotHere, RemoteError, RequestError, Unreachable,
 )
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
@@ -106,6 +106,9 @@ class Router:
         #: set when a peer refused a request as not serving (joining) or as not the peer meant (a
         #: stale neighbour entry): stabilisation then checks the table at once (peers.stabiliser)
         self.stale_found = trio.Event()
+        #: neighbours another peer answered for at their address (id -> that address): gone from
+        #: there for sure, so routing goes around them and stabilisation drops their entries
+        self.gone: dict[str, str] = {}
         self._nursery: trio.Nursery | None = None
         self._coalescer = Coalescer(self.call, counters, push=self.push)
 
@@ -174,10 +177,12 @@ class Router:
         except RemoteError as exc:
             if exc.code is ErrorCode.NOT_SERVING:
                 # The peer we knew there is gone; the one answering (e.g. a peer that moved and is
-                # rejoining on its old address) serves no zone yet, or is another peer: for
-                # routing, it is down.
+                # rejoining on its old address) serves no zone yet: for routing, it is down.
                 self.stale_found.set()
                 raise Unreachable(f"cannot reach {address}: {exc.message}") from None
+            if exc.code is ErrorCode.NOT_HERE:
+                self.stale_found.set()
+                raise NotHere(f"cannot reach {address}: {exc.message}") from None
             raise
 
     async def push(self, address: str, op: Op, body: Body | dict[str, Any]) -> None:
@@ -249,7 +254,10 @@ class Router:
             if hops >= self.max_hops:
                 raise RequestError(f"routing loop: over {self.max_hops} hops", ErrorCode.ROUTING)
             neighbours = state.neighbours
-            owner = next((k for k, n in neighbours.items() if n.zone.contains(point)), None)
+            # an entry gone from its address owns nothing: greedy routing finds the zone's owner now
+            owner = next((k for k, n in neighbours.items()
+                          if n.zone.contains(point) and self.gone.get(k) != n.address), None)
+            dead.update(k for k, address in self.gone.items() if k in neighbours and neighbours[k].address == address)
             for key, neighbour in neighbours.items():
                 if self.suspected(key, neighbour.address):
                     dead.add(key)
@@ -291,6 +299,8 @@ class Router:
                 log.info("peer %s: next hop %s (%s) failed: %s", state.id, hop, neighbour.address, exc)
                 self.suspect(hop, neighbour.address)
                 dead.add(hop)
+                if isinstance(exc, NotHere):
+                    self.gone[hop] = neighbour.address
             except RemoteError as exc:
                 if exc.code is not ErrorCode.ROUTING or hop == owner:
                     raise
@@ -302,7 +312,7 @@ class Router:
             # address now (a moved peer rejoins on its old port). Serving it would route the
             # request on as if from that peer, back here when the entry is in our own table.
             raise RequestError(f"peer {body.to} is not here (peer {self.state.id} listens at {self.state.address})",
-                               ErrorCode.NOT_SERVING)
+                               ErrorCode.NOT_HERE)
         return Routed(await self._route(body.point, body.op, body.body, body.hops, body.avoid, body.visited))
 
     # --- multicast ----------------------------------------------------------------------------
@@ -392,6 +402,11 @@ class Router:
                 return list(reply["result"])
             except FAILED as exc:
                 self.suspect(key, neighbour.address)
+                if isinstance(exc, NotHere):
+                    # a stale entry: its part is missing from the covers, so the multicast runs
+                    # again once stabilisation has dropped it and learnt the zone's owner
+                    self.gone[key] = neighbour.address
+                    return []
                 if key not in self.state.neighbours:  # dropped meanwhile (a ghost): the multicast runs again
                     return []
                 if not await attempts.pause():

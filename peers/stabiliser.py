@@ -50,7 +50,23 @@ class Stabiliser:
                 await trio.sleep(STALE_PAUSE)
             self.router.stale_found = trio.Event()
             if self.state.has_zone:
+                await self.drop_gone()
                 await self.once()
+
+    async def drop_gone(self) -> None:
+        """Drop the entries of neighbours another peer answered for at their address (a moved
+        peer rejoins on its old port): the one we knew is not there, wherever it went; its zone's
+        owner is learnt from the other neighbours' tables (`once`), and routing goes around it
+        meanwhile."""
+        gone, self.router.gone = self.router.gone, {}
+        async with self.lock:
+            stale = [k for k, address in gone.items()
+                     if k in self.state.neighbours and self.state.neighbours[k].address == address]
+            if not stale:
+                return
+            self.state.neighbours = {k: n for k, n in self.state.neighbours.items() if k not in stale}
+            self.counters["ghost_neighbours_dropped"] += len(stale)
+            await self.persist()
 
     async def once(self) -> None:
         """Ask each neighbour for its own zone and its table; fix stale entries and learn

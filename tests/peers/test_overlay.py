@@ -254,7 +254,9 @@ async def test_a_stale_entry_at_a_peers_own_address_is_refused_not_routed_back_t
             with trio.fail_after(60):
                 assert await reader.count() == sum(len(e.quads) for e in events)
                 assert len(await reader.find()) == sum(len(e.quads) for e in events)
+        await trio.sleep(5)  # stabilisation, woken by the refusal
         assert "ghost00000000" not in peer.state.neighbours
+        assert peer.counters["ghost_neighbours_dropped"] == 1
 
 
 async def test_two_peers_whose_tables_each_name_the_other_as_owner_do_not_bounce_a_request(autojump_clock):

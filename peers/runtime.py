@@ -27,6 +27,7 @@ outlives one runtime).
 
 from __future__ import annotations
 
+import errno
 import logging
 import random
 import time
@@ -170,6 +171,15 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                     break
                 except EventCloudError as exc:
                     log.warning("rejoining through %s failed: %s", address, exc)
+                except (OSError, BaseExceptionGroup) as exc:
+                    # The port it kept for its clients was taken while it was away (the OS hands
+                    # free ports to outgoing connections too): any free port, rather than no peer.
+                    if listen == config.listen or not _port_taken(exc):
+                        raise
+                    log.warning("port %s was taken while this peer was away; listening on another one",
+                                listen.rpartition(":")[2])
+                    listen = config.listen
+                    break
             else:
                 await trio.sleep(pause)
                 pause = min(pause * 2, config.retry_window * 2)
@@ -204,6 +214,13 @@ def _tcp(config: PeerConfig) -> TcpTransport:
         return TcpTransport()
     return TcpTransport(server_tls=server_context(config.tls_cert, config.tls_key),
                         client_tls=client_context(config.tls_ca), handshake_timeout=config.frame_timeout)
+
+
+def _port_taken(exc: BaseException) -> bool:
+    """Whether `exc` (or one of a group's) is a listen refused because the port is in use."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(lambda e: isinstance(e, OSError) and e.errno == errno.EADDRINUSE) is not None
+    return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
 
 
 def _one_typed(group: BaseExceptionGroup) -> BaseException:

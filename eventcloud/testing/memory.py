@@ -8,6 +8,8 @@ peer without processes.
 
 from __future__ import annotations
 
+import errno
+
 import trio
 import trio.testing
 
@@ -48,7 +50,7 @@ class MemoryNetwork:
             self._next_port += 1
         bound = f"{host}:{port}"
         if bound in self._handlers:
-            raise OSError(f"cannot listen on {bound}: address already in use")
+            raise OSError(errno.EADDRINUSE, f"cannot listen on {bound}: address already in use")
         try:
             async with trio.open_nursery() as nursery:
                 self._handlers[bound] = (handler, nursery)

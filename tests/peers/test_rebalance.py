@@ -15,6 +15,7 @@ pub/sub matches the oracle.
 
 from __future__ import annotations
 
+import errno
 import random
 import statistics
 
@@ -389,3 +390,36 @@ async def test_step_aside_hands_the_zone_inside_the_box_asked_for_or_refuses_and
                 assert sum(math.prod(hi - lo for lo, hi in p.zone.bounds) for p in status.peers) == \
                     math.prod(hi - lo for lo, hi in whole)
                 assert_exact_neighbour_tables(status)
+
+
+async def test_a_moved_peer_whose_port_was_taken_meanwhile_rejoins_on_another_port(autojump_clock):
+    """A moved peer rejoins on its old port, for its clients. While it was away the OS may have
+    handed that port to another socket (ports for outgoing connections come from the same
+    range): the peer process then exited ("address already in use"), and with it a peer of the
+    overlay (seen with 8 real peers moving). It now listens on another port."""
+    events = readings(150)
+    total = sum(len(e.quads) for e in events)
+    async with open_overlay(8, seed=7, **KNOBS) as overlay:
+        serve, taken = overlay.network.serve, []
+
+        async def serve_unless_taken(address, handler, *, task_status=trio.TASK_STATUS_IGNORED):
+            if not address.endswith(":0") and not taken:   # the first port kept for a rejoin
+                taken.append(address)
+                raise OSError(errno.EADDRINUSE, f"cannot listen on {address}: address already in use")
+            return await serve(address, handler, task_status=task_status)
+
+        overlay.network.serve = serve_unless_taken
+        first = {p.address for p in overlay.peers}
+        async with overlay.client(0, "loader") as client:
+            for at in range(0, len(events), 50):
+                await client.publish_batch(events[at:at + 50])
+            with trio.move_on_after(600):
+                while not taken:
+                    await trio.sleep(5)
+            assert taken, "no peer moved"
+            await trio.sleep(120)
+            status = await quiet_status(client)
+            assert len(status.peers) == 8 and not any(p.down for p in status.peers)
+            assert {p.address for p in status.peers} - first, "the moved peer listens on a new port"
+            assert taken[0] not in {p.address for p in status.peers}
+            assert await client.count() == total

@@ -93,6 +93,7 @@ class Replication:
         #: the failure timeout): the runtime then stops serving the zone and rejoins.
         self.superseded = trio.Event()
         self.taken_over_at: str | None = None   # the stand-in's address, when the replica says it
+        self.left = False                        # handed the zone over (`drop`): no replica any more
 
     @property
     def enabled(self) -> bool:
@@ -126,7 +127,7 @@ class Replication:
     async def _watch_replica(self) -> None:
         while True:
             await trio.sleep(self.heartbeat * 2)
-            if not self.enabled or not self.state.has_zone:
+            if not self.enabled or self.left or not self.state.has_zone:
                 continue
             try:
                 if self.state.replica is None or not await self._answers(*self.state.replica):
@@ -174,7 +175,7 @@ class Replication:
     async def ensure(self, *, replace: bool = False) -> bool:
         """A live replica holding this whole zone (copying it to a new one if needed); False when
         there is nobody to copy to (a peer alone in its overlay)."""
-        if not self.enabled:
+        if not self.enabled or self.left:
             return False
         async with self._lock:
             if self.state.replica is not None and not replace:
@@ -216,7 +217,10 @@ class Replication:
             pass  # it will notice: the owner tells it "not my replica" when it probes
 
     async def drop(self) -> None:
-        """This peer left the overlay: its replica must not take anything over."""
+        """This peer left the overlay: its replica must not take anything over, and no replica is
+        chosen again (the heartbeat found none and copied the zone it had handed over to a new
+        one, which took that zone over once this peer stopped: a second owner, unknown to all)."""
+        self.left = True
         if self.state.replica is not None:
             await self._drop_at(*self.state.replica)
             self.state.replica = None
@@ -228,6 +232,9 @@ class Replication:
         one, which then holds these writes too)."""
         if not self.enabled or not self.state.has_zone:
             return
+        if self.left:
+            raise StoreError(f"peer {self.state.id} handed its zone over: retry (routing finds the new owner)",
+                             ErrorCode.UNAVAILABLE)
         if self.state.replica is None and not await self.ensure():
             self.counters["writes_unreplicated"] += 1
             return

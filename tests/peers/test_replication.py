@@ -118,3 +118,22 @@ async def test_a_restart_before_any_takeover_resumes_the_zone(autojump_clock, tm
             await trio.sleep(5)
             assert await client.count() == 100
             assert again.state.replica is not None
+
+
+async def test_a_peer_that_stepped_aside_chooses_no_replica_again(autojump_clock):
+    """A peer that steps aside (the rebalancer) hands its zone to an heir, tells its replica to
+    drop the copy, and serves on for a moment (the peer that asked waits for its answer). Its
+    heartbeat then found no replica and copied the zone it no longer owned to a new one, which
+    took that zone over once the peer stopped: a second owner of a zone nobody knew of, whose
+    peers' decisions could never be reached (seen with 8 real peers moving)."""
+    from eventcloud.overlay import heirs
+
+    async with open_overlay(5, seed=3) as overlay:
+        async with overlay.client(0, "loader") as client:
+            await client.publish_batch(sample_events(30))
+        leaver = next(p for p in overlay.peers[1:] if heirs(p.state.zone, p.state.neighbours))
+        chosen = leaver.counters["replicas_chosen"]
+        await leaver.membership.step_aside()
+        await trio.sleep(30)  # many heartbeats
+        assert leaver.state.replica is None and leaver.counters["replicas_chosen"] == chosen
+        assert not any(leaver.id in p.replicas.held() for p in overlay.peers if p is not leaver)

@@ -38,8 +38,6 @@ class ErrorCode(StrEnum):
     UNAVAILABLE = "unavailable"            # a zone has no live owner right now; retry
     NOT_SERVING = "not-serving"            # this peer serves no zone yet (joining, restarting): peers
                                            # route around it as if it were down; retry, or another peer
-    NOT_HERE = "not-here"                  # the peer a request was meant for listens at that address no
-                                           # more (another one does): a stale neighbour entry, dropped
     BUSY = "busy"                          # overloaded; retry later
     TIMEOUT = "timeout"                    # gave up waiting
     ROUTING = "routing"                    # no route (a routing loop or a broken overlay)
@@ -51,8 +49,8 @@ class ErrorCode(StrEnum):
 #: Codes after which the connection that carried them is closed.
 CONNECTION_FATAL = frozenset({ErrorCode.PROTOCOL, ErrorCode.TOO_LARGE, ErrorCode.UNKNOWN_OP})
 #: Codes worth retrying the same request for (the cause is transient).
-TRANSIENT = frozenset({ErrorCode.UNREACHABLE, ErrorCode.UNAVAILABLE, ErrorCode.NOT_SERVING, ErrorCode.NOT_HERE,
-                       ErrorCode.BUSY, ErrorCode.TIMEOUT})
+TRANSIENT = frozenset({ErrorCode.UNREACHABLE, ErrorCode.UNAVAILABLE, ErrorCode.NOT_SERVING, ErrorCode.BUSY,
+                       ErrorCode.TIMEOUT})
 
 
 class EventCloudError(Exception):
@@ -101,11 +99,6 @@ class ConnectionLost(EventCloudError):
 
 class Unreachable(ConnectionLost):
     """Nothing answers at that address."""
-
-
-class NotHere(Unreachable):
-    """Another peer than the one meant answers at that address: the one meant left it (a stale
-    neighbour entry; the peer answering there refused the request)."""
 
 
 # --- per request ------------------------------------------------------------------------------

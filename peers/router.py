@@ -19,7 +19,7 @@ from typing import Any, Callable
 import trio
 
 from eventcloud.errors import (
-    ConnectionLost, ErrorCode, EventCloudError, GeometryError, NotHere, RemoteError, RequestError, Unreachable,
+    ConnectionLost, ErrorCode, EventCloudError, GeometryError, RemoteError, RequestError, Unreachable,
 )
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
@@ -103,11 +103,12 @@ class Router:
         self._connections: dict[str, RpcConnection] = {}
         self._connecting: dict[str, trio.Lock] = {}
         self._suspects: dict[tuple[str, str], float] = {}
-        #: set when a peer refused a request as not serving (joining) or as not the peer meant (a
-        #: stale neighbour entry): stabilisation then checks the table at once (peers.stabiliser)
+        #: set when a peer refused a request as not serving (joining), or a request meant for
+        #: another peer reached this one (a stale entry): stabilisation then runs at once
         self.stale_found = trio.Event()
-        #: neighbours another peer answered for at their address (id -> that address): gone from
-        #: there for sure, so routing goes around them and stabilisation drops their entries
+        #: neighbour entries known wrong (id -> the address they give): a request meant for that
+        #: id reached another peer there. Routing never takes them for an owner, and
+        #: stabilisation drops them from our table (peers.stabiliser)
         self.gone: dict[str, str] = {}
         self._nursery: trio.Nursery | None = None
         self._coalescer = Coalescer(self.call, counters, push=self.push)
@@ -180,9 +181,6 @@ class Router:
                 # rejoining on its old address) serves no zone yet: for routing, it is down.
                 self.stale_found.set()
                 raise Unreachable(f"cannot reach {address}: {exc.message}") from None
-            if exc.code is ErrorCode.NOT_HERE:
-                self.stale_found.set()
-                raise NotHere(f"cannot reach {address}: {exc.message}") from None
             raise
 
     async def push(self, address: str, op: Op, body: Body | dict[str, Any]) -> None:
@@ -299,21 +297,23 @@ class Router:
                 log.info("peer %s: next hop %s (%s) failed: %s", state.id, hop, neighbour.address, exc)
                 self.suspect(hop, neighbour.address)
                 dead.add(hop)
-                if isinstance(exc, NotHere):
-                    self.gone[hop] = neighbour.address
             except RemoteError as exc:
                 if exc.code is not ErrorCode.ROUTING or hop == owner:
                     raise
                 dead_ends.add(hop)  # no way on from there: try another neighbour
 
     async def _on_route(self, conn: RpcConnection, body: Route) -> Routed:
+        avoid = body.avoid
         if body.to and body.to != self.state.id:
-            # The sender's neighbour entry is stale: that peer left, and this one listens at its
-            # address now (a moved peer rejoins on its old port). Serving it would route the
-            # request on as if from that peer, back here when the entry is in our own table.
-            raise RequestError(f"peer {body.to} is not here (peer {self.state.id} listens at {self.state.address})",
-                               ErrorCode.NOT_HERE)
-        return Routed(await self._route(body.point, body.op, body.body, body.hops, body.avoid, body.visited))
+            # The sender's entry is stale: that peer left, and this one listens at its address now
+            # (a moved peer rejoins on its old port). We route the request on from here, never to
+            # that peer: when the entry is in our own table too, it names us, and the request went
+            # back to ourselves, hop after hop, until the connection's in-flight limit stopped its
+            # reader and every request through it hung. Stabilisation drops such an entry of ours.
+            avoid = (*avoid, body.to)
+            self.gone[body.to] = self.state.address
+            self.stale_found.set()
+        return Routed(await self._route(body.point, body.op, body.body, body.hops, avoid, body.visited))
 
     # --- multicast ----------------------------------------------------------------------------
 
@@ -402,11 +402,6 @@ class Router:
                 return list(reply["result"])
             except FAILED as exc:
                 self.suspect(key, neighbour.address)
-                if isinstance(exc, NotHere):
-                    # a stale entry: its part is missing from the covers, so the multicast runs
-                    # again once stabilisation has dropped it and learnt the zone's owner
-                    self.gone[key] = neighbour.address
-                    return []
                 if key not in self.state.neighbours:  # dropped meanwhile (a ghost): the multicast runs again
                     return []
                 if not await attempts.pause():

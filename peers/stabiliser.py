@@ -54,10 +54,10 @@ class Stabiliser:
                 await self.once()
 
     async def drop_gone(self) -> None:
-        """Drop the entries of neighbours another peer answered for at their address (a moved
-        peer rejoins on its old port): the one we knew is not there, wherever it went; its zone's
-        owner is learnt from the other neighbours' tables (`once`), and routing goes around it
-        meanwhile."""
+        """Drop the entries known wrong (`Router.gone`: a request meant for that peer reached
+        another one at the address they give, such as this peer itself after it rejoined on its
+        old port): that peer is not there, wherever it went; the owner of its zone is learnt
+        from the other neighbours' tables (`once`), and routing goes around it meanwhile."""
         gone, self.router.gone = self.router.gone, {}
         async with self.lock:
             stale = [k for k, address in gone.items()

@@ -38,9 +38,6 @@ _CODE_MEANINGS = {
     ErrorCode.NOT_SERVING: "this peer serves no zone yet (it is joining or restarting, e.g. after the "
                            "rebalancer moved it) and waited `retry_window` for it; peers route around it as "
                            "if it were down; retry, or ask another peer",
-    ErrorCode.NOT_HERE: "the peer a routed request was meant for (`Route.to`) no longer listens at that "
-                        "address: another one does (a moved peer rejoins on its old port). The sender's "
-                        "neighbour entry is stale: it routes around it and drops it",
     ErrorCode.BUSY: "overloaded (a queue stayed full); retry later",
     ErrorCode.TIMEOUT: "gave up waiting",
     ErrorCode.ROUTING: "no route: a routing loop or a broken overlay",

@@ -238,8 +238,8 @@ async def test_a_stale_entry_at_a_peers_own_address_is_refused_not_routed_back_t
     peer holding such an entry at its own address sent requests for that zone to itself, and
     served them as if it were that peer: back to itself, hop after hop, until the connection's
     in-flight limit stopped its reader and every request through it hung (8 real peers, no log
-    for minutes). A request now names the peer it is meant for; another one refuses it, and the
-    sender routes around the stale entry (which stabilisation then drops)."""
+    for minutes). A request now names the peer it is meant for; another peer there routes it on
+    from itself, never to that peer, and stabilisation drops the entry from its table."""
     from eventcloud.overlay import Neighbour
 
     async with open_overlay(5, seed=6) as overlay:

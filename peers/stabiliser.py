@@ -16,7 +16,7 @@ from typing import Awaitable, Callable
 
 import trio
 
-from eventcloud.errors import EventCloudError
+from eventcloud.errors import EventCloudError, Unavailable
 from eventcloud.overlay import Neighbour, verified
 from eventcloud.wire.messages import Empty, Table
 from eventcloud.wire.ops import Op
@@ -50,8 +50,12 @@ class Stabiliser:
                 await trio.sleep(STALE_PAUSE)
             self.router.stale_found = trio.Event()
             if self.state.has_zone:
-                await self.drop_gone()
-                await self.once()
+                try:
+                    await self.drop_gone()
+                    await self.once()
+                except Unavailable:  # the zone was handed over during the round (a leave): nothing to keep
+                    if self.state.has_zone:
+                        raise
 
     async def drop_gone(self) -> None:
         """Drop the entries known wrong (`Router.gone`: a request meant for that peer reached

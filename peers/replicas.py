@@ -31,7 +31,7 @@ import trio
 from eventcloud.errors import ErrorCode, EventCloudError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import (
-    Empty, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
+    Empty, Pong, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
 )
 from eventcloud.wire.ops import Op
 from peers.host import Host
@@ -55,6 +55,7 @@ class _Copy:
     complete: bool = False
     last_ok: float = 0.0
     watching: bool = False
+    stale_since: float | None = None   # since when the owner names another peer as its replica
 
 
 class Replicas:
@@ -209,15 +210,20 @@ class Replicas:
     async def _on_probe(self, conn: RpcConnection, body: Probe) -> ProbeResult:
         if self.departed(body.id):
             return ProbeResult(reachable=False, departed=True)
-        return ProbeResult(reachable=await self._reaches(body.address, self.heartbeat * 2))
+        return ProbeResult(reachable=await self._reaches(body.address, self.heartbeat * 2, body.id))
 
-    async def _reaches(self, address: str, within: float) -> bool:
+    async def _reaches(self, address: str, within: float, ident: str = "") -> bool:
+        return await self._ping(address, within, ident) is not None
+
+    async def _ping(self, address: str, within: float, ident: str = "") -> Pong | None:
+        """The answer of the peer at `address` (of peer `ident` only, if given: a moved peer
+        rejoins on its old port as another peer, which answers there instead)."""
         try:
             with trio.fail_after(within):
-                await self.router.call(address, Op.PING, Empty())
-            return True
+                pong = Pong.from_wire(await self.router.call(address, Op.PING, Empty()))
         except (*FAILED, EventCloudError, trio.TooSlowError):
-            return False
+            return None
+        return pong if not ident or pong.id == ident else None
 
     # --- failure detection and takeover ---------------------------------------------------------
 
@@ -242,8 +248,27 @@ class Replicas:
 
     async def _check(self, copy: _Copy) -> None:
         address = copy.state.get("address", "")
-        if await self._reaches(address, self.heartbeat):
-            copy.last_ok = trio.current_time()
+        pong = await self._ping(address, self.heartbeat, copy.owner)
+        if pong is not None:
+            now = copy.last_ok = trio.current_time()
+            if not pong.replica or pong.replica == self.state.id:
+                copy.stale_since = None
+                return
+            # The owner keeps its zone's copy elsewhere now; its request to drop this one did not
+            # arrive. Kept, this stale copy would be taken over once the owner stops answering
+            # (even after handing its zone over gracefully): a second owner, with old data.
+            # (For a moment a new replica's owner still names the old one: hence the wait.)
+            if copy.stale_since is None:
+                copy.stale_since = now
+            elif now - copy.stale_since >= self.failure_timeout:
+                async with self._lock(copy.owner):
+                    if self._copies.get(copy.owner) is copy:
+                        log.info("peer %s: owner %s keeps its copy on %s now; dropping this stale one",
+                                 self.state.id, copy.owner, pong.replica)
+                        del self._copies[copy.owner]
+                        await self.offload.run(self._discard, copy)
+                        self.counters["stale_replicas_dropped"] += 1
+                        self.counters["replicas_held"] = len(self._copies)
             return
         if trio.current_time() - copy.last_ok < self.failure_timeout or self._copies.get(copy.owner) is not copy:
             return

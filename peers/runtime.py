@@ -351,7 +351,8 @@ class _PeerRuntime:
         dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()})
 
     async def _ping(self, conn: RpcConnection, body: Empty) -> Pong:
-        return Pong(self.state.id, self.state.address)
+        replica = self.state.replica
+        return Pong(self.state.id, self.state.address, replica[0] if replica else "")
 
     async def _retire(self, conn: RpcConnection) -> None:
         self.persistence.retire()

@@ -39,6 +39,7 @@ class ErrorBody(Body):
 class Pong(Body):
     id: str = field(STR)
     address: str = field(STR)
+    replica: str = field(STR, default="")   # the peer holding this peer's zone copy now ("": none or not said)
 
 
 @message

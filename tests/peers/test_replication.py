@@ -137,3 +137,39 @@ async def test_a_peer_that_stepped_aside_chooses_no_replica_again(autojump_clock
         await trio.sleep(30)  # many heartbeats
         assert leaver.state.replica is None and leaver.counters["replicas_chosen"] == chosen
         assert not any(leaver.id in p.replicas.held() for p in overlay.peers if p is not leaver)
+
+
+async def test_a_stale_copy_whose_drop_was_lost_is_dropped_and_never_taken_over(autojump_clock):
+    """An owner that replaces its replica tells the old one to drop its copy, best effort. When
+    that request was lost, the old replica kept a copy that no longer received writes, pinged
+    the owner (alive) for ever, and took the zone over once the owner stopped answering, even
+    after the owner had handed its zone over gracefully: a second owner serving old data (seen
+    with 8 real peers moving: one peer then answered for the whole space). The owner's ping
+    answer now names its replica; a copy the owner no longer names is dropped."""
+    from eventcloud.overlay import heirs
+
+    async with open_overlay(6, seed=2) as overlay:
+        async with overlay.client(0, "loader") as client:
+            await client.publish_batch(spread_events(30, "stale"))
+        owner = next(p for p in overlay.peers[1:] if heirs(p.state.zone, p.state.neighbours))
+        old = copies(overlay)[owner.id]
+
+        async def lost(ident, address):
+            return None
+
+        owner.replication._drop_at = lost
+        owner.replication.candidates = lambda: [(k, n.address) for k, n in owner.state.neighbours.items()
+                                                if k != old.id and k in {p.id for p in overlay.peers}]
+        assert await owner.replication.ensure(replace=True)
+        new = copies(overlay)[owner.id]
+        assert new is not old and owner.id in old.replicas.held()   # the stale copy is still there
+        await trio.sleep(10)                                        # past the failure timeout
+        assert owner.id not in old.replicas.held() and old.counters["stale_replicas_dropped"] == 1
+        del owner.replication._drop_at
+        await owner.membership.step_aside()
+        owner.stop()
+        await overlay.network.kill(owner.address)
+        await trio.sleep(20)
+        assert all(p.counters["takeovers"] == 0 for p in overlay.peers)
+        async with overlay.client(0, "reader") as reader:
+            assert await reader.count() == sum(len(e.quads) for e in spread_events(30, "stale"))

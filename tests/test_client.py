@@ -161,3 +161,23 @@ async def test_a_request_the_entry_peer_never_answers_ends_with_a_timeout_error(
             assert 20 <= trio.current_time() - started < 21
             entry.router.multicast = multicast
             assert await client.count() == 0
+
+
+async def test_a_request_waiting_for_a_connection_that_never_comes_ends_with_a_timeout_error(autojump_clock):
+    """The deadline covers the whole request: also the wait for a connection while the client
+    reconnects (a look at the counts once waited for ever with no request at any peer)."""
+    from eventcloud.testing.overlay import trio_ms
+
+    async with open_overlay(2, seed=1) as overlay:
+        entry = overlay.peers[0]
+        async with connect(entry.address, transport=overlay.network, physical_ms=trio_ms,
+                           request_timeout=20) as client:
+            never = trio.Event()
+
+            async def no_connection():
+                await never.wait()
+
+            client.link.connection = no_connection
+            with pytest.raises(ClientError) as info:
+                await client.count()
+            assert info.value.code is ErrorCode.TIMEOUT

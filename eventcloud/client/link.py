@@ -190,14 +190,18 @@ class Link:
 
     async def call(self, op: Op, body: Any) -> dict[str, Any]:
         """One request; run again on the next connection if the connection died first and the
-        operation is idempotent. ClientError on any failure."""
+        operation is idempotent. ClientError on any failure; a `timeout` one after
+        `request_timeout`, whatever it waited for (the answer, a connection, a reconnection)."""
+        with trio.move_on_after(self.request_timeout or math.inf):
+            return await self._call(op, body)
+        raise ClientError(f"no answer to {op.value} within {self.request_timeout:g} s (request_timeout); "
+                          f"it may still be done: retry it if running it twice is harmless", ErrorCode.TIMEOUT)
+
+    async def _call(self, op: Op, body: Any) -> dict[str, Any]:
         while True:
             conn = await self.connection()
             try:
-                with trio.move_on_after(self.request_timeout or math.inf):
-                    return await conn.call(op, body)
-                raise ClientError(f"no answer to {op.value} within {self.request_timeout:g} s (request_timeout); "
-                                  f"it may still be done: retry it if running it twice is harmless", ErrorCode.TIMEOUT)
+                return await conn.call(op, body)
             except RemoteError as exc:
                 raise ClientError(exc.message, exc.code) from None
             except ConnectionLost as exc:

@@ -160,6 +160,9 @@ class Replicas:
             return await self._sync(body)
 
     async def _sync(self, body: ReplicaSync) -> Empty:
+        if body.owner == self.state.id:
+            raise RequestError(f"peer {self.state.id} cannot hold the copy of its own zone (the sender's entry for "
+                               f"this address is stale)", ErrorCode.FORBIDDEN)
         if body.owner in self._taken:
             raise RequestError(f"peer {body.owner} was taken over here; it must rejoin", ErrorCode.FORBIDDEN)
         if body.reset:

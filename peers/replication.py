@@ -167,8 +167,11 @@ class Replication:
         """Neighbours that may hold this zone's copy, best first: other processes, other hosts."""
         mine = self.local_peers()
         host = self.state.address.rpartition(":")[0]
+        # (an entry at our own address is a stale one for the peer that listened here before:
+        # copying the zone there copied it to ourselves, one copy in all)
         found = [(k, n.address) for k, n in self.state.neighbours.items()
-                 if k not in mine and k not in self.joining and not self.router.suspected(k, n.address)]
+                 if k not in mine and k not in self.joining and n.address != self.state.address
+                 and not self.router.suspected(k, n.address)]
         found.sort(key=lambda kv: (kv[1].rpartition(":")[0] == host, kv[0]))
         return found
 

@@ -173,3 +173,20 @@ async def test_a_stale_copy_whose_drop_was_lost_is_dropped_and_never_taken_over(
         assert all(p.counters["takeovers"] == 0 for p in overlay.peers)
         async with overlay.client(0, "reader") as reader:
             assert await reader.count() == sum(len(e.quads) for e in spread_events(30, "stale"))
+
+
+async def test_a_peer_never_copies_its_zone_to_itself_through_a_stale_entry_at_its_own_address(autojump_clock):
+    """A peer that rejoined on its old port can hold an entry for the peer that listened there
+    before. Chosen as the replica, that entry sent the zone's copy to the peer itself: one copy
+    in all, lost with the peer (seen with 8 real peers moving: a peer held a copy of its own
+    zone). Such an entry is never a replica candidate, and a peer refuses a copy of itself."""
+    from eventcloud.overlay import Neighbour
+
+    async with open_overlay(4, seed=2) as overlay:
+        peer = overlay.peers[1]
+        real = next(iter(peer.state.neighbours.values()))
+        peer.state.neighbours = {"ghost00000000": Neighbour(peer.state.address, real.zone), **peer.state.neighbours}
+        assert "ghost00000000" not in dict(peer.replication.candidates())
+        peer.replication.candidates = lambda: [("ghost00000000", peer.state.address)]
+        assert not await peer.replication.ensure(replace=True)   # refused: no copy made anywhere
+        assert peer.id not in peer.replicas.held()

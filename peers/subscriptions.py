@@ -168,11 +168,14 @@ class Subscriptions:
         return replace(sub, patterns=twin[1].patterns, filters=twin[1].filters)
 
     async def add(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored | None:
-        """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile."""
+        """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile.
+        A record that arrived with its parsed form is persisted as it came (what a restart builds
+        from is what was built from here), not serialised again."""
         if record.id in self._tombstones:
             return None
         stored = self._put(record, sub)
-        await self.store.write([put_subscription(record.id, self.with_parsed(stored).to_wire())])
+        persisted = record if record.parsed is not None else self.with_parsed(stored)
+        await self.store.write([put_subscription(record.id, persisted.to_wire())])
         return stored
 
     @staticmethod

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import MethodType
 from typing import Any, Callable
 
-__all__ = ["Shape", "ShapeCache", "shape_of"]
+__all__ = ["MARKER", "Shape", "ShapeCache", "placeholder_kinds", "shape_of"]
 
 MARKER = "ecslot"
 _INT_MARKER = "9090900"
@@ -45,6 +45,7 @@ _TOKENS = re.compile(r"""
 """, re.X)
 _SIMPLE_LOCAL = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 _INTEGER = re.compile(r"[0-9]+\Z")
+_CALLED = re.compile(r"\s*\(")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +72,11 @@ def shape_of(text: str) -> Shape | None:
                 continue
             kind, group = "integer", 0
         elif group == "local" or group == "prefix":
-            if group == "prefix" or not _SIMPLE_LOCAL.match(match.group("local")):
+            if group == "prefix" or not _SIMPLE_LOCAL.match(match.group("local")) or _CALLED.match(text, match.end()):
                 continue
             kind = "local"
+        elif group == "iri" and _CALLED.match(text, match.end()):
+            continue  # a function's IRI stays in the shape: which function is called shapes the tree
         else:
             kind = _KINDS[group]
         n = len(slots)
@@ -86,6 +89,11 @@ def shape_of(text: str) -> Shape | None:
         return None
     out.append(text[done:])
     return Shape("".join(out), tuple(slots))
+
+
+def placeholder_kinds(shape: Shape) -> dict[str, tuple[int, str]]:
+    """Each placeholder of `shape` (its text) -> (its slot, its kind)."""
+    return {placeholder: (n, kind) for n, (kind, placeholder, _) in enumerate(shape.slots)}
 
 
 _KINDS = {"iri": "iri", "dq": "string", "sq": "string"}
@@ -129,6 +137,12 @@ class ShapeCache:
         tree, prologue, trie, leaves = entry
         values = [_term(kind, original, leaf) for (kind, _, original), leaf in zip(shape.slots, leaves)]
         return _replaced(tree, trie, values), prologue
+
+    def placeholder_tree(self, shape: Shape) -> tuple[Any, Any] | None:
+        """(query tree of the shape's own text, placeholders in place, prologue) once `tree`
+        has learnt the shape; None otherwise (or when the shape is not used)."""
+        entry = self._shapes.get(shape.text)
+        return None if entry is None else (entry[0], entry[1])
 
     def _learn(self, shape: Shape) -> tuple[Any, Any, dict[Any, Any], tuple[Any, ...]] | None:
         parsed = self._parse(shape.text)

@@ -33,6 +33,7 @@ from eventcloud.sparql.hints import too_deep
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.paths import ISA_PATH, isa_path, path_text, plain_predicate
 from eventcloud.sparql.shapes import ShapeCache, shape_of
+from eventcloud.sparql.templates import Templates
 from eventcloud.sparql.shared import shared
 from eventcloud.sparql.taxonomy import RDF_TYPE, Taxonomy
 from eventcloud.rdf.model import IRI, XSD_STRING, Literal, ModelError, Term
@@ -318,15 +319,21 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
     rewritten, shifts = rewrite_bare_names(text)
     shape = shape_of(rewritten)
     if shape is not None:
+        made = _TEMPLATES.made(shape, text, taxonomy, operators)
+        if made is not None:
+            return made
         try:
             parsed = _shapes().tree(shape)
         except Exception:  # the shape does not parse: the text's own parse below says why, where
             parsed = None
         if parsed is not None:
             try:
-                return _Builder(text, parsed[1], taxonomy, operators).build(parsed[0])
+                sub = _Builder(text, parsed[1], taxonomy, operators).build(parsed[0])
             except (SubscriptionError, RecursionError):
                 pass  # refused: parsed whole below, so the error names the text's own terms
+            else:
+                _TEMPLATES.learn(shape, sub, operators, _shapes().placeholder_tree(shape))
+                return sub
     try:
         tree = parseQuery(rewritten)
     except RecursionError:
@@ -565,6 +572,14 @@ class _Builder:
                 keyword = exc.construct
             raise self.refuse(str(exc), exc.construct or "FILTER", keyword) from None
 
+
+
+#: Subscriptions built from their shape's template (sparql.templates) with the builder's own
+#: ways of making terms and of building a shape's placeholder text.
+_TEMPLATES = Templates(
+    SHAPES_KEPT, assemble=assemble, pattern=TriplePattern,
+    build=lambda text, tree, prologue, operators: _Builder(text, prologue, None, operators).build(tree),
+    resolve=lambda node, prologue: _Builder("", prologue, None).resolve(node))
 
 
 def _get(node: Any, key: str) -> Any:

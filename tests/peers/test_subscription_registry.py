@@ -65,3 +65,22 @@ async def test_a_subscription_built_from_its_parsed_form_keeps_its_text_packed_a
     assert Subscriptions.with_parsed(stored) == record             # persisted and handed over whole
     event = CompoundEvent.from_triples(IRI(EX + "e"), [(IRI(EX + "car"), IRI(EX + "speed"), Literal("70", XSD + "integer"))])
     assert registry.index.match_event(event) == ["a"]
+
+
+async def test_a_record_arriving_with_its_parsed_form_is_persisted_as_it_came_and_rebuilt_after_a_restart() -> None:
+    import msgpack
+
+    from eventcloud.sparql.subscription import parse_subscription
+    from eventcloud.wire.parsed import subscription_to_wire
+    store = PeerStore(None)
+    registry = Subscriptions(PeerState(), AsyncStore(store, False), Counter(), tombstone_ttl=60)
+    text = f"PREFIX ex: <{EX}> SELECT ?v WHERE {{ GRAPH ?g {{ ?s ex:speed ?v FILTER(?v > 50) }} }}"
+    # as a peer receives it: decoded from msgpack (lists, not tuples)
+    arrived = SubscriptionRecord.from_wire(msgpack.unpackb(msgpack.packb(SubscriptionRecord(
+        "a", text, "bindings", "127.0.0.1:1", 7, parsed=subscription_to_wire(parse_subscription(text))).to_wire())))
+    await registry.add(arrived)
+    assert store.subscriptions()["a"] == arrived.to_wire()
+    again = Subscriptions(PeerState(), AsyncStore(store, False), Counter(), tombstone_ttl=60)
+    assert again.get("a").record == registry.get("a").record
+    event = CompoundEvent.from_triples(IRI(EX + "e"), [(IRI(EX + "car"), IRI(EX + "speed"), Literal("70", XSD + "integer"))])
+    assert again.index.match_event(event) == ["a"]

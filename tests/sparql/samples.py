@@ -91,3 +91,25 @@ def random_isa_event(r: random.Random, n: int, classes: int) -> CompoundEvent:
         if r.random() < 0.5:
             triples.add((instance, IRI(EX + "link"), IRI(f"{EX}i{r.randrange(3)}")))
     return CompoundEvent.from_triples(graph, sorted(triples, key=str))
+
+
+def outcome(text: str):
+    """The subscription `text` parses into, or the refusal's parts."""
+    from eventcloud.sparql.subscription import SubscriptionError, parse_subscription
+    try:
+        return parse_subscription(text)
+    except SubscriptionError as exc:
+        return ("error", str(exc), exc.construct, exc.line, exc.column)
+
+
+def whole_parse(text: str, parse=None):
+    """`parse(text)` (default `parse_subscription`) with shapes and their templates bypassed
+    (the text parsed whole)."""
+    import eventcloud.sparql.subscription as subscription_module
+    parse = parse or subscription_module.parse_subscription
+    original = subscription_module.shape_of
+    subscription_module.shape_of = lambda text: None
+    try:
+        return parse(text)
+    finally:
+        subscription_module.shape_of = original

@@ -15,16 +15,9 @@ from hypothesis import strategies as st
 import eventcloud.sparql.subscription as subscription_module
 from eventcloud.sparql.filters.extensions import rewrite_bare_names
 from eventcloud.sparql.shapes import Shape, ShapeCache, shape_of
-from eventcloud.sparql.subscription import SubscriptionError, parse_subscription
+from eventcloud.sparql.subscription import parse_subscription
 from experiments.workloads import generate
-from tests.sparql.samples import TRICKY, suite_texts
-
-def outcome(text: str):
-    try:
-        return parse_subscription(text)
-    except SubscriptionError as exc:
-        return ("error", str(exc), exc.construct, exc.line, exc.column)
-
+from tests.sparql.samples import TRICKY, outcome, suite_texts, whole_parse
 
 def whole(text: str, monkeypatch: pytest.MonkeyPatch):
     with monkeypatch.context() as patch:
@@ -61,16 +54,6 @@ def test_texts_of_one_shape_parse_once_and_keep_their_own_constants() -> None:
         assert sub.patterns[1].object.lexical == f"unit {i}" and sub.patterns[1].object.language == "en"
         assert sub.filters[0].text.endswith(f"{i * 7})") or str(i * 7) in sub.filters[0].text
     assert subs == [whole_parse(t) for t in texts]
-
-
-def whole_parse(text: str, parse=parse_subscription):
-    """`parse(text)` with the shape cache bypassed (the text parsed whole)."""
-    original = subscription_module.shape_of
-    subscription_module.shape_of = lambda text: None
-    try:
-        return parse(text)
-    finally:
-        subscription_module.shape_of = original
 
 
 def test_generated_workloads_parse_the_same_by_shape() -> None:

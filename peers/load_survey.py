@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import replace
 from typing import Any
 
 import trio
 
 from eventcloud.errors import EventCloudError
 from eventcloud.net.rpc import RpcConnection
-from eventcloud.overlay import CoordinateSpace, Point, climb
+from eventcloud.overlay import CoordinateSpace, Point, climb, evenly, joiner_share
 from eventcloud.wire.codec import point_to_wire
-from eventcloud.wire.messages import Empty, Load, Routed
+from eventcloud.wire.messages import Empty, Load, LoadAsk, Routed
 from eventcloud.wire.ops import Op
 from peers.async_store import AsyncStore
 from peers.router import Router
@@ -47,8 +48,23 @@ class LoadSurvey:
         return Load(state.id, state.address, self.store.held(), state.zone,
                     tuple(sorted({n.address for n in state.neighbours.values()})))
 
-    async def _on_load(self, conn: RpcConnection, body: Empty) -> Load:
-        return self.load()
+    async def _on_load(self, conn: RpcConnection, body: LoadAsk) -> Load:
+        if not body.cut:
+            return self.load()
+        # what a peer joining here would take: the newcomer's side of the cut a join makes now
+        # (membership's `_split_for`), counted on the same sample of this zone's quads
+        zone = self.state.zone
+        held = await self.store.find(None, None, None, None)
+        share = joiner_share(zone, [self.state.space.point(q) for q in evenly(held)])
+        return replace(self.load(), takes=round(share * len(held)))
+
+    async def joiner_takes(self, address: str) -> int | None:
+        """How many quads a peer joining the peer at `address` would take now (None: no answer)."""
+        try:
+            return Load.from_wire(await self.router.call(address, Op.LOAD, LoadAsk(cut=True))).takes
+        except EventCloudError as exc:
+            log.info("peer %s: %s did not say what a joiner would take (%s)", self.state.id, address, exc)
+            return None
 
     async def _local_load(self, body: Empty) -> dict[str, Any]:
         return self.load().to_wire()

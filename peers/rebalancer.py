@@ -6,8 +6,9 @@ published later may pile up anywhere. So, every `every` seconds (with jitter, so
 not all look at once), a peer that can leave gracefully — a neighbour's zone merges with its
 own into a box — looks for the busiest peer as a joiner does (random probes, then the climb
 to a local maximum of load). If that one holds `ratio` times its own quads and at least
-`min_quads` (`eventcloud.overlay.balance.should_move`), the peer hands its zone and data to
-that neighbour (the graceful leave), and rejoins as a new peer on the same address through
+`min_quads` (`eventcloud.overlay.balance.should_move`), and if the cut a join there would make
+leaves each side at least twice the mover's quads (`gains_enough`: that peer answers `load`
+with `cut`; a lopsided cut would only move a hot spot around), the peer hands its zone and data to that neighbour (the graceful leave), and rejoins as a new peer on the same address through
 it, splitting the zone of the busiest peer it found at that zone's median (the balanced
 join's cut). This is the original system's remedy (an underloaded peer leaves and rejoins at
 the hotspot).
@@ -44,7 +45,7 @@ import trio
 
 from eventcloud.errors import ErrorCode, EventCloudError, RequestError
 from eventcloud.net.rpc import RpcConnection
-from eventcloud.overlay import Point, heirs, lowest_corner, room_faces, should_move
+from eventcloud.overlay import Point, gains_enough, heirs, lowest_corner, room_faces, should_move
 from eventcloud.wire.messages import PeerId, StepAside
 from eventcloud.wire.ops import Op
 from peers.async_store import AsyncStore
@@ -138,6 +139,12 @@ class Rebalancer:
         busiest = await self.survey.busiest(state.space)
         if busiest is None or busiest.id == state.id or \
                 not should_move(own, busiest.quads, ratio=self.ratio, min_quads=self.min_quads):
+            return None
+        takes = await self.survey.joiner_takes(busiest.address)
+        if takes is None or not gains_enough(own, busiest.quads, takes):
+            self.counters["rebalance_not_worth"] += 1
+            log.info("peer %s holds %d quads; a join at the busiest, %s (%d), would hand it %s: it stays",
+                     state.id, own, busiest.id, busiest.quads, "?" if takes is None else takes)
             return None
         if not heirs(state.zone, state.neighbours) and not await self._make_room_once(busiest.id):
             return None

@@ -108,6 +108,7 @@ class RunningPeer:
     homes: Homes
     attachments: Attachments
     schema: Schema
+    rebalancer: Rebalancer
 
     @property
     def id(self) -> str:
@@ -433,7 +434,7 @@ class _PeerRuntime:
                     task_status.started(RunningPeer(
                         state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,
                         self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
-                        self.limits, self.lifetime, self.stopped, self.homes, self.attachments, self.schema))
+                        self.limits, self.lifetime, self.stopped, self.homes, self.attachments, self.schema, self.rebalancer))
                     await trio.sleep_forever()
         finally:
             self.runner.close()

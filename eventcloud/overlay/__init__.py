@@ -9,7 +9,9 @@
 """
 
 from eventcloud.errors import GeometryError
-from eventcloud.overlay.balance import MIN_SHARE, SplitChoice, climb, cut_for, evenly, median_split, should_move
+from eventcloud.overlay.balance import (
+    MIN_SHARE, SplitChoice, climb, cut_for, evenly, gains_enough, joiner_share, median_split, should_move,
+)
 from eventcloud.overlay.coordinates import (
     DIMENSIONS, MAPPINGS, Box, CoordinateSpace, Interval, Point, local_name,
 )
@@ -29,5 +31,5 @@ __all__ = [
     "intersection", "tiles", "disjoint", "hull", "subtree_reach",
     "Neighbour", "SplitPlan", "MergePlan", "RoomFace", "split_for_join", "merge_for_leave", "heirs", "room_faces",
     "announced", "verified",
-    "SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "MIN_SHARE",
+    "SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "joiner_share", "gains_enough", "MIN_SHARE",
 ]

@@ -34,7 +34,8 @@ from eventcloud.errors import GeometryError
 from eventcloud.overlay.coordinates import DIMENSIONS, Point
 from eventcloud.overlay.zones import Zone
 
-__all__ = ["SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "MIN_SHARE", "SAMPLE"]
+__all__ = ["SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "joiner_share", "gains_enough",
+           "MIN_SHARE", "SAMPLE"]
 
 K = TypeVar("K")
 
@@ -142,3 +143,29 @@ def should_move(own: int, busiest: int, *, ratio: float, min_quads: int) -> bool
     if ratio < 2:
         raise ValueError(f"rebalance ratio {ratio} must be at least 2 (a move could undo another)")
     return busiest >= min_quads and busiest >= ratio * max(own, 1)
+
+
+def joiner_share(zone: Zone, points: Sequence[Point]) -> float:
+    """The share of `points` (those inside `zone`: its quads, or a sample) that a peer joining
+    there takes: the newcomer's side of `cut_for`'s cut. 0 when nothing can be cut."""
+    (g0, g1), (s0, s1), (p0, p1), (o0, o1) = zone.bounds
+    inside = [p for p in points if g0 <= p[0] < g1 and s0 <= p[1] < s1 and p0 <= p[2] < p1 and o0 <= p[3] < o1]
+    if not inside:
+        return 0.0
+    try:
+        dim, at = cut_for(zone, inside)
+    except GeometryError:
+        return 0.0
+    return sum(1 for p in inside if p[dim] >= at) / len(inside)
+
+
+def gains_enough(own: int, busiest: int, takes: int) -> bool:
+    """The second half of the rebalancer's rule: a peer holding `own` quads moves to the busiest
+    zone (`busiest` quads, of which a join there would hand it `takes`) only if both sides of
+    that cut hold at least twice its own (an empty peer: 2). `should_move` assumes the cut
+    halves the busiest zone; on a line population (most quads on one point, the rest spread)
+    the best cut is lopsided: handing the mover no more than it held, the next look moved it
+    again, and again; handing it the point, the peer left behind would move back for it
+    (docs/overlay.md, "The rebalancer"). With this rule every move at least doubles the mover's
+    load and leaves the busiest at least twice the mover's old load."""
+    return min(takes, busiest - takes) >= 2 * max(own, 1)

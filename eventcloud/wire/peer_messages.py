@@ -305,6 +305,13 @@ class JoinData(Body):
 
 
 @message
+class LoadAsk(Body):
+    """`load`: how busy a peer is; with `cut`, also how many quads a peer joining it would take."""
+
+    cut: bool = field(BOOL, default=False)
+
+
+@message
 class Load(Body):
     """`load` / `load_local`: how busy a peer is, so a joiner can pick whom to split (docs/overlay.md)."""
 
@@ -313,6 +320,7 @@ class Load(Body):
     quads: int = field(INT)
     zone: Zone = field(ZONE)
     neighbours: tuple[str, ...] = field(LIST(STR), default=())   # their addresses, where the climb goes on
+    takes: int = field(INT, default=-1)   # asked with `cut`: quads a peer joining here would take (-1: not asked)
 
 
 @message

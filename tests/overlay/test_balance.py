@@ -150,3 +150,22 @@ def test_the_rebalancer_moves_only_a_light_peer_toward_a_much_busier_one():
     assert not should_move(0, 999, ratio=4, min_quads=1_000)        # not worth moving for
     with pytest.raises(ValueError, match="at least 2"):
         should_move(0, 10, ratio=1.5, min_quads=1)                  # a move could undo another
+
+
+def test_a_move_must_cut_the_busiest_zone_so_that_both_sides_hold_twice_the_movers_load():
+    from eventcloud.overlay import Zone, gains_enough, joiner_share
+
+    zone = Zone(((0, 1000), (0, 1000), (0, 1000), (0, 1000)))
+    spread = [(i * 7 % 1000, i * 13 % 1000, i * 31 % 1000, i * 17 % 1000) for i in range(100)]
+    even = joiner_share(zone, spread)
+    assert 0.4 <= even <= 0.6                        # spread data: the join takes about half
+    line = spread + [(500, 500, 500, 500)] * 900     # a line population: 90% on one point
+    lopsided = joiner_share(zone, line)
+    assert min(lopsided, 1 - lopsided) < 0.1         # whatever the cut, one side is nearly empty
+    assert joiner_share(zone, [(500, 500, 500, 500)] * 10) == 1.0   # one point: the midpoint cut hands it all
+    assert not gains_enough(0, 10, 10)
+    assert joiner_share(zone, []) == 0.0
+    assert gains_enough(100, 1_000, 500)             # an even cut of a 10x busier zone
+    assert not gains_enough(100, 1_000, 950)         # the mover takes the point: the rest would move back
+    assert not gains_enough(100, 1_000, 150)         # the mover gains too little: it would move again
+    assert gains_enough(0, 1_000, 998) and not gains_enough(0, 1_000, 999)

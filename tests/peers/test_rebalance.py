@@ -423,3 +423,43 @@ async def test_a_moved_peer_whose_port_was_taken_meanwhile_rejoins_on_another_po
             assert {p.address for p in status.peers} - first, "the moved peer listens on a new port"
             assert taken[0] not in {p.address for p in status.peers}
             assert await client.count() == total
+
+
+async def test_a_light_peer_does_not_move_to_a_busiest_zone_whose_cut_is_lopsided(autojump_clock):
+    """All of the busiest zone's quads sit on one point (2,000 quads whose IRIs differ only in
+    their namespace: one point under `local-name`, a line population at its extreme): no cut
+    can share them, a join there takes all or nothing. `should_move` alone sent every empty
+    peer that could leave there, and the peer it emptied moved back at its next look; where
+    some quads lay beside the point, the mover took no more than it held and moved again, for
+    ever (found by experiments/move_counts.py). Now a peer asks the busiest what a join would
+    take and stays unless both sides hold twice its own (`gains_enough`)."""
+    from eventcloud.overlay import gains_enough, heirs, should_move
+    from eventcloud.rdf.model import IRI, CompoundEvent, Literal
+
+    line = [CompoundEvent.from_triples(IRI(f"http://graph{i}.example/e"), [
+        (IRI(f"http://n{i}-{j}.example/s"), IRI(f"http://n{i}-{j}.example/p"), Literal("x")) for j in range(100)])
+        for i in range(20)]
+    async with open_overlay(8, seed=3, rebalance_ratio=4.0, rebalance_min_quads=100) as overlay:
+        async with overlay.client(0, "loader") as client:
+            for event in line:
+                await client.publish(event)
+        loads = {p.id: p.rebalancer.store.held() for p in overlay.peers}
+        hot = max(overlay.peers, key=lambda p: loads[p.id])
+        assert loads[hot.id] == 2_000 and sum(loads.values()) == 2_000
+        looked = 0
+        for peer in overlay.peers:
+            if peer is hot or not heirs(peer.state.zone, peer.state.neighbours):
+                continue
+            assert should_move(0, 2_000, ratio=4.0, min_quads=100)   # what moved it before
+            takes = await peer.rebalancer.survey.joiner_takes(hot.state.address)
+            assert takes in (0, 2_000) and not gains_enough(0, 2_000, takes)
+            zone = peer.state.zone
+            before = peer.rebalancer.counters["rebalance_not_worth"]
+            for _ in range(20):   # a look whose random probes miss the busiest finds nothing to move to
+                assert await peer.rebalancer.once() is None  # it used to hand its zone over here
+                if peer.rebalancer.counters["rebalance_not_worth"] > before:
+                    break
+            assert peer.rebalancer.counters["rebalance_not_worth"] == before + 1
+            assert peer.state.zone == zone and peer.rebalancer.store.held() == 0
+            looked += 1
+        assert looked >= 1, f"no empty peer that could leave: {loads}"

@@ -23,7 +23,7 @@ from eventcloud.wire.schema import Body
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Dispatcher", "RequestHandler", "RoutedHandler"]
+__all__ = ["BatchHandler", "Dispatcher", "RequestHandler", "RoutedHandler"]
 
 #: Served at once, even before the peer serves a zone: liveness, the handshake proving who is
 #: calling, and the replicas it holds for others, none of which depend on its zone. A peer
@@ -37,6 +37,9 @@ SERVED_BEFORE_READY = frozenset({Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.REPLIC
 RequestHandler = Callable[[RpcConnection, Any], Awaitable[Body | dict[str, Any]]]
 #: Runs a routed operation on this peer: decoded body -> a plain result value.
 RoutedHandler = Callable[[Any], Awaitable[Any]]
+#: Runs many items of one routed operation at once (a multicast_each's items for this peer):
+#: decoded bodies -> per body, its result or the EventCloudError it failed with.
+BatchHandler = Callable[[list[Any]], Awaitable[list[Any]]]
 
 
 class Dispatcher:
@@ -49,12 +52,13 @@ class Dispatcher:
         self.ready_wait = ready_wait
         self._requests: dict[Op, RequestHandler] = {}
         self._routed: dict[Op, RoutedHandler] = {}
+        self._batches: dict[Op, BatchHandler] = {}
         self._pushes: dict[Op, RequestHandler] = {}
         #: set once the peer owns a zone (after join or restore); requests but ping wait for it
         self.ready = trio.Event()
 
     def register(self, requests: Mapping[Op, RequestHandler] = {}, routed: Mapping[Op, RoutedHandler] = {},
-                 pushes: Mapping[Op, RequestHandler] = {}) -> None:
+                 pushes: Mapping[Op, RequestHandler] = {}, batches: Mapping[Op, BatchHandler] = {}) -> None:
         for op in pushes:
             if op in self._pushes or op not in PEER_PUSH_OPS:
                 raise ValueError(f"push {op} registered twice or not a peer operation")
@@ -64,9 +68,13 @@ class Dispatcher:
         for op in routed:
             if op in self._routed or op not in ROUTED_OPS:
                 raise ValueError(f"routed operation {op} registered twice or not routed")
+        for op in batches:
+            if op in self._batches or op not in {**self._routed, **routed}:
+                raise ValueError(f"batch of {op} registered twice or without its routed handler")
         self._requests.update(requests)
         self._routed.update(routed)
         self._pushes.update(pushes)
+        self._batches.update(batches)
 
     @property
     def request_ops(self) -> frozenset[Op]:
@@ -114,6 +122,32 @@ class Dispatcher:
         except EventCloudError as exc:
             self.counters["pushes_failed"] += 1
             log.info("push %s on %s not served: %s", op.value, conn.name, exc)
+
+    def batches(self, op_name: str) -> bool:
+        """Whether items of this routed operation can run together (`run_routed_each`)."""
+        op = parse_op(op_name)
+        return op is not None and op in self._batches
+
+    async def run_routed_each(self, op_name: str, raws: list[Any]) -> list[Any]:
+        """Run many items of a routed operation that has a batch handler, in one call: per item,
+        its result or the EventCloudError it failed with (a malformed body fails alone)."""
+        op = parse_op(op_name)
+        assert op is not None and op in self._batches
+        outcome: list[Any] = [None] * len(raws)
+        bodies, where = [], []
+        for i, raw in enumerate(raws):
+            try:
+                if not isinstance(raw, dict):
+                    raise BadRequest(f"the body of routed operation {op_name!r} must be a map")
+                bodies.append(REQUESTS[op].from_wire(raw, trusted=True))
+                where.append(i)
+            except EventCloudError as exc:
+                outcome[i] = exc
+        self.counters[f"run:{op_name}"] += len(raws)
+        if bodies:
+            for i, result in zip(where, await self._batches[op](bodies)):
+                outcome[i] = result
+        return outcome
 
     async def run_routed(self, op_name: str, raw: Any) -> Any:
         """Run a routed operation that reached this peer (named by its wire string)."""

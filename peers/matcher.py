@@ -130,6 +130,9 @@ class Matcher:
         return {Op.STORE_SUB: self._local_store_sub, Op.REMOVE_SUB: self._local_remove_sub,
                 Op.CSMA_SUB: self._local_csma_sub}
 
+    def routed_batches(self) -> dict[Op, Any]:
+        return {Op.STORE_SUB: self._local_store_subs}
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             for _ in range(self.workers):
@@ -266,29 +269,56 @@ class Matcher:
     # --- subscriptions arriving and leaving -----------------------------------------------------
 
     async def _local_store_sub(self, body: StoreSubscription) -> int:
-        record = body.record
-        if self.subscriptions.removed(record.id):
-            return 0
-        sub = self.subscriptions.parse(record)
-        async with self.guard.store():  # Unavailable once the zone was handed over: the sender retries
-            if not self.state.zone.intersects(self.subscriptions.box(sub)):
-                return 0
-            known = self.subscriptions.get(record.id)
-            # Stamped with this peer's clock when first stored here: it matches the events whose
-            # quads arrive here after it (their stamps are larger), and none that arrived before.
-            record = replace(record, t=known.t if known is not None else self.clock.now())
-            stored = await self.subscriptions.add(record, sub)
-        if stored is None:
-            return 0
-        # Committed quads stored before the subscription arrived but published after it was made
-        # (none when no event held here arrived after its stamp: no store scan then).
-        if self.store.sync.latest_published < stored.t:
-            return 1
-        for quad in await self.store.find(*sub.pattern_terms(0), committed_only=True):
-            info = self.store.event_info(quad.g)
-            if info is not None and info.published >= stored.t:
-                await self._submit(_First(stored.id, quad, info.size, info.published))
-        return 1
+        result = (await self._local_store_subs([body]))[0]
+        if isinstance(result, EventCloudError):
+            raise result
+        return result
+
+    async def _local_store_subs(self, bodies: list[StoreSubscription]) -> list[int | EventCloudError]:
+        """Store subscriptions whose box meets this zone (1 each, 0 if not stored here), in one
+        log write: a multicast_each's items for this peer (a subscribe_many's)."""
+        results: list[int | EventCloudError] = [0] * len(bodies)
+        parsed: list[tuple[int, Any, Any]] = []
+        for i, body in enumerate(bodies):
+            if i % 64 == 63:
+                await trio.lowlevel.checkpoint()
+            if self.subscriptions.removed(body.record.id):
+                continue
+            try:
+                parsed.append((i, body.record, self.subscriptions.parse(body.record)))
+            except EventCloudError as exc:  # this one's parsed form is refused: the others go on
+                results[i] = exc
+        if not parsed:
+            return results
+        try:
+            async with self.guard.store():  # Unavailable once the zone was handed over: the sender retries
+                zone = self.state.zone
+                kept = []
+                for i, record, sub in parsed:
+                    if not zone.intersects(self.subscriptions.box(sub)):
+                        continue
+                    known = self.subscriptions.get(record.id)
+                    # Stamped with this peer's clock when first stored here: it matches the events whose
+                    # quads arrive here after it (their stamps are larger), and none that arrived before.
+                    kept.append((i, replace(record, t=known.t if known is not None else self.clock.now()), sub))
+                stored = await self.subscriptions.add_many([(record, sub) for _, record, sub in kept])
+        except EventCloudError as exc:
+            for i, _, _ in parsed:
+                results[i] = exc
+            return results
+        for (i, _, sub), made in zip(kept, stored):
+            if made is None:
+                continue
+            results[i] = 1
+            # Committed quads stored before the subscription arrived but published after it was made
+            # (none when no event held here arrived after its stamp: no store scan then).
+            if self.store.sync.latest_published < made.t:
+                continue
+            for quad in await self.store.find(*sub.pattern_terms(0), committed_only=True):
+                info = self.store.event_info(quad.g)
+                if info is not None and info.published >= made.t:
+                    await self._submit(_First(made.id, quad, info.size, info.published))
+        return results
 
     async def _local_remove_sub(self, body: SubscriptionId) -> int:
         async with self.guard.store():

@@ -504,14 +504,30 @@ class Router:
                 except EventCloudError as exc:
                     failed.append([item.index, exc.code.value, exc.message])
 
+        async def run_together(items: list[Any]) -> None:
+            # one call for all (e.g. subscriptions stored with one log write): a task each costs
+            # more than storing a subscription
+            try:
+                results = await self.dispatcher.run_routed_each(body.op, [item.body for item in items])
+            except EventCloudError as exc:
+                results = [exc] * len(items)
+            for item, result in zip(items, results):
+                if isinstance(result, EventCloudError):
+                    failed.append([item.index, result.code.value, result.message])
+                else:
+                    ok.append([item.index, result])
+
         async with trio.open_nursery() as nursery:
             for key in multicast_children(zone, state.neighbour_zones(), body.box):
                 reach = Zone(subtree_reach(state.neighbours[key].zone, body.box))
                 sent = [item for item in body.items if reach.intersects(item.box)]
                 if sent:
                     nursery.start_soon(child, key, sent)
-            for item in body.items:
-                if zone.intersects(item.box):
+            here = [item for item in body.items if zone.intersects(item.box)]
+            if here and self.dispatcher.batches(body.op):
+                nursery.start_soon(run_together, here)
+            else:
+                for item in here:
                     nursery.start_soon(run, item)
         return [{"ok": ok, "failed": failed, "cover": _cover(zone, state.zone, body.box)}, *answers]
 

@@ -349,7 +349,8 @@ class _PeerRuntime:
                         self.rebalancer):
             dispatcher.register(service.handlers(), getattr(service, "routed", dict)(),
                                 getattr(service, "pushes", dict)())
-        dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()})
+        dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()},
+                            batches=matcher.routed_batches())
 
     async def _ping(self, conn: RpcConnection, body: Empty) -> Pong:
         replica = self.state.replica

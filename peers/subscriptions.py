@@ -168,14 +168,27 @@ class Subscriptions:
         return replace(sub, patterns=twin[1].patterns, filters=twin[1].filters)
 
     async def add(self, record: SubscriptionRecord, sub: Subscription | None = None) -> Stored | None:
-        """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile.
-        A record that arrived with its parsed form is persisted as it came (what a restart builds
-        from is what was built from here), not serialised again."""
-        if record.id in self._tombstones:
-            return None
-        stored = self._put(record, sub)
-        persisted = record if record.parsed is not None else self.with_parsed(stored)
-        await self.store.write([put_subscription(record.id, persisted.to_wire())])
+        """Store a subscription here (persisted with its parsed form); None if it was removed meanwhile."""
+        return (await self.add_many([(record, sub)]))[0]
+
+    async def add_many(self, items: list[tuple[SubscriptionRecord, Subscription | None]]) -> list[Stored | None]:
+        """`add` for each (record, parsed subscription or None), persisted in one write. A record
+        that arrived with its parsed form is persisted as it came (what a restart builds from is
+        what was built from here), not serialised again."""
+        stored: list[Stored | None] = []
+        writes = []
+        for n, (record, sub) in enumerate(items):
+            if n % 64 == 63:
+                await trio.lowlevel.checkpoint()  # a multicast's thousand items must not hold the event loop
+            if record.id in self._tombstones:
+                stored.append(None)
+                continue
+            kept = self._put(record, sub)
+            stored.append(kept)
+            writes.append(put_subscription(record.id, (record if record.parsed is not None
+                                                       else self.with_parsed(kept)).to_wire()))
+        if writes:
+            await self.store.write(writes)
         return stored
 
     @staticmethod

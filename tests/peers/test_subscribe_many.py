@@ -182,3 +182,53 @@ async def test_items_whose_box_meets_a_dead_peer_are_refused_and_rolled_back_the
             made = {o.subscribed.id for o in raw.outcomes if o.subscribed is not None}
             held = {ident for p in alive for ident in (s.id for s in p.subscriptions)}
             assert held == made
+
+
+async def test_a_peer_stores_a_batchs_subscriptions_with_one_log_write(autojump_clock):
+    """A `mcast_each`'s items for one peer run in one call (`Matcher._local_store_subs`): one
+    log write for all its subscriptions (the fsync and the replica's copy shared), each with
+    its own stamp, in order."""
+    texts = [f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}one{i}> ?o }} }}" for i in range(60)]
+    async with open_overlay(6, seed=2) as overlay:
+        writes = Counter()
+        for peer in overlay.peers:
+            store, write = peer.subscriptions.store, peer.subscriptions.store.write
+
+            async def counted(mutations, *args, __peer=peer.id, __write=write, **kwargs):
+                writes[__peer] += sum(1 for m in mutations if m[0] == "sub")
+                writes[__peer, "calls"] += any(m[0] == "sub" for m in mutations)
+                return await __write(mutations, *args, **kwargs)
+            store.write = counted
+        async with overlay.client(0, "one") as client:
+            subs = await client.subscribe_many(texts, kind="signal")
+            holders = {p.id: [s for s in subs if p.subscriptions.get(s.id) is not None] for p in overlay.peers}
+            assert sum(len(h) for h in holders.values()) > len(texts)       # several peers per box
+            for peer in overlay.peers:
+                if holders[peer.id]:
+                    assert writes[peer.id] == len(holders[peer.id])          # each persisted
+                    assert writes[peer.id, "calls"] == 1                      # in one write
+                    stamps = [peer.subscriptions.get(s.id).t for s in holders[peer.id]]
+                    assert len(set(stamps)) == len(stamps)
+
+
+async def test_a_malformed_item_of_a_batch_fails_alone(autojump_clock):
+    """Items of one routed batch are decoded and built on their own: a parsed form a peer
+    refuses fails that item with bad-request; the others are stored."""
+    from eventcloud.sparql.subscription import parse_subscription
+    from eventcloud.wire.messages import StoreSubscription, SubscriptionRecord
+    from eventcloud.wire.parsed import subscription_to_wire
+
+    async with open_overlay(1) as overlay:
+        peer = overlay.peers[0]
+
+        def item(ident: str, parsed) -> dict:
+            text = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}{ident}> ?o }} }}"
+            return StoreSubscription(SubscriptionRecord(ident, text, "signal", peer.address, 0, parsed=parsed(text))
+                                     ).to_wire()
+        good = lambda text: subscription_to_wire(parse_subscription(text))  # noqa: E731
+        results = await peer.router.dispatcher.run_routed_each("store_sub", [
+            item("a", good), item("b", lambda text: ["not", "a", "subscription"]), {"record": 7}, item("c", good)])
+        assert results[0] == 1 and results[3] == 1
+        assert isinstance(results[1], BadRequest) and "parsed subscription" in results[1].message
+        assert isinstance(results[2], BadRequest)
+        assert peer.subscriptions.get("a") and peer.subscriptions.get("c") and not peer.subscriptions.get("b")

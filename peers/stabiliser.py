@@ -25,7 +25,8 @@ from peers.state import PeerState
 
 __all__ = ["Stabiliser"]
 
-#: After a refusal, the round waits this long (seconds) for the burst of refusals to pass.
+#: After a stale entry shows (a request meant for another peer reached this one, or a peer
+#: refused as not serving), the round waits this long (seconds) for the burst of them to pass.
 STALE_PAUSE = 1.0
 
 
@@ -45,7 +46,8 @@ class Stabiliser:
     async def run(self, interval: float) -> None:
         while True:
             with trio.move_on_after(interval * (0.5 + self.rng.random())):  # jittered
-                # sooner when a neighbour refused a request as not the peer meant (or not serving)
+                # sooner when a request meant for another peer reached this one (a stale entry at
+                # its address), or a peer refused one as not serving
                 await self.router.stale_found.wait()
                 await trio.sleep(STALE_PAUSE)
             self.router.stale_found = trio.Event()

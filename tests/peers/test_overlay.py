@@ -232,7 +232,7 @@ async def test_stabilisation_drops_a_ghost_neighbour_whose_zone_others_now_own(a
         assert_exact_neighbour_tables(status)
 
 
-async def test_a_stale_entry_at_a_peers_own_address_is_refused_not_routed_back_to_itself(autojump_clock):
+async def test_a_stale_entry_at_a_peers_own_address_is_routed_on_not_back_to_itself(autojump_clock):
     """A peer moved by the rebalancer rejoins on its old port as a new peer; a neighbour table
     can still name the peer that listened there before, with a zone another peer now owns. A
     peer holding such an entry at its own address sent requests for that zone to itself, and

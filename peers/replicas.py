@@ -31,7 +31,7 @@ import trio
 from eventcloud.errors import ErrorCode, EventCloudError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import (
-    Empty, Pong, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
+    Empty, Load, Pong, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
 )
 from eventcloud.wire.ops import Op
 from peers.host import Host
@@ -285,8 +285,34 @@ class Replicas:
                 await self.offload.run(self._discard, copy)
         else:
             async with self._lock(copy.owner):
-                if self._copies.get(copy.owner) is copy and trio.current_time() - copy.last_ok >= self.failure_timeout:
+                if self._copies.get(copy.owner) is not copy or trio.current_time() - copy.last_ok < self.failure_timeout:
+                    return
+                serving = await self._served_by(copy)
+                if serving is None:
                     await self._take_over(copy)
+                elif serving != copy.owner:
+                    # The owner handed its zone over (a leave, a move) and neither our drop request
+                    # nor the news of its departure reached us (the neighbours asked were not those
+                    # told): taken over, this copy would be a second owner of a zone someone serves.
+                    log.info("peer %s: owner %s's zone is served by %s now; dropping its replica",
+                             self.state.id, copy.owner, serving)
+                    del self._copies[copy.owner]
+                    await self.offload.run(self._discard, copy)
+                    self.counters["replicas_dropped_served_elsewhere"] += 1
+                    self.counters["replicas_held"] = len(self._copies)
+                else:
+                    copy.last_ok = trio.current_time()   # it answers for its zone after all
+
+    async def _served_by(self, copy: _Copy) -> str | None:
+        """The id of the peer that answers, as routing finds it, for the lowest corner of the
+        owner's zone; None if none does within a few heartbeats (the owner crashed)."""
+        corner = tuple(lo for lo, _ in PeerState.from_json(copy.state).zone.bounds)
+        with trio.move_on_after(self.heartbeat * 3):
+            try:
+                return Load.from_wire(await self.router.route(corner, Op.LOAD_LOCAL, Empty())).id
+            except EventCloudError:
+                return None
+        return None
 
     async def _indirect(self, copy: _Copy) -> str:
         """Ask up to two of the owner's neighbours whether they reach it: alive, departed or dead."""

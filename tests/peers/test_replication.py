@@ -190,3 +190,40 @@ async def test_a_peer_never_copies_its_zone_to_itself_through_a_stale_entry_at_i
         peer.replication.candidates = lambda: [("ghost00000000", peer.state.address)]
         assert not await peer.replication.ensure(replace=True)   # refused: no copy made anywhere
         assert peer.id not in peer.replicas.held()
+
+
+async def test_a_copy_of_a_zone_handed_over_is_dropped_not_taken_over_when_nobody_knows_the_owner_left(autojump_clock):
+    """A replica decides that its owner crashed when it stops answering and the owner's
+    neighbours it asks neither reach it nor know it left. With 8 real peers moving, an owner
+    that handed its zone over gracefully (a rebalancer move) had lost the request to drop its
+    copy, and the neighbours its copy named were not those told of its leave: its replica took
+    the zone over, a second owner of a zone its heir served, isolated ("every way forward is a
+    dead end"). Before taking over, a replica now asks who answers for a point of the zone: a
+    peer other than the owner means the zone was handed over, and the copy is dropped."""
+    from eventcloud.overlay import heirs
+
+    async with open_overlay(6, seed=2) as overlay:
+        events = spread_events(30, "handed")
+        async with overlay.client(0, "loader") as client:
+            await client.publish_batch(events)
+        owner = next(p for p in overlay.peers[1:] if heirs(p.state.zone, p.state.neighbours))
+        replica = copies(overlay)[owner.id]
+
+        async def lost(ident, address):
+            return None
+
+        owner.replication._drop_at = lost                  # the drop request is lost
+        for peer in overlay.peers:
+            peer.replicas.departed = lambda ident: False   # and nobody asked knows it left
+        await owner.membership.step_aside()
+        owner.stop()
+        await overlay.network.kill(owner.address)
+        assert owner.id in replica.replicas.held()
+        await trio.sleep(30)                               # well past the failure timeout
+        assert all(p.counters["takeovers"] == 0 for p in overlay.peers)
+        assert owner.id not in replica.replicas.held()
+        assert replica.counters["replicas_dropped_served_elsewhere"] == 1
+        async with overlay.client(0, "reader") as reader:
+            status = await reader.status()
+            assert owner.id not in {p.id for p in status.peers} and not any(p.down for p in status.peers)
+            assert await reader.count() == sum(len(e.quads) for e in events)

@@ -463,3 +463,52 @@ async def test_a_light_peer_does_not_move_to_a_busiest_zone_whose_cut_is_lopside
             assert peer.state.zone == zone and peer.rebalancer.store.held() == 0
             looked += 1
         assert looked >= 1, f"no empty peer that could leave: {loads}"
+
+
+async def test_the_stand_ins_a_moved_peer_hosts_come_back_with_it_and_are_not_taken_over(autojump_clock, tmp_path):
+    """A peer hosting a stand-in (the zone of a crashed peer it was the replica of) is moved by
+    the rebalancer. Its next runtime starts the stand-in again from its data directory; the
+    move used to delete it (with the moved peer's own stale store), so every move was a
+    crash of the zones it hosted, taken over once more by their replicas."""
+    from eventcloud.overlay import heirs
+    from eventcloud.wire.messages import Empty, StepAside, Table
+    from eventcloud.wire.ops import Op
+
+    events = readings(40)
+    total = sum(len(e.quads) for e in events)
+    async with open_overlay(3, seed=1, rebalance_every=1000.0, failure_timeout=20.0) as overlay:
+        host = await overlay.add_peer(data_dir=tmp_path / "host")
+        victim = await overlay.add_peer()
+        async with overlay.client(0, "loader") as client:
+            for event in events:
+                await client.publish(event)
+        victim.replication.candidates = lambda: [(host.id, host.address)]
+        if victim.state.replica is None or victim.state.replica[0] != host.id:
+            assert await victim.replication.ensure(replace=True)
+        assert victim.state.replica[0] == host.id
+        victim.stop()
+        await overlay.network.kill(victim.address)
+        await trio.sleep(30)                                   # past the failure timeout: taken over
+        standin = host.host.holds(victim.id)
+        assert standin is not None and standin.state.incarnation == 1
+        zone = standin.state.zone
+        assert (tmp_path / "host" / "standins").is_dir()
+        # a neighbour asks the host to step aside: it hands its own zone over and rejoins
+        heir = heirs(host.state.zone, host.state.neighbours)[0]
+        inside = next(p for p in overlay.peers if p.id == heir).state.zone.merge(host.state.zone)
+        asker = next(p for p in overlay.peers[:3] if p.id != heir)
+        await asker.router.call(host.state.address, Op.STEP_ASIDE, StepAside(inside.bounds, 1000))
+        await trio.sleep(60)                                   # rejoined; past the failure timeout again
+        assert host.stopped.is_set() or host.state.id not in {p.id for p in overlay.peers[:3]}
+        async with overlay.client(0, "checker") as client:
+            status = await quiet_status(client)
+            listed = {p.id: p for p in status.peers}
+            assert host.id not in listed and victim.id in listed and not listed[victim.id].down
+            # (its zone may have changed since: the rejoin may split it, or hand it the moved zone)
+            assert listed[victim.id].zone.intersects(zone.bounds)
+            tables = [Table.from_wire(await overlay.peers[0].router.call(p.address, Op.TABLE, Empty()))
+                      for p in status.peers if p.id != victim.id]
+            records = [t.neighbours[victim.id] for t in tables if victim.id in t.neighbours]
+            assert records and all(r.incarnation == 1 for r in records)   # the same stand-in, not a second takeover
+            assert sum(p.quads for p in status.peers) == total == await client.count()
+            assert_exact_neighbour_tables(status)

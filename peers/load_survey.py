@@ -28,6 +28,8 @@ __all__ = ["LoadSurvey"]
 #: Random points a joiner probes for the busiest owner, and the most steps it climbs from there.
 JOIN_PROBES = 4
 CLIMB_STEPS = 16
+#: Seconds a zone's cut share (what a joiner would take) is reused while the zone is unchanged.
+CUT_KEPT = 10.0
 
 
 class LoadSurvey:
@@ -36,6 +38,7 @@ class LoadSurvey:
         self.router = router
         self.store = store
         self.rng = rng
+        self._cut: tuple[Any, float, float] | None = None   # (zone, joiner's share, when): `_joiner_share`
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.LOAD: self._on_load}
@@ -51,12 +54,20 @@ class LoadSurvey:
     async def _on_load(self, conn: RpcConnection, body: LoadAsk) -> Load:
         if not body.cut:
             return self.load()
-        # what a peer joining here would take: the newcomer's side of the cut a join makes now
-        # (membership's `_split_for`), counted on the same sample of this zone's quads
-        zone = self.state.zone
+        return replace(self.load(), takes=round(await self._joiner_share() * self.store.held()))
+
+    async def _joiner_share(self) -> float:
+        """The share of this zone's quads a peer joining here would take: the newcomer's side of
+        the cut a join makes now (membership's `_split_for`), on the same sample of the quads.
+        It reads the whole store, and every light peer's look asks the busiest: kept for
+        CUT_KEPT seconds while the zone stays the same."""
+        zone, now = self.state.zone, trio.current_time()
+        if self._cut is not None and self._cut[0] == zone and now - self._cut[2] < CUT_KEPT:
+            return self._cut[1]
         held = await self.store.find(None, None, None, None)
         share = joiner_share(zone, [self.state.space.point(q) for q in evenly(held)])
-        return replace(self.load(), takes=round(share * len(held)))
+        self._cut = (zone, share, now)
+        return share
 
     async def joiner_takes(self, address: str) -> int | None:
         """How many quads a peer joining the peer at `address` would take now (None: no answer)."""

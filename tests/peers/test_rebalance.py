@@ -463,6 +463,20 @@ async def test_a_light_peer_does_not_move_to_a_busiest_zone_whose_cut_is_lopside
             assert peer.state.zone == zone and peer.rebalancer.store.held() == 0
             looked += 1
         assert looked >= 1, f"no empty peer that could leave: {loads}"
+        # what a joiner would take is computed from a scan of the whole store: reused a while
+        scans = []
+        find = hot.rebalancer.survey.store.find
+
+        async def counted(*args, **kwargs):
+            scans.append(args)
+            return await find(*args, **kwargs)
+        hot.rebalancer.survey.store.find = counted
+        hot.rebalancer.survey._cut = None
+        asker = next(p for p in overlay.peers if p is not hot)
+        assert [await asker.rebalancer.survey.joiner_takes(hot.state.address) for _ in range(3)] == [takes] * 3
+        assert len(scans) == 1
+        await trio.sleep(11)  # CUT_KEPT later: computed again
+        assert await asker.rebalancer.survey.joiner_takes(hot.state.address) == takes and len(scans) == 2
 
 
 async def test_the_stand_ins_a_moved_peer_hosts_come_back_with_it_and_are_not_taken_over(autojump_clock, tmp_path):

@@ -84,8 +84,11 @@ async def run(args: argparse.Namespace, seed: int) -> tuple[int, int, int, dict[
                         wrong += 1
                         for name in off:
                             by_count[name] += 1
-                        shares = ", ".join(f"{p.id[:6]} {p.quads}{' down' if p.down else ''}" for p in status.peers)
-                        print(f"  t={time.monotonic() - started:.1f} s: {off} of {total:,} ({shares})", file=sys.stderr)
+                        shares = ", ".join(f"{p.id[:6]} {p.quads}{f' ({p.pending} pending)' if p.pending else ''}"
+                                           f"{' down' if p.down else ''}" for p in status.peers)
+                        settled = sum(p.quads - p.pending for p in status.peers)
+                        print(f"  t={time.monotonic() - started:.1f} s: {off} of {total:,}; status without pending "
+                              f"quads {settled:,} ({shares})", file=sys.stderr)
                 await trio.sleep(args.interval)
             await name_missing(client, events, args.mapping, refused_events)
     finally:

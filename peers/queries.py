@@ -227,8 +227,10 @@ class Queries:
 
     async def _local_status(self, body: Empty) -> dict[str, Any]:
         state = self.state
+        quads = await self._held()
         return PeerStatus(
-            id=state.id, address=state.address, zone=state.zone, quads=await self._held(),
+            id=state.id, address=state.address, zone=state.zone, quads=quads,
+            pending=min(self.store.sync.pending_quads, quads),
             events=len(self.store.events()), subscriptions=len(self.subscriptions),
             neighbours={k: n.address for k, n in sorted(state.neighbours.items())},
             counters={**{k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},

@@ -157,6 +157,7 @@ class PeerStatus(Body):
     neighbours: dict[str, str] = field(MAP)        # id -> address
     counters: dict[str, int] = field(MAP)
     down: bool = field(BOOL, default=False)        # did not answer (the other fields are its last known)
+    pending: int = field(INT, default=0)           # of `quads`, those of events not known committed here yet
 
 
 @message

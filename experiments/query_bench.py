@@ -58,8 +58,8 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     print(f"{len(evs):,} CityBench events, {total:,} quads", file=sys.stderr)
     extra = ["--rebalance-every", str(args.rebalance_every)] if args.rebalance_every > 0 else []
-    if extra and args.make_room:
-        extra.append("--rebalance-make-room")
+    if extra:  # explicit either way (on by default since 2026-11-26; older peers took it off by default)
+        extra.append("--rebalance-make-room" if args.make_room else "--no-rebalance-make-room")
     cluster = LocalCluster(args.peers, seed=1, extra=extra)
     await trio.to_thread.run_sync(cluster.start)
     ok = True

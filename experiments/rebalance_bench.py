@@ -48,8 +48,8 @@ async def run(args: argparse.Namespace) -> int:
     total = sum(len(e.quads) for e in events)
     extra = ["--rebalance-every", str(args.every), "--rebalance-ratio", str(args.ratio),
              "--rebalance-min-quads", str(args.min_quads)] if args.every > 0 else []
-    if args.every > 0 and args.make_room:
-        extra.append("--rebalance-make-room")
+    if args.every > 0:  # explicit either way (on by default since 2026-11-26)
+        extra.append("--rebalance-make-room" if args.make_room else "--no-rebalance-make-room")
     cluster = LocalCluster(args.peers, mapping=args.mapping, seed=1, extra=extra)
     await trio.to_thread.run_sync(cluster.start)
     rows = []

@@ -54,7 +54,7 @@ class PeerConfig:
     rebalance_every: float = 0.0          # a light peer looks for a much busier one this often, then moves (0: never)
     rebalance_ratio: float = 4.0          # ... when that one holds at least this many times its quads
     rebalance_min_quads: int = 10_000     # ... and at least this many
-    rebalance_make_room: bool = False     # an empty peer that cannot leave has neighbours step aside (opt-in)
+    rebalance_make_room: bool = True      # an empty peer that cannot leave has neighbours step aside
     # connections
     max_frame: int = DEFAULT_MAX_FRAME
     max_inflight: int = 64                # requests served at once per connection

@@ -122,9 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="... when the busiest holds at least R times its quads (R >= 2) [4]")
     p.add_argument("--rebalance-min-quads", type=int, default=10_000, metavar="N",
                    help="... and at least N quads [10000]")
-    p.add_argument("--rebalance-make-room", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--rebalance-make-room", action=argparse.BooleanOptionalAction, default=True,
                    help="... and an empty peer that cannot leave asks neighbours to step aside until it can "
-                        "(docs/overlay.md, 'Making room') [off]")
+                        "(docs/overlay.md, 'Making room') [on]")
     p.add_argument("--retain-count", type=int, default=10_000, metavar="N",
                    help="unacknowledged notifications kept per durable subscription homed here; older ones "
                         "are dropped with a gap notice [10000]")

@@ -107,3 +107,15 @@ async def test_a_round_asks_loaded_neighbours_across_the_face_but_never_the_busi
     del table["heavy"], loads["heavy"]                           # only the busiest left across: nobody to ask
     assert not await balancer._one_steps_aside("busiest")
     assert asked == []
+
+
+def test_making_room_is_on_with_the_rebalancer_unless_turned_off():
+    """Making room is part of the rebalancer by default (2026-11-26): the lost and partial
+    events that kept it opt-in are explained and fixed, and so is the move cycle."""
+    from eventcloud.cli.main import build_parser
+    from peers.config import PeerConfig
+
+    assert PeerConfig().rebalance_make_room
+    assert build_parser().parse_args(["peer", "--data-dir", "d", "--rebalance-every", "5"]).rebalance_make_room
+    assert not build_parser().parse_args(["peer", "--data-dir", "d", "--rebalance-every", "5", "--no-rebalance-make-room"]
+                                         ).rebalance_make_room

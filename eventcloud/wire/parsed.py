@@ -13,6 +13,7 @@ operators, arities and constant regexes are refused); anything else is a BadRequ
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from typing import Any
 
 from eventcloud.errors import BadRequest
@@ -76,8 +77,35 @@ def _pattern_term_from(data: Any, vocabulary: bool = False) -> Any:
             raise BadRequest("a variable's name is a non-empty string")
         return shared(Var(sys.intern(data[1])))
     if vocabulary and type(data) is str:
-        data = sys.intern(data)  # not a process-wide table of IRIs: unique ones would stay in it
+        data = _recurring(data)
     return _term_from(data)
+
+
+#: Graph and predicate IRIs seen lately, most recent last (bounded: `_recurring`).
+_SEEN: "OrderedDict[str, None]" = OrderedDict()
+SEEN_KEPT = 1024
+
+
+def _recurring(text: str) -> str:
+    """One string per process for a graph or predicate IRI that recurs (sensor-style
+    subscriptions share a few), interned once it is seen a second time among the last
+    SEEN_KEPT. Not every one: each interned string takes a slot in the interpreter's table
+    (it grows, never shrinks), and a chain's predicates are all distinct: interning them all
+    cost ~240 B per stored chain (docs/pubsub.md). Not a table of IRI objects either: unique
+    ones would stay in it."""
+    if text in _SEEN:
+        try:
+            _SEEN.move_to_end(text)
+        except KeyError:  # evicted meanwhile by another thread
+            pass
+        return sys.intern(text)
+    _SEEN[text] = None
+    if len(_SEEN) > SEEN_KEPT:
+        try:
+            _SEEN.popitem(last=False)
+        except KeyError:  # emptied meanwhile by another thread
+            pass
+    return text
 
 
 def _term(term: Any) -> Any:

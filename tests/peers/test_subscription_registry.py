@@ -84,3 +84,14 @@ async def test_a_record_arriving_with_its_parsed_form_is_persisted_as_it_came_an
     assert again.get("a").record == registry.get("a").record
     event = CompoundEvent.from_triples(IRI(EX + "e"), [(IRI(EX + "car"), IRI(EX + "speed"), Literal("70", XSD + "integer"))])
     assert again.index.match_event(event) == ["a"]
+
+
+def test_a_stored_subscription_costs_at_most_1_5_kb_beyond_its_index_entries() -> None:
+    """Issue 11's bound, measured as experiments/subscribe_bench does (tracemalloc over the
+    registry storing records as they arrive, index entries apart), at 8,000 distinct chains
+    (all predicates distinct) and 4,000 sensor-style FILTERed subscriptions."""
+    from experiments.subscribe_bench import memory_per_subscription, subscriptions
+
+    for mix, n in (("chains", 8000), ("filters", 4000)):
+        held = memory_per_subscription(subscriptions(n, mix))["registry"]
+        assert held <= 1500, (mix, n, round(held))

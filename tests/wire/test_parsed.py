@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import msgpack
 import pytest
 
@@ -90,3 +92,19 @@ def test_a_deeply_nested_filter_is_refused_not_a_recursion_error() -> None:
 def test_the_form_is_about_as_large_as_the_text() -> None:
     sub = parse_subscription(CHAIN)
     assert len(msgpack.packb(subscription_to_wire(sub))) < 1.5 * len(CHAIN)
+
+
+def test_a_recurring_predicate_is_one_string_and_a_unique_one_is_not_interned() -> None:
+    """Graph and predicate IRIs that recur share one string (sensor-style subscriptions share a
+    few); a chain's distinct predicates are not interned: each would take a slot in the
+    interpreter's table for good, ~240 B per stored chain (docs/pubsub.md)."""
+    def decoded(predicate: str):
+        text = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{predicate}> ?o }} }}"
+        wire = msgpack.unpackb(msgpack.packb(subscription_to_wire(parse_subscription(text))))  # fresh strings
+        return subscription_from_wire(wire, text).patterns[0].predicate.value
+
+    shared = [decoded("http://example.org/recurring/p") for _ in range(3)]
+    assert shared[1] is shared[2]                 # seen again: one string
+    unique = decoded("http://example.org/unique/q-4f1e")
+    other = "".join(list(unique))                 # an equal string, another object
+    assert sys.intern(other) is not unique        # `unique` was not put in the intern table

@@ -14,7 +14,7 @@ import re
 
 from eventcloud.sparql.filters.extensions import PROTECTED
 
-__all__ = ["unknown_function", "hint", "too_deep"]
+__all__ = ["unknown_function", "hint", "locate", "too_deep"]
 
 #: Names SPARQL 1.1 calls with parentheses: built-in functions, aggregates, and keywords
 #: followed by "(" (FILTER(…), IN (…), ORDER BY ASC(…), …); plus the bare ftcontains extension.
@@ -71,3 +71,14 @@ def too_deep(text: str) -> str:
     separators = bare.count(" .") + bare.count(";") + bare.count(",") + 1
     return (f"the subscription is too long for the parser: about {separators} triple patterns in one "
             f"group, more than it takes (50 to 80); split it into several subscriptions")
+
+
+def locate(text: str, keyword: str, occurrence: int = 1) -> tuple[int | None, int | None]:
+    """Line and column (1-based) of the n-th `keyword` outside strings, IRIs and comments."""
+    pattern = re.compile(r"(?<![\w?$:])(?:" + keyword + r")(?![\w:])", re.I)
+    masked = PROTECTED.sub(lambda m: " " * len(m.group()), text)
+    for count, match in enumerate(pattern.finditer(masked), start=1):
+        if count == occurrence:
+            before = text[:match.start()]
+            return before.count("\n") + 1, match.start() - (before.rfind("\n") + 1) + 1
+    return None, None

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from types import MethodType
 from typing import Any, Callable
 
+from eventcloud.sparql.lru import MISSING, LruTable
+
 __all__ = ["MARKER", "Shape", "ShapeCache", "placeholder_kinds", "shape_of"]
 
 MARKER = "ecslot"
@@ -108,30 +110,20 @@ class ShapeCache:
     def __init__(self, parse: Callable[[str], Any], prologue: Callable[[Any], Any], size: int = 1024) -> None:
         self._parse = parse
         self._prologue = prologue
-        self._size = size
-        self._shapes: OrderedDict[str, tuple[Any, Any, dict[Any, Any], tuple[Any, ...]] | None] = OrderedDict()
+        self._shapes = LruTable(size)   # shape text -> (tree, prologue, trie, leaves), or None
         self.hits = self.misses = 0
 
     def tree(self, shape: Shape) -> tuple[Any, Any] | None:
         """(query tree with `shape`'s constants put back, prologue), or None: parse the text whole.
 
         Raises what parsing the shape raises (the caller then parses the text itself)."""
-        entry = self._shapes.get(shape.text, False)
-        if entry is False:
+        entry = self._shapes.get(shape.text)
+        if entry is MISSING:
             self.misses += 1
             entry = self._learn(shape)
-            self._shapes[shape.text] = entry
-            if len(self._shapes) > self._size:
-                try:
-                    self._shapes.popitem(last=False)
-                except KeyError:  # emptied meanwhile by another thread using this cache
-                    pass
+            self._shapes.put(shape.text, entry)
         else:
             self.hits += 1
-            try:
-                self._shapes.move_to_end(shape.text)
-            except KeyError:  # evicted meanwhile by another thread
-                pass
         if entry is None:
             return None
         tree, prologue, trie, leaves = entry
@@ -142,7 +134,7 @@ class ShapeCache:
         """(query tree of the shape's own text, placeholders in place, prologue) once `tree`
         has learnt the shape; None otherwise (or when the shape is not used)."""
         entry = self._shapes.get(shape.text)
-        return None if entry is None else (entry[0], entry[1])
+        return None if entry is None or entry is MISSING else (entry[0], entry[1])
 
     def _learn(self, shape: Shape) -> tuple[Any, Any, dict[Any, Any], tuple[Any, ...]] | None:
         parsed = self._parse(shape.text)

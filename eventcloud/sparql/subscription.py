@@ -19,7 +19,6 @@ A subscription using the taxonomy is compiled against the one given to `parse_su
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Union
@@ -28,8 +27,8 @@ from eventcloud.errors import ErrorCode, InputError
 from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.sparql.filters.compiler import CompiledFilter, FilterError, compile_filter
 from eventcloud.sparql.filters.parse_tree import from_parse_tree
-from eventcloud.sparql.filters.extensions import DESCENDANT_OF, PROTECTED, rewrite_bare_names
-from eventcloud.sparql.hints import too_deep
+from eventcloud.sparql.filters.extensions import DESCENDANT_OF, rewrite_bare_names
+from eventcloud.sparql.hints import locate, too_deep
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.paths import ISA_PATH, isa_path, path_text, plain_predicate
 from eventcloud.sparql.shapes import ShapeCache, shape_of
@@ -388,7 +387,7 @@ class _Builder:
         self.base = str(base) if base else None
 
     def refuse(self, message: str, construct: str, keyword: str | None = None, occurrence: int = 1) -> SubscriptionError:
-        line, column = _locate(self.text, keyword, occurrence) if keyword else (None, None)
+        line, column = locate(self.text, keyword, occurrence) if keyword else (None, None)
         return SubscriptionError(message, construct, line, column)
 
     def unsupported(self, construct: str, keyword: str | None = None, occurrence: int = 1) -> SubscriptionError:
@@ -597,14 +596,3 @@ def _contains_aggregate(node: Any) -> bool:
     if isinstance(node, (list, tuple)):
         return any(_contains_aggregate(v) for v in node)
     return False
-
-
-def _locate(text: str, keyword: str, occurrence: int = 1) -> tuple[int | None, int | None]:
-    """Line and column (1-based) of the n-th `keyword` outside strings, IRIs and comments."""
-    pattern = re.compile(r"(?<![\w?$:])(?:" + keyword + r")(?![\w:])", re.I)
-    masked = PROTECTED.sub(lambda m: " " * len(m.group()), text)
-    for count, match in enumerate(pattern.finditer(masked), start=1):
-        if count == occurrence:
-            before = text[:match.start()]
-            return before.count("\n") + 1, match.start() - (before.rfind("\n") + 1) + 1
-    return None, None

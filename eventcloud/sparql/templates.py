@@ -22,13 +22,13 @@ placeholders in those places the builder refuses them.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from eventcloud.errors import InputError
 from eventcloud.rdf.model import IRI, XSD, Literal, Term
 from eventcloud.sparql.filters.values import canonical_term
+from eventcloud.sparql.lru import MISSING, LruTable
 from eventcloud.sparql.shapes import MARKER, Shape, placeholder_kinds
 
 __all__ = ["Parts", "Template", "Templates", "instantiate", "learn", "parts_of", "parts_of_subscription"]
@@ -124,8 +124,7 @@ class Templates:
 
     def __init__(self, size: int, *, build: Callable[[str, Any, Any, Any], Any], resolve: Callable[[Any, Any], Term],
                  assemble: Callable[..., Any], pattern: Callable[[Any, Any, Any], Any]) -> None:
-        self._size = size
-        self._known: OrderedDict[Any, Template | None] = OrderedDict()
+        self._known = LruTable(size)   # (shape text, operators) -> Template, or None: none
         self._build = build
         self._resolve = resolve
         self._assemble = assemble
@@ -134,13 +133,8 @@ class Templates:
 
     def get(self, key: Any) -> Template | None | bool:
         """The template, None (the shape makes none), or False (not learnt yet)."""
-        found = self._known.get(key, False)
-        if found is not False:
-            try:
-                self._known.move_to_end(key)
-            except KeyError:  # evicted meanwhile by another thread
-                pass
-        return found
+        found = self._known.get(key)
+        return False if found is MISSING else found
 
     def made(self, shape: Shape, text: str, taxonomy: Any, operators: Any) -> Any:
         """`text`'s subscription built from its shape's template, or None: no template, or its
@@ -173,12 +167,7 @@ class Templates:
                     template = None
             except (InputError, RecursionError):
                 template = None
-        self._known[key] = template
-        if len(self._known) > self._size:
-            try:
-                self._known.popitem(last=False)
-            except KeyError:  # emptied meanwhile by another thread
-                pass
+        self._known.put(key, template)
 
     def _values(self, shape: Shape, template: Template) -> list[Term]:
         """Each slot's term for `shape`'s own constants, made as the builder makes it (resolved

@@ -13,12 +13,12 @@ operators, arities and constant regexes are refused); anything else is a BadRequ
 from __future__ import annotations
 
 import sys
-from collections import OrderedDict
 from typing import Any
 
 from eventcloud.errors import BadRequest
 from eventcloud.rdf.model import RDF_LANGSTRING, XSD, XSD_STRING, Literal
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
+from eventcloud.sparql.lru import MISSING, LruTable
 from eventcloud.sparql.filters.values import canonical_term
 from eventcloud.sparql.subscription import Subscription, SubscriptionError, TriplePattern, Var, assemble
 from eventcloud.sparql.shared import shared
@@ -82,8 +82,8 @@ def _pattern_term_from(data: Any, vocabulary: bool = False) -> Any:
 
 
 #: Graph and predicate IRIs seen lately, most recent last (bounded: `_recurring`).
-_SEEN: "OrderedDict[str, None]" = OrderedDict()
 SEEN_KEPT = 1024
+_SEEN = LruTable(SEEN_KEPT)
 
 
 def _recurring(text: str) -> str:
@@ -93,18 +93,9 @@ def _recurring(text: str) -> str:
     (it grows, never shrinks), and a chain's predicates are all distinct: interning them all
     cost ~240 B per stored chain (docs/pubsub.md). Not a table of IRI objects either: unique
     ones would stay in it."""
-    if text in _SEEN:
-        try:
-            _SEEN.move_to_end(text)
-        except KeyError:  # evicted meanwhile by another thread
-            pass
+    if _SEEN.get(text) is not MISSING:
         return sys.intern(text)
-    _SEEN[text] = None
-    if len(_SEEN) > SEEN_KEPT:
-        try:
-            _SEEN.popitem(last=False)
-        except KeyError:  # emptied meanwhile by another thread
-            pass
+    _SEEN.put(text, None)
     return text
 
 

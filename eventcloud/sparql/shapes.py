@@ -130,6 +130,10 @@ class ShapeCache:
         values = [_term(kind, original, leaf) for (kind, _, original), leaf in zip(shape.slots, leaves)]
         return _replaced(tree, trie, values), prologue
 
+    def __contains__(self, text: str) -> bool:
+        """Whether the shape of this text (`Shape.text`) was met before."""
+        return text in self._shapes
+
     def placeholder_tree(self, shape: Shape) -> tuple[Any, Any] | None:
         """(query tree of the shape's own text, placeholders in place, prologue) once `tree`
         has learnt the shape; None otherwise (or when the shape is not used)."""

@@ -321,6 +321,7 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
         made = _TEMPLATES.made(shape, text, taxonomy, operators)
         if made is not None:
             return made
+        seen = shape.text in _shapes()   # a template pays off only for a shape that recurs
         try:
             parsed = _shapes().tree(shape)
         except Exception:  # the shape does not parse: the text's own parse below says why, where
@@ -331,7 +332,8 @@ def parse_subscription(text: str, taxonomy: Taxonomy | None = None,
             except (SubscriptionError, RecursionError):
                 pass  # refused: parsed whole below, so the error names the text's own terms
             else:
-                _TEMPLATES.learn(shape, sub, operators, _shapes().placeholder_tree(shape))
+                if seen:
+                    _TEMPLATES.learn(shape, sub, operators, _shapes().placeholder_tree(shape))
                 return sub
     try:
         tree = parseQuery(rewritten)

@@ -305,13 +305,17 @@ class Replicas:
 
     async def _served_by(self, copy: _Copy) -> str | None:
         """The id of the peer that answers, as routing finds it, for the lowest corner of the
-        owner's zone; None if none does within a few heartbeats (the owner crashed)."""
+        owner's zone; None if none does within a few heartbeats (the owner crashed). A route
+        that fails at once is asked again: while zones move, a dead end or a moment-old table
+        says nothing of whether anybody serves the zone."""
         corner = tuple(lo for lo, _ in PeerState.from_json(copy.state).zone.bounds)
         with trio.move_on_after(self.heartbeat * 3):
-            try:
-                return Load.from_wire(await self.router.route(corner, Op.LOAD_LOCAL, Empty())).id
-            except EventCloudError:
-                return None
+            while True:
+                try:
+                    return Load.from_wire(await self.router.route(corner, Op.LOAD_LOCAL, Empty())).id
+                except EventCloudError as exc:
+                    log.debug("peer %s: who serves %s's zone: %s; asking again", self.state.id, copy.owner, exc)
+                    await trio.sleep(self.heartbeat / 2)
         return None
 
     async def _indirect(self, copy: _Copy) -> str:

@@ -7,7 +7,7 @@ import pytest
 import trio
 
 from eventcloud.client import ClientError
-from eventcloud.errors import ErrorCode
+from eventcloud.errors import ErrorCode, RequestError
 from eventcloud.testing import open_overlay
 from eventcloud.wire.messages import Replicate
 from eventcloud.wire.ops import Op
@@ -192,14 +192,18 @@ async def test_a_peer_never_copies_its_zone_to_itself_through_a_stale_entry_at_i
         assert peer.id not in peer.replicas.held()
 
 
-async def test_a_copy_of_a_zone_handed_over_is_dropped_not_taken_over_when_nobody_knows_the_owner_left(autojump_clock):
+@pytest.mark.parametrize("hiccups", [0, 2], ids=["route-answers", "route-fails-twice-first"])
+async def test_a_copy_of_a_zone_handed_over_is_dropped_not_taken_over_when_nobody_knows_the_owner_left(
+        autojump_clock, hiccups):
     """A replica decides that its owner crashed when it stops answering and the owner's
     neighbours it asks neither reach it nor know it left. With 8 real peers moving, an owner
     that handed its zone over gracefully (a rebalancer move) had lost the request to drop its
     copy, and the neighbours its copy named were not those told of its leave: its replica took
     the zone over, a second owner of a zone its heir served, isolated ("every way forward is a
     dead end"). Before taking over, a replica now asks who answers for a point of the zone: a
-    peer other than the owner means the zone was handed over, and the copy is dropped."""
+    peer other than the owner means the zone was handed over, and the copy is dropped. A route
+    that fails at once (zones in flux: a dead end, a moment-old table) is asked again within the
+    same few heartbeats; before, one such quick failure read as "nobody answers" and it took over."""
     from eventcloud.overlay import heirs
 
     async with open_overlay(6, seed=2) as overlay:
@@ -213,6 +217,17 @@ async def test_a_copy_of_a_zone_handed_over_is_dropped_not_taken_over_when_nobod
             return None
 
         owner.replication._drop_at = lost                  # the drop request is lost
+        route = replica.replicas.router.route
+        failures = [hiccups]
+
+        async def hiccuping(point, op, body, hops=0):
+            if op is Op.LOAD_LOCAL and failures[0] > 0:
+                failures[0] -= 1
+                raise RequestError("no route toward the point: every way forward is a dead end",
+                                   ErrorCode.ROUTING)
+            return await route(point, op, body, hops)
+
+        replica.replicas.router.route = hiccuping
         for peer in overlay.peers:
             peer.replicas.departed = lambda ident: False   # and nobody asked knows it left
         await owner.membership.step_aside()
@@ -220,6 +235,7 @@ async def test_a_copy_of_a_zone_handed_over_is_dropped_not_taken_over_when_nobod
         await overlay.network.kill(owner.address)
         assert owner.id in replica.replicas.held()
         await trio.sleep(30)                               # well past the failure timeout
+        assert failures == [0]                             # the replica did look, and hit them
         assert all(p.counters["takeovers"] == 0 for p in overlay.peers)
         assert owner.id not in replica.replicas.held()
         assert replica.counters["replicas_dropped_served_elsewhere"] == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 from types import CoroutineType, FrameType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import trio
 
@@ -31,6 +31,20 @@ def _frames(coro: Any) -> Iterator[FrameType]:
                 else getattr(coro, "ag_await", None) or getattr(coro, "gi_yieldfrom", None))
 
 
+#: Locals that say what a stopped frame waits on: a request's peer and operation.
+_NAMED = ("address", "op")
+
+
+def _waits_on(frame: FrameType) -> str:
+    """` (address=…, op=…)` for a frame of ours that has them: which peer a hung call waits on
+    is what tells a request cycle between peers from one slow peer."""
+    if "site-packages" in frame.f_code.co_filename:
+        return ""
+    found = [(name, frame.f_locals[name]) for name in _NAMED if name in frame.f_locals]
+    shown = ", ".join(f"{name}={getattr(value, 'value', value)!s:.60}" for name, value in found)
+    return f" ({shown})" if shown else ""
+
+
 def dump_tasks(root: trio.lowlevel.Task | None = None) -> str:
     """One line per task (indented by nesting), then where each of its coroutines is stopped."""
     lines: list[str] = []
@@ -40,7 +54,7 @@ def dump_tasks(root: trio.lowlevel.Task | None = None) -> str:
         lines.append(f"{pad}task {task.name}")
         for frame in _frames(task.coro):
             code = frame.f_code
-            lines.append(f"{pad}    {code.co_filename}:{frame.f_lineno} in {code.co_name}")
+            lines.append(f"{pad}    {code.co_filename}:{frame.f_lineno} in {code.co_name}{_waits_on(frame)}")
         for nursery in task.child_nurseries:
             for child in sorted(nursery.child_tasks, key=lambda t: t.name):
                 visit(child, depth + 1)
@@ -49,9 +63,11 @@ def dump_tasks(root: trio.lowlevel.Task | None = None) -> str:
     return "\n".join(lines)
 
 
-async def serve_task_dumps(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    """Log the task tree each time the process gets SIGUSR1."""
+async def serve_task_dumps(who: Callable[[], str] = lambda: "this peer", *,
+                           task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Log the task tree each time the process gets SIGUSR1, headed by `who()` (the peer's id and
+    address as they are then: a moved peer has a new id)."""
     with trio.open_signal_receiver(signal.SIGUSR1) as signals:
         task_status.started()
         async for _ in signals:
-            log.warning("tasks of this peer (SIGUSR1):\n%s", dump_tasks())
+            log.warning("tasks of %s (SIGUSR1):\n%s", who(), dump_tasks())

@@ -87,7 +87,7 @@ def peer(args: argparse.Namespace) -> int:
             nursery.start_soon(on_signal)
             if args.stop_with_stdin:
                 nursery.start_soon(stop_when_stdin_closes, running.stop)
-            await nursery.start(serve_task_dumps)
+            await nursery.start(serve_task_dumps, lambda: f"{running.id} at {running.address}")
             await running.stopped.wait()  # a signal, or `eventcloud leave`
             nursery.cancel_scope.cancel()
 

@@ -192,6 +192,22 @@ async def test_the_task_dump_names_each_task_and_the_line_it_waits_at():
     assert "test_cancellation.py:" in text and "in waiting_for_godot" in text
 
 
+async def test_the_task_dump_names_the_peer_and_operation_a_hung_call_waits_on():
+    """A request cycle between peers shows as calls waiting on each other's addresses."""
+    from eventcloud.wire.ops import Op
+
+    async def call(address: str, op: Op) -> None:
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(call, "127.0.0.1:4711", Op.DELIVER)
+        await trio.testing.wait_all_tasks_blocked()
+        text = dump_tasks()
+        nursery.cancel_scope.cancel()
+    line = next(line for line in text.splitlines() if " in call" in line)
+    assert line.endswith(f"in call (address=127.0.0.1:4711, op={Op.DELIVER.value})")
+
+
 async def test_writes_whose_carrying_task_is_cancelled_still_reach_the_replica(autojump_clock):
     """Applied here, they must be there too: a takeover would otherwise serve the gap. The
     carrying task is cancelled at each point of its way in turn. (Over memory streams a frame

@@ -327,7 +327,7 @@ class Storage:
         state = self.state
         await self.guard.enter()  # the quads decided ours below are written before the zone may shrink
         try:
-            mine, groups = self._sort(deliveries, self.owners if shortcuts else None)
+            mine, groups, stray = self._sort(deliveries, self.owners if shortcuts else None)
         except BaseException:
             self.guard.leave()
             raise
@@ -346,14 +346,17 @@ class Storage:
             except FAILED as exc:
                 self.owners.forget(address)
                 log.info("peer %s: delivery via %s failed (%s); routing quads one by one", state.id, address, exc)
-                for delivery in part:
-                    graph = trusted_iri(delivery.graph)
-                    for i in _taken(delivery):
-                        quad = triple_from_wire(graph, delivery.quads[i], trusted=True)
-                        result = await self.router.route(state.space.point(quad), Op.DELIVER_LOCAL,
-                                                          _part(delivery, [i]))
-                        owners.update(result or ())
-                        prompt.update(result or ())  # not known: the commit goes at once
+                await route_each(part)
+
+        async def route_each(part: list[Delivery]) -> None:
+            """One quad at a time, by routed requests (which go around peers down or passed)."""
+            for delivery in part:
+                graph = trusted_iri(delivery.graph)
+                for i in _taken(delivery):
+                    quad = triple_from_wire(graph, delivery.quads[i], trusted=True)
+                    result = await self.router.route(state.space.point(quad), Op.DELIVER_LOCAL, _part(delivery, [i]))
+                    owners.update(result or ())
+                    prompt.update(result or ())  # not known: the commit goes at once
 
         async def store_mine() -> None:
             try:
@@ -368,25 +371,33 @@ class Storage:
                     prompt.add(state.address)
                 await self._stored(mine, results, starts)  # every event of the batch in one durable write
 
-        await gather([store_mine, *(partial(forward, address, part) for address, part in groups.items())])
+        if stray:
+            self.counters["deliveries_around_passed_peers"] += 1
+        await gather([store_mine, *(partial(forward, address, part) for address, part in groups.items()),
+                      *([partial(route_each, stray)] if stray else [])])
         return owners, prompt, max(backlog), zones
 
     def _sort(self, deliveries: list[Delivery], cache: OwnerCache | None = None
-              ) -> tuple[list[_Mine], dict[str, list[Delivery]]]:
-        """The quads this peer owns, and the rest grouped by the address of the next hop (an
-        owner from `cache`, else the greedy next hop)."""
+              ) -> tuple[list[_Mine], dict[str, list[Delivery]], list[Delivery]]:
+        """The quads this peer owns, the rest grouped by the address of the next hop (an owner
+        from `cache`, else the greedy next hop), and those with no way on but back through a
+        peer they passed (tables a moment old while peers move: sent back, a delivery went to
+        and fro, each hop a request waiting on the next, until in-flight limits stopped both)."""
         state = self.state
         zone, zones, space = state.zone, state.neighbour_zones(), state.space
         neighbours = state.neighbours
         mine: list[_Mine] = []
         groups: dict[str, list[Delivery]] = {}
+        stray: list[Delivery] = []
         for delivery in deliveries:
             graph = trusted_iri(delivery.graph)
+            passed = delivery.passed
             # the quads routed from here are decoded once; the others of a whole event only if
             # this peer keeps the event for matching (`_stored`)
             quads: list[Quad | None] = [None] * len(delivery.quads)
             own: list[Quad] = []
             by_hop: dict[str, list[int]] = {}
+            back: list[int] = []
             for i in _taken(delivery):
                 try:
                     quad = quads[i] = triple_from_wire(graph, delivery.quads[i], trusted=True)
@@ -397,13 +408,19 @@ class Storage:
                 if hop is None:
                     own.append(quad)
                     continue
+                if passed and hop in passed:
+                    back.append(i)
+                    continue
                 address = cache.owner_of(point) if cache is not None else None
                 by_hop.setdefault(address or neighbours[hop].address, []).append(i)
             if own:
                 mine.append((graph, own, delivery, quads))
+            onward = (*passed, state.id)
             for hop, taken in by_hop.items():
-                groups.setdefault(hop, []).append(_part(delivery, taken))
-        return mine, groups
+                groups.setdefault(hop, []).append(_part(delivery, taken, onward))
+            if back:
+                stray.append(_part(delivery, back))
+        return mine, groups, stray
 
     async def _local_deliver(self, body: Delivery) -> list[str]:
         graph = trusted_iri(body.graph)
@@ -481,12 +498,14 @@ def _taken(delivery: Delivery) -> range | tuple[int, ...]:
     return range(len(delivery.quads)) if delivery.take is None else delivery.take
 
 
-def _part(delivery: Delivery, taken: list[int]) -> Delivery:
-    """The same event, for a subtree: OSMA keeps every quad (and says which to store), CSMA only the taken."""
+def _part(delivery: Delivery, taken: list[int], passed: tuple[str, ...] = ()) -> Delivery:
+    """The same event, for a subtree: OSMA keeps every quad (and says which to store), CSMA only the
+    taken; `passed`: the peers it went through, this one included when it is forwarded on."""
     d = delivery  # built field by field: dataclasses.replace cost a tenth of the sort, per event and hop
     if d.whole:
-        return Delivery(d.graph, d.size, d.published, d.quads, tuple(taken), True, d.tx, d.origin)
-    return Delivery(d.graph, d.size, d.published, tuple(d.quads[i] for i in taken), None, False, d.tx, d.origin)
+        return Delivery(d.graph, d.size, d.published, d.quads, tuple(taken), True, d.tx, d.origin, passed)
+    return Delivery(d.graph, d.size, d.published, tuple(d.quads[i] for i in taken), None, False, d.tx, d.origin,
+                    passed)
 
 
 def _whole_event(graph: IRI, delivery: Delivery, quads: list[Quad | None]) -> CompoundEvent | None:

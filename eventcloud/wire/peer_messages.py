@@ -79,6 +79,7 @@ class Delivery(Body):
     whole: bool = field(BOOL, default=False)
     tx: tuple[Any, ...] | None = field(OPT(LIST(RAW)), default=None)   # pending until its entry decides
     origin: str = field(STR, default="")    # CSMA: the entry peer it was published at (it has it whole)
+    passed: tuple[str, ...] = field(LIST(STR), default=())   # the peers (ids) it went through: never back
 
 
 @message

@@ -2,7 +2,7 @@
 published (--quads, ~600 k by default), then each query timed (--repeat times, the median) with
 its answer checked against what was published.
 
-    python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3] [--rebalance-every 5 [--make-room] --settle 120]
+    python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3] [--rebalance-every 5 [--make-room] --settle 120] [--log-level info]
 
 Prints one row per query: seconds (median), rows, and whether the answer is right (COUNT(*) must
 equal the quads published, per-predicate counts must add up to it, LIMIT 3 must give 3 rows).
@@ -60,13 +60,14 @@ async def run(args: argparse.Namespace) -> int:
     extra = ["--rebalance-every", str(args.rebalance_every)] if args.rebalance_every > 0 else []
     if extra:  # explicit either way (on by default since 2026-11-26; older peers took it off by default)
         extra.append("--rebalance-make-room" if args.make_room else "--no-rebalance-make-room")
-    cluster = LocalCluster(args.peers, seed=1, extra=extra)
+    cluster = LocalCluster(args.peers, seed=1, extra=extra, log_level=args.log_level)
     await trio.to_thread.run_sync(cluster.start)
     ok = True
     try:
         async with connect(cluster.addresses, admin_token=cluster.admin_token, source="qbench") as client:
             started = time.perf_counter()
             send, receive = trio.open_memory_channel(0)
+            refused: list[str] = []
 
             async def publisher() -> None:
                 async for batch in receive:
@@ -77,6 +78,9 @@ async def run(args: argparse.Namespace) -> int:
                         except ClientError as exc:
                             if not exc.transient or attempt == 4:
                                 raise
+                            refused.append(exc.message)
+                            print(f"{time.strftime('%H:%M:%S')} batch refused (attempt {attempt + 1}): {exc.message}",
+                                  file=sys.stderr, flush=True)
                             await trio.sleep(1)
 
             async with trio.open_nursery() as nursery:
@@ -85,7 +89,8 @@ async def run(args: argparse.Namespace) -> int:
                 async with send:
                     for i in range(0, len(evs), 50):
                         await send.send(evs[i:i + 50])
-            print(f"published in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            print(f"published in {time.perf_counter() - started:.0f} s; batches refused and published again: "
+                  f"{len(refused)}{' (first: ' + refused[0] + ')' if refused else ''}", file=sys.stderr)
             if args.settle > 0:  # the rebalancer moves peers meanwhile (docs/overlay.md)
                 await trio.sleep(args.settle)
             rows = []
@@ -142,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the peers' --rebalance-make-room (with --rebalance-every)")
     parser.add_argument("--settle", type=float, default=0.0, help="seconds to wait after publishing, before the queries")
     parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--log-level", default="warning", help="the peers' --log-level")
     return trio.run(run, parser.parse_args(argv))
 
 

@@ -115,6 +115,11 @@ class RunningPeer:
         return self.state.id
 
     @property
+    def current(self) -> PeerState:
+        """The state of the peer's current runtime: after a move it is a new peer (`state` is the first's)."""
+        return getattr(self.cancel_scope, "state", None) or self.state
+
+    @property
     def address(self) -> str:
         return self.state.address
 
@@ -254,6 +259,7 @@ class _PeerRuntime:
                                                    replicas=config.replicas)
         if not state.overlay and restored is None and not config.join:
             state.overlay = uuid.uuid4().hex  # a new overlay's id
+        lifetime.state = state
         self.process = process
         self.clock = clock = HybridClock(physical_ms, state.clock)
         self.counters = counters = Counter[str]()

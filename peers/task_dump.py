@@ -16,7 +16,7 @@ import trio
 
 log = logging.getLogger(__name__)
 
-__all__ = ["dump_tasks", "serve_task_dumps"]
+__all__ = ["describe_peer", "dump_tasks", "serve_task_dumps"]
 
 
 def _frames(coro: Any) -> Iterator[FrameType]:
@@ -61,6 +61,16 @@ def dump_tasks(root: trio.lowlevel.Task | None = None) -> str:
 
     visit(root or trio.lowlevel.current_root_task(), 0)  # type: ignore[arg-type]
     return "\n".join(lines)
+
+
+def describe_peer(state: Any) -> str:
+    """Who is dumping: its id and address now, and its neighbour table (a hole in it is what a
+    peer answering "every way forward is a dead end" for minutes showed)."""
+    if state is None:
+        return "this peer"
+    table = ", ".join(f"{k} at {n.address}" for k, n in sorted(state.neighbours.items()))
+    zone = "no zone" if not state.has_zone else f"zone splits {state.zone.splits}"
+    return f"peer {state.id} at {state.address} ({zone}; {len(state.neighbours)} neighbours: {table})"
 
 
 async def serve_task_dumps(who: Callable[[], str] = lambda: "this peer", *,

@@ -45,7 +45,7 @@ def peer(args: argparse.Namespace) -> int:
     from eventcloud.overlay import CoordinateSpace
     from peers.config import PeerConfig
     from peers.runtime import run_peer
-    from peers.task_dump import serve_task_dumps
+    from peers.task_dump import describe_peer, serve_task_dumps
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -87,7 +87,7 @@ def peer(args: argparse.Namespace) -> int:
             nursery.start_soon(on_signal)
             if args.stop_with_stdin:
                 nursery.start_soon(stop_when_stdin_closes, running.stop)
-            await nursery.start(serve_task_dumps, lambda: f"{running.id} at {running.address}")
+            await nursery.start(serve_task_dumps, lambda: describe_peer(running.current))
             await running.stopped.wait()  # a signal, or `eventcloud leave`
             nursery.cancel_scope.cancel()
 

@@ -208,6 +208,18 @@ async def test_the_task_dump_names_the_peer_and_operation_a_hung_call_waits_on()
     assert line.endswith(f"in call (address=127.0.0.1:4711, op={Op.DELIVER.value})")
 
 
+async def test_the_task_dump_is_headed_by_the_peer_and_its_neighbour_table(autojump_clock):
+    from peers.task_dump import describe_peer
+
+    async with open_overlay(3, seed=1) as overlay:
+        peer = overlay.peers[0]
+        head = describe_peer(peer.current)
+        assert head.startswith(f"peer {peer.id} at {peer.address} (zone splits ")
+        assert f"{len(peer.state.neighbours)} neighbours: " in head
+        for ident, neighbour in peer.state.neighbours.items():
+            assert f"{ident} at {neighbour.address}" in head
+
+
 async def test_writes_whose_carrying_task_is_cancelled_still_reach_the_replica(autojump_clock):
     """Applied here, they must be there too: a takeover would otherwise serve the gap. The
     carrying task is cancelled at each point of its way in turn. (Over memory streams a frame

@@ -22,6 +22,7 @@ from eventcloud.cli.demo import citybench_dir
 from eventcloud.client import ClientError, connect
 from eventcloud.rdf.citybench import read_stream
 from peers.cluster import LocalCluster
+from peers.task_dump import serve_task_dumps
 
 # $EVENTCLOUD_CITYBENCH, or shared/data/citybench beside the checkout (as the demo finds it)
 DATA = citybench_dir() or Path(__file__).resolve().parents[2] / "shared" / "data" / "citybench"
@@ -64,7 +65,10 @@ async def run(args: argparse.Namespace) -> int:
     await trio.to_thread.run_sync(cluster.start)
     ok = True
     try:
-        async with connect(cluster.addresses, admin_token=cluster.admin_token, source="qbench") as client:
+        async with connect(cluster.addresses, admin_token=cluster.admin_token, source="qbench",
+                           on_event=lambda line: print(f"{time.strftime('%H:%M:%S')} client: {line}", file=sys.stderr,
+                                                       flush=True)) as client, trio.open_nursery() as dumps:
+            await dumps.start(serve_task_dumps, lambda: "the benchmark's client")  # kill -USR1: where it waits
             started = time.perf_counter()
             send, receive = trio.open_memory_channel(0)
             refused: list[str] = []
@@ -124,6 +128,7 @@ async def run(args: argparse.Namespace) -> int:
                 rows.append((name, statistics.median(times), 1, right))
             status = await client.status()
             loads = [p.quads for p in status.peers]
+            dumps.cancel_scope.cancel()
     finally:
         await trio.to_thread.run_sync(cluster.stop)
     print(f"| query ({args.peers} peers, {total:,} quads) | seconds (median of {args.repeat}) | rows | right |")

@@ -449,6 +449,11 @@ class Membership:
             self.leaving = True
             self._held = []
             addresses = {ident: state.neighbours[ident].address for ident in candidates}
+            try:
+                candidates = await self._answering(candidates, within)
+            except BaseException:
+                self._end_leave(failed=True)
+                raise
             # Stores wait from the snapshot on; once an heir holds the zone they never resume
             # (this peer stops, the waiting stores fail and are routed to the heir).
             try:
@@ -467,6 +472,28 @@ class Membership:
         for body in self._end_leave(failed=False):
             await self.announce(body.peers or {}, [addresses[heir]], body.removed)
         return heir
+
+    async def _answering(self, candidates: list[str], within: Box | None) -> list[str]:
+        """The candidates from the first that answers as itself, with a zone that still merges
+        with ours (inside `within`).
+
+        Asked before stores are held off: an entry a moment old (the heir moved, and its port
+        is another peer's now, or nobody's) cost a take-over three failed tries and a table
+        request while every store into this zone waited (with 8 real peers moving while they
+        were published to, publications were refused for not being stored within 15 s)."""
+        for at, ident in enumerate(candidates):
+            expected = self.state.neighbours.get(ident)
+            if expected is None:
+                continue
+            table = await self.stabiliser.table_of(expected.address)
+            if table is not None and table.me[0] == ident and ident in heirs(
+                    self.state.zone, {ident: table.me[1]}, within):
+                return candidates[at:]
+            self.counters["leave_heirs_not_answering"] += 1
+        raise RequestError("cannot leave: no neighbour whose zone merges with this peer's zone into a box "
+                           f"{'inside the box asked for ' if within else ''}answers as the peer this peer's "
+                           "table names (they moved or are down); retry once tables are repaired",
+                           ErrorCode.CANNOT_LEAVE)
 
     def _end_leave(self, *, failed: bool) -> list[Announce]:
         """The announcements held during a leave: applied to our table either way (a failed

@@ -29,7 +29,7 @@ from eventcloud.overlay import CoordinateSpace
 from eventcloud.testing import open_overlay
 from tests.helpers import (
     COUNT, assert_exact_neighbour_tables, check_delivered, count_of, oracle_solutions, random_pubsub_event,
-    random_subscription, readings,
+    random_subscription, readings, spread_events,
 )
 
 KNOBS = dict(rebalance_every=30.0, rebalance_ratio=4.0, rebalance_min_quads=100, rebalance_make_room=True)
@@ -261,6 +261,53 @@ async def test_a_take_over_whose_answer_is_lost_is_asked_again_not_given_to_anot
         whole = leaver.state.space.whole_space()
         assert sum(volume(p.state.zone) for p in others) == math.prod(hi - lo for lo, hi in whole), \
             "the peers that stay do not own the space exactly once"
+
+
+@pytest.mark.parametrize("there", ["nobody", "another peer"])
+async def test_a_leave_whose_heir_entry_is_stale_does_not_hold_stores_off_while_it_finds_out(autojump_clock, there):
+    """With 8 real peers moving while CityBench was published, a peer stepping aside picked an
+    heir its table named at an address where that peer no longer was (it had moved; its port
+    was a rejoining peer's, or nobody's). The take-over failed three times, then a table
+    request waited for an answer, all while every store into the leaver's zone waited: the
+    publication was refused for not being stored within 15 s. The leaver now asks its heir
+    who it is before it holds stores off, and leaves only to one that answers as itself."""
+    from dataclasses import replace as moved
+
+    from eventcloud.errors import EventCloudError
+    from eventcloud.overlay import heirs
+
+    async with open_overlay(5, seed=1) as overlay:
+        leaver = next(p for p in overlay.peers if heirs(p.state.zone, p.state.neighbours))
+        able = heirs(leaver.state.zone, leaver.state.neighbours)
+        elsewhere = next(p for p in overlay.peers if p is not leaver and p.id not in able)
+        address = "peer:999" if there == "nobody" else elsewhere.address
+        table = leaver.state.neighbours
+        leaver.state.neighbours = {**table, **{k: moved(table[k], address=address) for k in able}}
+        held: list[float] = []
+        acquire, release = leaver.membership.guard.acquire_change, leaver.membership.guard.release_change
+
+        async def timed_acquire():
+            await acquire()
+            held.append(trio.current_time())
+
+        def timed_release():
+            held.append(trio.current_time() - held.pop())
+            release()
+
+        leaver.membership.guard.acquire_change = timed_acquire
+        leaver.membership.guard.release_change = timed_release
+        with trio.fail_after(60), pytest.raises(EventCloudError) as refused:
+            await leaver.membership.leave()
+        assert held == [], f"stores were held off for {held} s"
+        assert refused.value.code is ErrorCode.CANNOT_LEAVE and "answers as the peer" in refused.value.message
+        assert leaver.counters["leave_heirs_not_answering"] == len(able)
+        assert leaver.state.has_zone and not leaver.membership.leaving
+        leaver.state.neighbours = table                    # as stabilisation makes it again
+        async with overlay.client(overlay.peers.index(leaver), "after") as client:
+            events = spread_events(20, "after")
+            with trio.fail_after(30):
+                await client.publish_batch(events)
+            assert await client.count() == sum(len(e.quads) for e in events)
 
 
 async def test_a_subscription_stored_while_its_peer_hands_its_zone_over_reaches_the_heir(autojump_clock):

@@ -163,6 +163,36 @@ async def test_a_request_the_entry_peer_never_answers_ends_with_a_timeout_error(
             assert await client.count() == 0
 
 
+async def test_a_request_waiting_while_the_client_reconnects_goes_out_on_the_new_connection(autojump_clock):
+    """The entry is lost, and the first peer tried answers that it does not serve a zone yet
+    (it is rejoining, as the rebalancer's moves do). A request made meanwhile waited for a
+    connection on an event that the refused attempt replaced; the connection that came later
+    set the new one, and the request waited on, with no request at any peer, until
+    `request_timeout` (8 real peers moving while CityBench was published: 4 publishers, 300 s).
+    Each refused attempt also sent the client back to the same peer, never to the others."""
+    from eventcloud.testing.overlay import trio_ms
+
+    async with open_overlay(4, seed=1) as overlay:
+        entry, rejoining, *others = overlay.peers
+        ready = rejoining.router.dispatcher.ready
+        rejoining.router.dispatcher.ready = trio.Event()        # it serves no zone (yet)
+        seeds = [entry.address, rejoining.address, *(p.address for p in others)]
+        events = sample_events(3)
+        async with connect(seeds, transport=overlay.network, physical_ms=trio_ms, request_timeout=120,
+                           reconnect=60) as client:
+            await client.publish(events[0])
+            entry.stop()
+            await overlay.network.kill(entry.address)
+            started = trio.current_time()
+            with trio.fail_after(100):
+                await client.publish(events[1])
+            assert trio.current_time() - started < 30
+            assert client.link.address in {p.address for p in others}
+            rejoining.router.dispatcher.ready = ready
+            await trio.sleep(30)                            # the entry's replica took its zone over
+            assert await client.count() == sum(len(e.quads) for e in events[:2])
+
+
 async def test_a_request_waiting_for_a_connection_that_never_comes_ends_with_a_timeout_error(autojump_clock):
     """The deadline covers the whole request: also the wait for a connection while the client
     reconnects (a look at the counts once waited for ever with no request at any peer)."""

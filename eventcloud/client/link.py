@@ -66,6 +66,7 @@ class Link:
         self.closing = False
         self.reconnects = 0
         self._ready = trio.Event()
+        self._tried: str | None = None   # the address the link dialled last
         self._rng = random.Random()
 
     # --- the supervisor -------------------------------------------------------------------------
@@ -96,10 +97,14 @@ class Link:
         deadline = trio.current_time() + (0 if first else self.reconnect)
         delay = 0.1
         errors: dict[str, str] = {}
-        start = 0 if first or self.address not in self.addresses else self.addresses.index(self.address) + 1
+        # after the address tried last: one that accepts but refuses (a peer rejoining serves no
+        # zone yet) must not be the only one tried, round after round
+        tried = self._tried or self.address
+        start = 0 if first or tried not in self.addresses else self.addresses.index(tried) + 1
         while True:
             order = self.addresses[start:] + self.addresses[:start]
             for address in order:
+                self._tried = address
                 try:
                     return await self.transport.connect(address), address
                 except (ConnectionLost, AddressError) as exc:
@@ -121,7 +126,8 @@ class Link:
 
         def on_close(why: str) -> None:
             closed.append(why)
-            self._ready = trio.Event()  # requests wait for the next connection
+            if self._ready.is_set():  # requests wait for the next connection; those waiting already
+                self._ready = trio.Event()  # keep waiting on the event it will set (not a fresh one)
             self.on_disconnect()
 
         async with open_connection(stream, self.clock, on_push=lambda conn, op, body: self.on_push(op, body),

@@ -13,7 +13,7 @@ import trio
 
 from eventcloud.errors import EventCloudError
 from eventcloud.net.rpc import RpcConnection
-from eventcloud.overlay import CoordinateSpace, Point, climb, evenly, joiner_share
+from eventcloud.overlay import CoordinateSpace, Point, climb, evenly, gains_enough, joiner_share
 from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.messages import Empty, Load, LoadAsk, Routed
 from eventcloud.wire.ops import Op
@@ -30,6 +30,9 @@ JOIN_PROBES = 4
 CLIMB_STEPS = 16
 #: Seconds a zone's cut share (what a joiner would take) is reused while the zone is unchanged.
 CUT_KEPT = 10.0
+#: Seconds the busiest peer keeps itself for the first mover a join would be worth it for: the
+#: others asking meanwhile stay where they are (`Load.promised`), until its zone changes.
+PROMISED_FOR = 30.0
 
 
 class LoadSurvey:
@@ -39,6 +42,7 @@ class LoadSurvey:
         self.store = store
         self.rng = rng
         self._cut: tuple[Any, float, float] | None = None   # (zone, joiner's share, when): `_joiner_share`
+        self._promise: tuple[Any, str, float] | None = None  # (zone, mover's address, until): `_on_load`
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.LOAD: self._on_load}
@@ -52,9 +56,23 @@ class LoadSurvey:
                     tuple(sorted({n.address for n in state.neighbours.values()})))
 
     async def _on_load(self, conn: RpcConnection, body: LoadAsk) -> Load:
+        """With `cut`: what a joiner would take, and whether another mover has this peer's
+        promise. Light peers decide to move on their own, a few seconds apart: at the start of a
+        publication all the empty ones found the same busiest peer, moved together and split it
+        one after the other (halves, quarters, eighths), and moved on again, with most of the
+        overlay between zones at once (8 real peers, publications refused for seconds)."""
         if not body.cut:
             return self.load()
-        return replace(self.load(), takes=round(await self._joiner_share() * self.store.held()))
+        held = self.store.held()
+        load = replace(self.load(), takes=round(await self._joiner_share() * held))
+        if not body.mover or not gains_enough(body.holds, held, load.takes):
+            return load
+        zone, now = self.state.zone, trio.current_time()
+        promise = self._promise
+        if promise is not None and promise[0] == zone and now < promise[2] and promise[1] != body.mover:
+            return replace(load, promised=True)
+        self._promise = (zone, body.mover, now + PROMISED_FOR)
+        return load
 
     async def _joiner_share(self) -> float:
         """The share of this zone's quads a peer joining here would take: the newcomer's side of
@@ -69,10 +87,14 @@ class LoadSurvey:
         self._cut = (zone, share, now)
         return share
 
-    async def joiner_takes(self, address: str) -> int | None:
-        """How many quads a peer joining the peer at `address` would take now (None: no answer)."""
+    async def joiner_takes(self, address: str, holds: int | None = None) -> Load | None:
+        """The peer at `address` with how many quads a peer joining it would take now (`takes`;
+        None: no answer). `holds`: this peer's quads, when it would move there: the answer then
+        says whether another mover asked first (`promised`), and otherwise keeps that peer for
+        this one a while."""
+        ask = LoadAsk(cut=True) if holds is None else LoadAsk(cut=True, mover=self.state.address, holds=holds)
         try:
-            return Load.from_wire(await self.router.call(address, Op.LOAD, LoadAsk(cut=True))).takes
+            return Load.from_wire(await self.router.call(address, Op.LOAD, ask))
         except EventCloudError as exc:
             log.info("peer %s: %s did not say what a joiner would take (%s)", self.state.id, address, exc)
             return None

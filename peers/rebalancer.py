@@ -140,11 +140,17 @@ class Rebalancer:
         if busiest is None or busiest.id == state.id or \
                 not should_move(own, busiest.quads, ratio=self.ratio, min_quads=self.min_quads):
             return None
-        takes = await self.survey.joiner_takes(busiest.address)
+        answer = await self.survey.joiner_takes(busiest.address, own)
+        takes = None if answer is None else answer.takes
         if takes is None or not gains_enough(own, busiest.quads, takes):
             self.counters["rebalance_not_worth"] += 1
             log.info("peer %s holds %d quads; a join at the busiest, %s (%d), would hand it %s: it stays",
                      state.id, own, busiest.id, busiest.quads, "?" if takes is None else takes)
+            return None
+        if answer is not None and answer.promised:
+            self.counters["rebalance_busiest_promised"] += 1
+            log.info("peer %s holds %d quads; another peer is moving to the busiest, %s (%d): it stays for now",
+                     state.id, own, busiest.id, busiest.quads)
             return None
         if not heirs(state.zone, state.neighbours) and not await self._make_room_once(busiest.id):
             return None

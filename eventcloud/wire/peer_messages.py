@@ -310,6 +310,8 @@ class LoadAsk(Body):
     """`load`: how busy a peer is; with `cut`, also how many quads a peer joining it would take."""
 
     cut: bool = field(BOOL, default=False)
+    mover: str = field(STR, default="")     # with `cut`: the asking peer's address, when it would move here
+    holds: int = field(INT, default=0)      # ... and the quads it holds (what `gains_enough` weighs)
 
 
 @message
@@ -322,6 +324,7 @@ class Load(Body):
     zone: Zone = field(ZONE)
     neighbours: tuple[str, ...] = field(LIST(STR), default=())   # their addresses, where the climb goes on
     takes: int = field(INT, default=-1)   # asked with `cut`: quads a peer joining here would take (-1: not asked)
+    promised: bool = field(BOOL, default=False)   # another mover for whom a move here is worth it asked first
 
 
 @message

@@ -498,7 +498,7 @@ async def test_a_light_peer_does_not_move_to_a_busiest_zone_whose_cut_is_lopside
             if peer is hot or not heirs(peer.state.zone, peer.state.neighbours):
                 continue
             assert should_move(0, 2_000, ratio=4.0, min_quads=100)   # what moved it before
-            takes = await peer.rebalancer.survey.joiner_takes(hot.state.address)
+            takes = (await peer.rebalancer.survey.joiner_takes(hot.state.address)).takes
             assert takes in (0, 2_000) and not gains_enough(0, 2_000, takes)
             zone = peer.state.zone
             before = peer.rebalancer.counters["rebalance_not_worth"]
@@ -520,10 +520,43 @@ async def test_a_light_peer_does_not_move_to_a_busiest_zone_whose_cut_is_lopside
         hot.rebalancer.survey.store.find = counted
         hot.rebalancer.survey._cut = None
         asker = next(p for p in overlay.peers if p is not hot)
-        assert [await asker.rebalancer.survey.joiner_takes(hot.state.address) for _ in range(3)] == [takes] * 3
+        assert [(await asker.rebalancer.survey.joiner_takes(hot.state.address)).takes for _ in range(3)] == [takes] * 3
         assert len(scans) == 1
         await trio.sleep(11)  # CUT_KEPT later: computed again
-        assert await asker.rebalancer.survey.joiner_takes(hot.state.address) == takes and len(scans) == 2
+        assert (await asker.rebalancer.survey.joiner_takes(hot.state.address)).takes == takes and len(scans) == 2
+
+
+async def test_light_peers_do_not_all_move_to_the_same_busiest_peer_at_once(autojump_clock):
+    """At the start of a publication every empty peer finds the same busiest peer within a few
+    seconds; all of them moved, split it one after the other (a half, a quarter, an eighth) and
+    moved on again (8 real peers: most of the overlay between zones at once, publications
+    refused). The busiest now keeps itself for the first mover a join would be worth it for;
+    the others asking within PROMISED_FOR seconds stay, and look again later."""
+    from eventcloud.overlay import heirs
+    from peers.load_survey import PROMISED_FOR
+
+    async with open_overlay(8, seed=3, rebalance_ratio=4.0, rebalance_min_quads=100) as overlay:
+        async with overlay.client(0, "loader") as client:
+            await client.publish_batch(readings(150))
+        held = {p.id: p.rebalancer.store.held() for p in overlay.peers}
+        hot = max(overlay.peers, key=lambda p: held[p.id])
+        movers = [p for p in overlay.peers if p is not hot and held[p.id] * 8 < held[hot.id]
+                  and heirs(p.state.zone, p.state.neighbours)]
+        assert len(movers) >= 2, held
+        first, second = movers[:2]
+        ask = lambda peer: peer.rebalancer.survey.joiner_takes(hot.state.address, held[peer.id])  # noqa: E731
+        assert not (await ask(first)).promised
+        assert (await ask(second)).promised
+        assert not (await ask(first)).promised                     # its own promise still
+        assert not (await hot.rebalancer.survey.joiner_takes(hot.state.address)).promised   # not a mover
+        zone = second.state.zone
+        for _ in range(20):   # a look whose random probes miss the busiest finds nothing to move to
+            assert await second.rebalancer.once() is None
+            if second.rebalancer.counters["rebalance_busiest_promised"]:
+                break
+        assert second.rebalancer.counters["rebalance_busiest_promised"] == 1 and second.state.zone == zone
+        await trio.sleep(PROMISED_FOR + 1)                         # the first did not come: free again
+        assert not (await ask(second)).promised
 
 
 async def test_the_stand_ins_a_moved_peer_hosts_come_back_with_it_and_are_not_taken_over(autojump_clock, tmp_path):

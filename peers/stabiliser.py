@@ -17,8 +17,8 @@ from typing import Awaitable, Callable
 import trio
 
 from eventcloud.errors import EventCloudError, Unavailable
-from eventcloud.overlay import Neighbour, verified
-from eventcloud.wire.messages import Empty, Table
+from eventcloud.overlay import Neighbour, Zone, verified
+from eventcloud.wire.messages import Announce, Empty, Table
 from eventcloud.wire.ops import Op
 from peers.router import FAILED, Router
 from peers.state import PeerState
@@ -33,13 +33,14 @@ STALE_PAUSE = 1.0
 class Stabiliser:
     def __init__(self, state: PeerState, router: Router, lock: trio.Lock, counters: Counter[str], *,
                  persist: Callable[[], Awaitable[None]], departed: Callable[[str], bool], retry_window: float,
-                 rng: random.Random) -> None:
+                 rng: random.Random, leaving: Callable[[], bool] = lambda: False) -> None:
         self.state = state
         self.router = router
         self.lock = lock                  # the membership's: zone changes and table rewrites in turn
         self.counters = counters
         self.persist = persist
         self.departed = departed          # did this peer leave gracefully (not crash)?
+        self.leaving = leaving            # is this peer handing its zone over? (it tells nobody then)
         self.retry_window = retry_window
         self.rng = rng
 
@@ -81,6 +82,7 @@ class Stabiliser:
         authoritative: dict[str, Neighbour] = {}
         candidates: dict[str, Neighbour] = {}
         silent: list[str] = []
+        behind: dict[str, tuple[str, ...]] = {}   # neighbour address -> ghosts of our zone it holds
         for ident, neighbour in list(state.neighbours.items()):
             table = await self.table_of(neighbour.address)
             if table is None:
@@ -92,6 +94,11 @@ class Stabiliser:
                 # Another peer answers at its address now (it left and a peer rejoined there, as
                 # the rebalancer's moves do): the one we knew is a ghost unless shown otherwise.
                 silent.append(ident)
+            elif state.has_zone:
+                ghosts = _ghosts_of(state.id, state.zone, table.neighbours)
+                held = table.neighbours.get(state.id)
+                if ghosts or held is None or held.zone != state.zone or held.address != state.address:
+                    behind[neighbour.address] = ghosts
             for other, info in table.neighbours.items():
                 if other != state.id and other not in state.neighbours and state.zone.is_neighbour(info.zone):
                     candidates[other] = info
@@ -116,6 +123,34 @@ class Stabiliser:
             if table != state.neighbours:
                 state.neighbours = table
                 await self.persist()
+        if behind and state.has_zone:
+            await self._tell(behind)
+
+    async def _tell(self, behind: dict[str, tuple[str, ...]]) -> None:
+        """Announce this peer to neighbours whose tables are behind about it: they lack it, hold
+        an old zone or address of it, or hold other peers in its zone (ghosts). Stabilisation
+        used to repair a peer's own table only, and a neighbour learnt a zone's owner only from
+        its neighbours' tables: after a move whose announcements were lost (8 real peers moving
+        while CityBench was published), every table around a zone named the peer that had left
+        it at an address another peer now answered, none named its heir, and requests for that
+        zone waited for minutes. The heir knows; it says so."""
+        state = self.state
+        record = {state.id: Neighbour(state.address, state.zone, state.incarnation)}
+
+        async def one(address: str, ghosts: tuple[str, ...]) -> None:
+            if self.leaving() or not state.has_zone:  # its heir's zone covers ours: no ghost there
+                return
+            with trio.move_on_after(self.retry_window):
+                try:
+                    await self.router.call(address, Op.NEIGHBOURS, Announce(record, ghosts))
+                    self.counters["stabilise_told_behind"] += 1
+                    self.counters["stabilise_ghosts_removed_elsewhere"] += len(ghosts)
+                except (*FAILED, EventCloudError):
+                    pass
+
+        async with trio.open_nursery() as nursery:
+            for address, ghosts in behind.items():
+                nursery.start_soon(one, address, ghosts)
 
     async def table_of(self, address: str) -> Table | None:
         """The peer at `address`: its own zone and its table; None if it does not answer in time."""
@@ -124,3 +159,9 @@ class Stabiliser:
                 return Table.from_wire(await self.router.call(address, Op.TABLE, Empty()))
         except (*FAILED, EventCloudError, trio.TooSlowError):
             return None
+
+
+def _ghosts_of(own_id: str, zone: Zone, table: dict[str, Neighbour]) -> tuple[str, ...]:
+    """The peers a neighbour's table places inside our zone: in a partition no other peer's zone
+    overlaps ours, so each such entry is one that left it (moved, or handed it to us)."""
+    return tuple(sorted(k for k, n in table.items() if k != own_id and n.zone.intersects(zone.bounds)))

@@ -232,6 +232,37 @@ async def test_stabilisation_drops_a_ghost_neighbour_whose_zone_others_now_own(a
         assert_exact_neighbour_tables(status)
 
 
+async def test_a_zones_owner_tells_neighbours_whose_tables_name_a_ghost_there_instead_of_it(autojump_clock):
+    """After a move whose announcements were lost (8 real peers moving while CityBench was
+    published), every table around a zone named the peer that had left it, at an address
+    another peer answered, and none named the zone's owner: stabilisation learnt owners only
+    from neighbours' tables, so nobody could learn it, and requests for the zone waited for
+    minutes. The owner reads its neighbours' tables too: it now tells those that lack it, or
+    hold another peer inside its zone, and names that ghost as removed."""
+    from eventcloud.overlay import Neighbour
+
+    async with open_overlay(6, seed=2) as overlay:
+        owner = overlay.peers[1]
+        around = [p for p in overlay.peers if owner.id in p.state.neighbours]
+        assert around
+        ghost = Neighbour("peer:999", owner.state.zone)          # the peer that left the zone
+        for peer in around:
+            peer.state.neighbours = {**{k: v for k, v in peer.state.neighbours.items() if k != owner.id},
+                                     "ghost00000000": ghost}
+        for peer in around:
+            await peer.membership.stabiliser.once()
+        assert all(owner.id not in p.state.neighbours for p in around), "learnt from the others' tables"
+        await owner.membership.stabiliser.once()
+        for peer in around:
+            assert peer.state.neighbours[owner.id].zone == owner.state.zone
+            assert "ghost00000000" not in peer.state.neighbours
+        assert owner.counters["stabilise_told_behind"] == len(around)
+        assert owner.counters["stabilise_ghosts_removed_elsewhere"] == len(around)
+        async with overlay.client(0, "reader") as client:
+            status = await client.status()
+        assert_exact_neighbour_tables(status)
+
+
 async def test_a_stale_entry_at_a_peers_own_address_is_routed_on_not_back_to_itself(autojump_clock):
     """A peer moved by the rebalancer rejoins on its old port as a new peer; a neighbour table
     can still name the peer that listened there before, with a zone another peer now owns. A

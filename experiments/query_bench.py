@@ -2,7 +2,8 @@
 published (--quads, ~600 k by default), then each query timed (--repeat times, the median) with
 its answer checked against what was published.
 
-    python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3] [--rebalance-every 5 [--make-room] --settle 120] [--log-level info]
+    python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3]
+        [--rebalance-every 5 [--make-room] --settle 120] [--log-level info]
 
 Prints one row per query: seconds (median), rows, and whether the answer is right (COUNT(*) must
 equal the quads published, per-predicate counts must add up to it, LIMIT 3 must give 3 rows).
@@ -134,7 +135,8 @@ async def run(args: argparse.Namespace) -> int:
                     right, got = result == total, f"{result:,}"
                 else:
                     right = sum(p.quads for p in result.peers) == total
-                    got = f"{sum(p.quads for p in result.peers):,} held, {sum(p.pending for p in result.peers):,} pending"
+                    held, pending = sum(p.quads for p in result.peers), sum(p.pending for p in result.peers)
+                    got = f"{held:,} held, {pending:,} pending"
                 ok &= right
                 rows.append((name, statistics.median(times), 1, right, got))
             status = await client.status()
@@ -152,7 +154,8 @@ async def run(args: argparse.Namespace) -> int:
     print(f"| query ({args.peers} peers, {total:,} quads) | seconds (median of {args.repeat}) | rows | right |")
     print("|---|---|---|---|")
     for name, seconds, n, right, got in rows:
-        print(f"| {name} | {seconds:.3f} | {n} | {'yes' if right else 'NO'}{f' ({got})' if got and not right else ''} |")
+        verdict = "yes" if right else f"NO ({got})" if got else "NO"
+        print(f"| {name} | {seconds:.3f} | {n} | {verdict} |")
     mean = sum(loads) / len(loads)
     print(f"quads per peer: max {max(loads):,}, mean {mean:,.0f} (max/mean {max(loads) / mean:.1f}), "
           f"empty peers {sum(1 for q in loads if q == 0)}")

@@ -31,7 +31,8 @@ loaded neighbours and their data for nothing, and on real clusters two such peer
 doing it for minutes. So after a failed round a peer makes room again only once its zone or
 its neighbours have changed (a round that failed against the same neighbourhood fails
 again), and only after a back-off that grows fourfold per failed round (`every`, 4×, 16×…,
-an hour at most); a move resets both.
+an hour at most); a move resets both. A round after which the peer's own leave is refused
+counts as failed too (its neighbours moved for nothing).
 """
 
 from __future__ import annotations
@@ -152,17 +153,30 @@ class Rebalancer:
             log.info("peer %s holds %d quads; another peer is moving to the busiest, %s (%d): it stays for now",
                      state.id, own, busiest.id, busiest.quads)
             return None
-        if not heirs(state.zone, state.neighbours) and not await self._make_room_once(busiest.id):
+        made_room = not heirs(state.zone, state.neighbours)
+        if made_room and not await self._make_room_once(busiest.id):
             return None
         if self._stepped is not None or not heirs(state.zone, state.neighbours):  # the table changed meanwhile
             return None
         log.warning("peer %s holds %d quads and peer %s %d: handing its zone to a neighbour and rejoining "
                     "as a new peer at the busiest", state.id, own, busiest.id, busiest.quads)
-        rejoin = await self.membership.step_aside()
+        rejoin = await self._leave(made_room)
         self.counters["rebalance_moves"] += 1
         # through the busiest peer first: it owns the point, and it does not move
         rejoin = [busiest.address] + [a for a in rejoin if a != busiest.address]
         return rejoin, lowest_corner(busiest.zone, state.space.whole_space())
+
+    async def _leave(self, made_room: bool) -> list[str]:
+        """Step aside; when that fails after neighbours moved to make room for it, the round is
+        counted as failed (the back-off below). Seen on 8 real peers: an empty peer made room,
+        its leave was refused, and at its next look it made room again, round after round,
+        its neighbours stepping aside dozens of times in two minutes."""
+        try:
+            return await self.membership.step_aside()
+        except EventCloudError:
+            if made_room:
+                self._room_failed()
+            raise
 
     def _neighbourhood(self) -> tuple[Any, frozenset[str]]:
         return self.state.zone, frozenset(self.state.neighbours)
@@ -176,15 +190,20 @@ class Rebalancer:
         if await self._make_room(busiest):
             self._room_failures, self._no_room = 0, None
             return True
-        if self.state.has_zone:
-            self._room_failures += 1
-            self._no_room = self._neighbourhood()
-            wait = min(self.every * 4 ** (self._room_failures - 1), MAX_ROOM_BACKOFF)
-            self._room_not_before = trio.current_time() + wait
-            self.counters["rebalance_room_failed"] += 1
-            log.info("peer %s: making room failed (%d in a row); not again before its neighbourhood changes "
-                     "and %.0f s have passed", self.state.id, self._room_failures, wait)
+        self._room_failed()
         return False
+
+    def _room_failed(self) -> None:
+        """Not again before the neighbourhood changes and the back-off has passed."""
+        if not self.state.has_zone:
+            return
+        self._room_failures += 1
+        self._no_room = self._neighbourhood()
+        wait = min(self.every * 4 ** (self._room_failures - 1), MAX_ROOM_BACKOFF)
+        self._room_not_before = trio.current_time() + wait
+        self.counters["rebalance_room_failed"] += 1
+        log.info("peer %s: making room failed (%d in a row); not again before its neighbourhood changes "
+                 "and %.0f s have passed", self.state.id, self._room_failures, wait)
 
     async def _make_room(self, busiest: str) -> bool:
         """Ask neighbours across a face that `room_faces` finds to step aside, the lightest first,

@@ -76,6 +76,33 @@ async def test_a_round_that_makes_room_resets_the_back_off(autojump_clock):
     assert len(rounds) == 4
 
 
+async def test_a_leave_refused_after_making_room_counts_as_a_failed_round(autojump_clock):
+    """Neighbours stepped aside for it, then its own leave was refused (its heir moved or did
+    not answer as itself): at its next look the peer made room again, and on 8 real peers its
+    neighbours stepped aside dozens of times in two minutes. Such a round now backs off as a
+    failed one."""
+    import pytest
+
+    from eventcloud.errors import ErrorCode, RequestError
+
+    balancer, rounds = rebalancer([True, True])
+
+    class Membership:
+        async def step_aside(self):
+            raise RequestError("cannot leave: no neighbour ... answers as the peer", ErrorCode.CANNOT_LEAVE)
+
+    balancer.membership = Membership()  # type: ignore[assignment]
+    assert await balancer._make_room_once("busiest")
+    with pytest.raises(RequestError):
+        await balancer._leave(made_room=True)
+    assert not await balancer._make_room_once("busiest")     # same neighbourhood, within the back-off
+    assert len(rounds) == 1 and balancer.counters["rebalance_room_skipped"] == 1
+    assert balancer.counters["rebalance_room_failed"] == 1
+    with pytest.raises(RequestError):
+        await balancer._leave(made_room=False)               # a leave it made no room for: no round lost
+    assert balancer.counters["rebalance_room_failed"] == 1
+
+
 async def test_a_round_asks_loaded_neighbours_across_the_face_but_never_the_busiest():
     """Each step aside hands a zone and its data to a peer that stays in the tube, so the last
     neighbours across the face are the loaded ones: skipping every neighbour heavier than the

@@ -121,7 +121,8 @@ class Membership:
         self._nursery: trio.Nursery | None = None
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
-                                     retry_window=retry_window, rng=rng, leaving=lambda: self.leaving)
+                                     retry_window=retry_window, rng=rng, leaving=lambda: self.leaving,
+                                     announce=self.announce)
         #: announcements that arrived while our leave held the lock: the heir's, once it took over
         self._held: list[Announce] = []
 

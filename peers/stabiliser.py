@@ -18,7 +18,7 @@ import trio
 
 from eventcloud.errors import EventCloudError, Unavailable
 from eventcloud.overlay import Neighbour, Zone, verified
-from eventcloud.wire.messages import Announce, Empty, Table
+from eventcloud.wire.messages import Empty, Table
 from eventcloud.wire.ops import Op
 from peers.router import FAILED, Router
 from peers.state import PeerState
@@ -33,7 +33,9 @@ STALE_PAUSE = 1.0
 class Stabiliser:
     def __init__(self, state: PeerState, router: Router, lock: trio.Lock, counters: Counter[str], *,
                  persist: Callable[[], Awaitable[None]], departed: Callable[[str], bool], retry_window: float,
-                 rng: random.Random, leaving: Callable[[], bool] = lambda: False) -> None:
+                 rng: random.Random, leaving: Callable[[], bool] = lambda: False,
+                 announce: Callable[[dict[str, Neighbour], list[str], tuple[str, ...]], Awaitable[None]] | None = None
+                 ) -> None:
         self.state = state
         self.router = router
         self.lock = lock                  # the membership's: zone changes and table rewrites in turn
@@ -41,6 +43,7 @@ class Stabiliser:
         self.persist = persist
         self.departed = departed          # did this peer leave gracefully (not crash)?
         self.leaving = leaving            # is this peer handing its zone over? (it tells nobody then)
+        self.announce = announce          # the membership's: records to addresses, bounded, best effort
         self.retry_window = retry_window
         self.rng = rng
 
@@ -135,22 +138,16 @@ class Stabiliser:
         it at an address another peer now answered, none named its heir, and requests for that
         zone waited for minutes. The heir knows; it says so."""
         state = self.state
+        if self.announce is None or self.leaving() or not state.has_zone:  # leaving: its heir's zone covers ours
+            return
         record = {state.id: Neighbour(state.address, state.zone, state.incarnation)}
-
-        async def one(address: str, ghosts: tuple[str, ...]) -> None:
-            if self.leaving() or not state.has_zone:  # its heir's zone covers ours: no ghost there
-                return
-            with trio.move_on_after(self.retry_window):
-                try:
-                    await self.router.call(address, Op.NEIGHBOURS, Announce(record, ghosts))
-                    self.counters["stabilise_told_behind"] += 1
-                    self.counters["stabilise_ghosts_removed_elsewhere"] += len(ghosts)
-                except (*FAILED, EventCloudError):
-                    pass
-
-        async with trio.open_nursery() as nursery:
-            for address, ghosts in behind.items():
-                nursery.start_soon(one, address, ghosts)
+        by_ghosts: dict[tuple[str, ...], list[str]] = {}
+        for address, ghosts in behind.items():
+            by_ghosts.setdefault(ghosts, []).append(address)
+        for ghosts, addresses in by_ghosts.items():
+            self.counters["stabilise_told_behind"] += len(addresses)
+            self.counters["stabilise_ghosts_removed_elsewhere"] += len(ghosts) * len(addresses)
+            await self.announce(record, addresses, ghosts)
 
     async def table_of(self, address: str) -> Table | None:
         """The peer at `address`: its own zone and its table; None if it does not answer in time."""

@@ -39,23 +39,22 @@ from eventcloud.overlay import (
     Box, CoordinateSpace, Neighbour, Point, Zone, announced, cut_for, evenly, heirs, lowest_corner,
     merge_for_leave, split_for_join,
 )
-from eventcloud.rdf.model import IRI, Quad
-from eventcloud.wire.codec import point_from_wire, point_to_wire
+from eventcloud.rdf.model import Quad
+from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    Announce, Decision, Empty, EventMeta, Handover, JoinCommit, JoinData, JoinGrant, JoinRequest, Left,
+    Announce, Empty, EventMeta, Handover, JoinCommit, JoinGrant, JoinRequest, Left, NextChunk,
     OverlayInfo, PeerId, Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
 from peers.operators import check_same_operators
 from peers.replication import Replication
-from peers import mailboxes as mb
 from peers.router import FAILED, Router
 from peers.stabiliser import Stabiliser
 from peers.state import PeerState
 from peers.async_store import AsyncStore
+from peers.handover import chunk, drop_outside, fetch_rest, install, zone_content
 from peers.load_survey import LoadSurvey
-from peers.store import add, decide, notified, remove
 from peers.subscriptions import Subscriptions
 from peers.zone_guard import ZoneGuard
 
@@ -65,9 +64,6 @@ __all__ = ["Membership"]
 
 #: How long a peer that left is remembered as departed (not crashed).
 DEPARTED_FOR = 600.0
-#: Bytes of term text per handover chunk: a split hands the newcomer its quads in chunks this
-#: size (the first in the grant, the rest with `join_data`), far under the frame limit.
-HANDOVER_CHUNK = 4 << 20
 #: Requests of one take-over to an heir that did not answer, before the next heir is asked.
 TAKE_OVER_TRIES = 3
 
@@ -125,6 +121,8 @@ class Membership:
                                      announce=self.announce)
         #: announcements that arrived while our leave held the lock: the heir's, once it took over
         self._held: list[Announce] = []
+        #: while our leave hands the zone over: its quads and their events' metadata (`leave_data`)
+        self._outgoing: tuple[list[Quad], dict[str, EventMeta]] | None = None
 
     @property
     def holds_foreign(self) -> bool:
@@ -138,7 +136,7 @@ class Membership:
     def handlers(self) -> dict[Op, Any]:
         return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit,
                 Op.NEIGHBOURS: self._on_neighbours, Op.TAKE_OVER: self._on_take_over, Op.TABLE: self._on_table,
-                Op.LEAVE: self._on_leave, Op.JOIN_DATA: self._on_join_data}
+                Op.LEAVE: self._on_leave, Op.JOIN_DATA: self._on_join_data, Op.LEAVE_DATA: self._on_leave_data}
 
     def routed(self) -> dict[Op, Any]:
         return {Op.JOIN_SPLIT: self._local_join_split}
@@ -187,14 +185,13 @@ class Membership:
         state.zone = grant.zone
         state.neighbours = dict(grant.neighbours)
         await self._install(grant.data)
-        offset, total = len(grant.data.quads), len(grant.data.quads) + grant.remaining
-        while offset < total:  # the rest of the zone's quads, chunk by chunk
-            chunk = Handover.from_wire(await self.router.call(grant.owner_address, Op.JOIN_DATA,
-                                                              JoinData(state.id, offset)))
-            if not chunk.quads:
-                raise RequestError(f"the join's handover stopped at {offset} of {total} quads", ErrorCode.UNAVAILABLE)
-            await self._install(chunk)
-            offset += len(chunk.quads)
+
+        async def fetch(offset: int) -> Handover:
+            return Handover.from_wire(await self.router.call(grant.owner_address, Op.JOIN_DATA,
+                                                             NextChunk(state.id, offset)))
+
+        first = len(grant.data.quads)
+        await fetch_rest(first, first + grant.remaining, fetch, self._install)
         await self.replication.ensure()  # the zone on two peers before its old owner drops it
         await self.persist()
         await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
@@ -212,49 +209,13 @@ class Membership:
         return lowest_corner(best.zone, space.whole_space())
 
     async def _install(self, data: Handover) -> None:
-        """Take a zone's content: quads with their events' state, decisions, subscriptions."""
-        events = {m.graph: m for m in data.events}
-        by_graph: dict[str, list[Quad]] = {}
-        for quad in data.quads:
-            by_graph.setdefault(quad.g.value, []).append(quad)
-        mutations = []
-        for graph, quads in by_graph.items():
-            meta = events.get(graph) or EventMeta(graph, len(quads), 0)
-            mutations.append(add(graph, quads, meta.size, meta.published, committed=meta.committed, tx=meta.tx))
-            if meta.notified:
-                mutations.append(notified(graph))
-        mutations += [decide(d.key, d.decision, point_to_wire(d.point)) for d in data.decisions]
-        mutations += [mb.install(packed) for packed in data.mailboxes]
-        # Our clock must pass every stamp we take over: events arriving later are stamped after
-        # the subscriptions and events handed to us (what matching compares).
-        stamps = [m.published for m in data.events] + [r.t for r in data.subscriptions]
-        if stamps:
-            self.clock.observe(max(stamps))
-        if mutations:
-            await self.store.write(mutations)
-        await self.subscriptions.install(data.subscriptions)
+        await install(self.store, self.subscriptions, self.clock, data)
 
     async def _handover(self, zone: Zone) -> tuple[list[Quad], Handover]:
         return self._handover_of(zone, await self.store.find(None, None, None, None))
 
     def _handover_of(self, zone: Zone, held: list[Quad]) -> tuple[list[Quad], Handover]:
-        """The quads of `held` in `zone`, with their events' states as they are now, and the
-        subscriptions, decisions and mailboxes that go with them."""
-        space = self.state.space
-        quads = [q for q in held if zone.contains(space.point(q))]
-        events = {}
-        for q in quads:
-            info = self.store.event_info(q.g)
-            if info is not None:
-                events[q.g.value] = EventMeta(q.g.value, info.size, info.published, info.committed, info.notified,
-                                              info.tx)
-        decisions = tuple(Decision(key, decision, point_from_wire(point))
-                          for key, (decision, point) in self.store.sync.decisions().items()
-                          if zone.contains(point_from_wire(point)))
-        mailboxes = tuple(box.pack() for box in self.store.sync.mailboxes.all()
-                          if zone.contains(point_from_wire(box.record["home"])))
-        return quads, Handover(tuple(quads), tuple(events.values()), tuple(self.subscriptions.export(zone)), decisions,
-                               mailboxes)
+        return zone_content(self.store, self.subscriptions, self.state.space, zone, held)
 
     async def _local_join_split(self, body: JoinRequest) -> dict[str, Any]:
         check_same_operators(body.operators, self.operators.names, f"peer {self.state.id}")
@@ -301,25 +262,13 @@ class Membership:
             await self.persist()
             pending.quads = quads
             pending.events = {m.graph: m for m in data.events}
-            first = self._chunk(pending, 0)
+            first = chunk(pending.quads, pending.events, 0)
             data = Handover(first.quads, first.events, data.subscriptions, data.decisions, data.mailboxes)
             grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, data,
                               state.overlay, state.replicas, remaining=len(quads) - len(first.quads))
             return grant, pending
 
-    @staticmethod
-    def _chunk(pending: _PendingJoin, offset: int) -> Handover:
-        """The handed-over quads from `offset` on, up to HANDOVER_CHUNK bytes of text (at least
-        one), with their events' metadata."""
-        end, size = offset, 0
-        while end < len(pending.quads) and (end == offset or size < HANDOVER_CHUNK):
-            size += sum(len(t.value) if isinstance(t, IRI) else len(t.lexical) + 16 for t in pending.quads[end]) + 16
-            end += 1
-        quads = tuple(pending.quads[offset:end])
-        graphs = {q.g.value for q in quads}
-        return Handover(quads, tuple(m for g, m in pending.events.items() if g in graphs))
-
-    async def _on_join_data(self, conn: RpcConnection, body: JoinData) -> Handover:
+    async def _on_join_data(self, conn: RpcConnection, body: NextChunk) -> Handover:
         """The next chunk of a pending join's quads; each one gives the newcomer another
         `join_timeout` before the split is undone."""
         pending = self._pending.get(body.id)
@@ -330,7 +279,7 @@ class Membership:
             raise RequestError(f"offset {body.offset} outside the handover's {len(pending.quads)} quads",
                                ErrorCode.BAD_REQUEST)
         pending.timer.deadline = trio.current_time() + self.join_timeout
-        return self._chunk(pending, body.offset)
+        return chunk(pending.quads, pending.events, body.offset)
 
     async def _expire_join(self, new_id: str, pending: _PendingJoin) -> None:
         """Undo a split whose newcomer never committed (it died mid-join)."""
@@ -358,20 +307,13 @@ class Membership:
                                ErrorCode.NOT_FOUND)
         pending.timer.cancel()
         self._join_gate.release()
-        by_graph: dict[str, list[Quad]] = {}
-        for quad in pending.quads:
-            by_graph.setdefault(quad.g.value, []).append(quad)
-        moved = [mb.forget(box.id) for box in self.store.sync.mailboxes.all()
-                 if not state.zone.contains(point_from_wire(box.record["home"]))]
         self._foreign_writes += 1   # until the write below applies, the store still holds the newcomer's quads
         self.foreign_epoch += 1
         try:
-            if by_graph or moved:
-                await self.store.write([remove(g, qs) for g, qs in by_graph.items()] + moved)
+            await drop_outside(self.store, self.subscriptions, state.zone, pending.quads)
         finally:
             self._foreign_writes -= 1
             self.replication.joining.discard(body.id)
-        await self.subscriptions.prune(state.zone)
         newcomer = state.neighbours[body.id]
         records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}
         await self.announce(records, pending.announce_to)
@@ -509,8 +451,20 @@ class Membership:
     async def _hand_zone_to(self, candidates: list[str]) -> str:
         """The zone's content to the first heir that takes it; its id."""
         state = self.state
-        _, data = await self._handover(state.zone)
-        request = TakeOver(state.id, state.zone, dict(state.neighbours), data)
+        quads, data = await self._handover(state.zone)
+        events = {m.graph: m for m in data.events}
+        first = chunk(quads, events, 0)
+        request = TakeOver(state.id, state.zone, dict(state.neighbours),
+                           Handover(first.quads, first.events, data.subscriptions, data.decisions, data.mailboxes),
+                           state.address, len(quads) - len(first.quads))
+        self._outgoing = (quads, events)
+        try:
+            return await self._take_over_by(candidates, request)
+        finally:
+            self._outgoing = None
+
+    async def _take_over_by(self, candidates: list[str], request: TakeOver) -> str:
+        state = self.state
         last_error: EventCloudError | None = None
         for ident in candidates:
             address = state.neighbours[ident].address
@@ -551,6 +505,16 @@ class Membership:
         await self.retire(conn)
         return Left(heir)
 
+    async def _on_leave_data(self, conn: RpcConnection, body: NextChunk) -> Handover:
+        """The next chunk of the quads our leave is handing over (the heir asks, before it merges)."""
+        if self._outgoing is None:
+            raise RequestError(f"peer {self.state.id} is not handing its zone over (its leave ended)",
+                               ErrorCode.NOT_FOUND)
+        quads, events = self._outgoing
+        if not 0 <= body.offset < len(quads):
+            raise RequestError(f"offset {body.offset} outside the handover's {len(quads)} quads", ErrorCode.BAD_REQUEST)
+        return chunk(quads, events, body.offset)
+
     async def _on_take_over(self, conn: RpcConnection, body: TakeOver) -> PeerId:
         state = self.state
         if state.zone.covers(body.zone):  # a retry whose answer was lost: the zone is ours already
@@ -568,7 +532,7 @@ class Membership:
                 self._foreign_writes += 1   # the leaver still answers for these quads until the zone is ours
                 self.foreign_epoch += 1
                 try:
-                    await self._install(body.data)
+                    await self._install_leaving(body)
                     state.zone = plan.merged
                 finally:
                     self._foreign_writes -= 1
@@ -580,6 +544,30 @@ class Membership:
         await self.announce({state.id: Neighbour(state.address, plan.merged, state.incarnation)}, plan.announce_to,
                             removed=(body.id,))
         return PeerId(state.id)
+
+    async def _install_leaving(self, body: TakeOver) -> None:
+        """A leaving neighbour's zone content, fetching what its first chunk lacks; if that
+        fails, nothing of it is left here (the leaver keeps its zone)."""
+        installed: list[Quad] = []
+
+        async def install(data: Handover) -> None:
+            installed.extend(data.quads)
+            await self._install(data)
+
+        async def fetch(offset: int) -> Handover:
+            address = body.address or self.state.neighbours[body.id].address
+            return Handover.from_wire(await self.router.call(address, Op.LEAVE_DATA, NextChunk(self.state.id, offset)))
+
+        try:
+            await install(body.data)
+            first = len(body.data.quads)
+            await fetch_rest(first, first + body.remaining, fetch, install)
+        except BaseException as exc:
+            with trio.CancelScope(shield=True):
+                await drop_outside(self.store, self.subscriptions, self.state.zone, installed)
+            if isinstance(exc, (EventCloudError, KeyError)):
+                raise RequestError(f"cannot take over {body.id}'s zone: {exc}", ErrorCode.CANNOT_LEAVE) from None
+            raise
 
     def _refuse_if_leaving(self) -> None:
         if self.leaving:

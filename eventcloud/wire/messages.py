@@ -17,8 +17,8 @@ from eventcloud.wire.fields import *  # noqa: F401,F403
 from eventcloud.wire.ops import Op
 from eventcloud.wire.peer_messages import *  # noqa: F401,F403
 from eventcloud.wire.peer_messages import (
-    Announce, ChainMember, Commit, CsmaStep, Deliver, Delivered, Delivery, EventGet, Handover, JoinCommit, JoinData, JoinRequest, Leases, Load, LoadAsk, MailboxAck,
-    MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, MulticastEach, Notifies, Notify, PeerId, Probe, ProbeResult,
+    Announce, ChainMember, Commit, CsmaStep, Deliver, Delivered, Delivery, EventGet, Handover, JoinCommit, JoinRequest, Leases, Load, LoadAsk, MailboxAck,
+    MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, MulticastEach, NextChunk, Notifies, Notify, PeerId, Probe, ProbeResult,
     ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, Route, Routed, StoreSubscription,
     SchemaNewer, SchemaOffer, SparqlLocal, StepAside, Table, TakeOver,
 )
@@ -38,7 +38,7 @@ REQUESTS: dict[Op, type[Body]] = {
     Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.STEP_ASIDE: StepAside, Op.TABLE: Empty, Op.PROBE: Probe, Op.REPLICATE: Replicate,
     Op.REPLICA_SYNC: ReplicaSync, Op.REPLICA_STATE: ReplicaState, Op.REPLICA_DROP: ReplicaOf,
     Op.REPLICA_STATUS: ReplicaOf, Op.EVENT_GET: EventGet,
-    Op.MCAST: Multicast, Op.MCAST_EACH: MulticastEach, Op.JOIN_SPLIT: JoinRequest, Op.LOAD: LoadAsk, Op.LOAD_LOCAL: Empty, Op.JOIN_DATA: JoinData, Op.DELIVER_LOCAL: Delivery, Op.FIND_LOCAL: Find,
+    Op.MCAST: Multicast, Op.MCAST_EACH: MulticastEach, Op.JOIN_SPLIT: JoinRequest, Op.LOAD: LoadAsk, Op.LOAD_LOCAL: Empty, Op.JOIN_DATA: NextChunk, Op.LEAVE_DATA: NextChunk, Op.DELIVER_LOCAL: Delivery, Op.FIND_LOCAL: Find,
     Op.COUNT_LOCAL: Find, Op.DELETE_LOCAL: Delete, Op.STATUS_LOCAL: Empty, Op.CLOCK: Empty,
     Op.STORE_SUB: StoreSubscription, Op.REMOVE_SUB: SubscriptionId, Op.CSMA_SUB: CsmaStep, Op.RESOLVE: Resolve,
     Op.NOTIFICATION: Notification,
@@ -54,6 +54,6 @@ REPLIES: dict[Op, type[Body]] = {
     Op.SCHEMA_LOAD: SchemaInfo, Op.SCHEMA_FETCH: SchemaOffer,
     Op.ROUTE: Routed, Op.DELIVER: Delivered, Op.COMMIT: Empty, Op.NOTIFY: Empty, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,
     Op.TAKE_OVER: PeerId, Op.STEP_ASIDE: PeerId, Op.TABLE: Table, Op.PROBE: ProbeResult, Op.REPLICATE: Empty, Op.REPLICA_SYNC: Empty,
-    Op.REPLICA_STATE: Empty, Op.REPLICA_DROP: Empty, Op.REPLICA_STATUS: ReplicaStatus, Op.LOAD: Load, Op.JOIN_DATA: Handover,
+    Op.REPLICA_STATE: Empty, Op.REPLICA_DROP: Empty, Op.REPLICA_STATUS: ReplicaStatus, Op.LOAD: Load, Op.JOIN_DATA: Handover, Op.LEAVE_DATA: Handover,
     Op.EVENT_GET: Quads,
 }

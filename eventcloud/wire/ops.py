@@ -61,6 +61,7 @@ class Op(StrEnum):
     SCHEMA_FETCH = "schema_fetch"
     LOAD = "load"
     JOIN_DATA = "join_data"
+    LEAVE_DATA = "leave_data"
     EVENT_GET = "event_get"
     # routed operations (inside ROUTE, or run by MCAST on every peer of a box)
     MCAST = "mcast"
@@ -101,7 +102,7 @@ PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT
                       Op.STEP_ASIDE,
                       Op.TABLE, Op.PROBE, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
                       Op.REPLICA_STATUS, Op.MAILBOX_DELIVER, Op.SCHEMA_FETCH, Op.LOAD, Op.JOIN_DATA,
-                      Op.EVENT_GET})
+                      Op.LEAVE_DATA, Op.EVENT_GET})
 ROUTED_OPS = frozenset({
     Op.MCAST, Op.MCAST_EACH, Op.JOIN_SPLIT, Op.LOAD_LOCAL, Op.DELIVER_LOCAL, Op.FIND_LOCAL, Op.COUNT_LOCAL, Op.DELETE_LOCAL,
     Op.STATUS_LOCAL, Op.CLOCK, Op.STORE_SUB, Op.REMOVE_SUB, Op.CSMA_SUB, Op.RESOLVE, Op.MAILBOX_OPEN,

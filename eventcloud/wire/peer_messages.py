@@ -298,8 +298,9 @@ class JoinGrant(Body):
 
 
 @message
-class JoinData(Body):
-    """`join_data`: the next quads of a pending join's handover, from `offset` on."""
+class NextChunk(Body):
+    """`join_data`, `leave_data`: the next quads of a pending handover, from `offset` on (`id`:
+    the peer taking them)."""
 
     id: str = field(STR)
     offset: int = field(INT)
@@ -348,10 +349,15 @@ class Table(Body):
 
 @message
 class TakeOver(Body):
+    """`take_over`: a leaving peer's zone for the heir; `data` holds its first quads, the heir
+    fetches the `remaining` ones from `address` with `leave_data` before the zones merge."""
+
     id: str = field(STR)
     zone: Zone = field(ZONE)
     neighbours: dict[str, Neighbour] = field(NEIGHBOURS)
     data: Handover = field(NESTED(Handover))
+    address: str = field(STR, default="")
+    remaining: int = field(INT, default=0)
 
 
 @message

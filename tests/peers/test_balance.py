@@ -13,8 +13,12 @@ import statistics
 
 import pytest
 
+from eventcloud.errors import ErrorCode, RequestError
 from eventcloud.overlay import CoordinateSpace
 from eventcloud.testing import open_overlay
+from eventcloud.wire.frames import Kind, Message, encode
+from eventcloud.wire.messages import Handover
+from eventcloud.wire.ops import Op
 from tests.helpers import (
     COUNT, check_delivered, count_of, oracle_solutions, random_pubsub_event, random_subscription, readings,
 )
@@ -72,9 +76,9 @@ async def test_joins_into_an_empty_overlay_keep_the_midpoint_rule(autojump_clock
 
 
 async def test_a_join_hands_a_large_zone_over_in_chunks(autojump_clock, monkeypatch):
-    import peers.membership
+    import peers.handover
 
-    monkeypatch.setattr(peers.membership, "HANDOVER_CHUNK", 2000)  # bytes of text: a few quads a chunk
+    monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 2000)  # bytes of text: a few quads a chunk
     events = readings(60)
     total = sum(len(e.quads) for e in events)
     async with open_overlay(1, seed=9) as overlay:
@@ -91,6 +95,96 @@ async def test_a_join_hands_a_large_zone_over_in_chunks(autojump_clock, monkeypa
                 assert set(await client.find(event.graph, None, None, None)) == set(event.quads)
         fetched = sum(p.counters["in:join_data"] for p in overlay.peers)
         assert fetched > 3 * 5, f"the handovers were not chunked ({fetched} join_data requests)"
+
+
+FRAME = 64 * 1024
+
+
+async def _loaded_pair(overlay, events):
+    """Peer 0 loaded with `events`, then peer 1 joined (it takes about half); peer 1's quads."""
+    async with overlay.client(0, "loader") as client:
+        for event in events:
+            await client.publish(event)
+    await overlay.add_peer()
+    leaving = overlay.peers[1]
+    quads = list(leaving.storage.store.sync.find(None, None, None, None))
+    whole = encode(Message(Kind.REQUEST, Op.TAKE_OVER, 1, body={"data": Handover(tuple(quads)).to_wire()}), 1 << 30)
+    assert len(whole) > FRAME, "the test needs a zone larger than a frame"
+    return leaving, quads
+
+
+def _only_own_quads(overlay) -> None:
+    for running in overlay.peers:
+        state = running.state
+        for quad in running.storage.store.sync.find(None, None, None, None):
+            assert state.zone.contains(state.space.point(quad)), f"{running.id} holds a quad outside its zone"
+
+
+async def test_a_leave_hands_a_zone_larger_than_a_frame_over_in_chunks(autojump_clock, monkeypatch):
+    """A leave sent its whole zone in one `take_over`: with 8 real peers on CityBench, peers
+    holding 34 and 45 MB could never leave or make room (refused at the 32 MiB frame limit).
+    The heir now fetches the quads past the first chunk with `leave_data`."""
+    import peers.handover
+    import peers.replication
+
+    monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 4000)
+    monkeypatch.setattr(peers.replication, "CHUNK_QUADS", 50)   # a replica's copy fits the small frames too
+    events = readings(120)
+    total = sum(len(e.quads) for e in events)
+    async with open_overlay(1, seed=9, max_frame=FRAME) as overlay:
+        leaving, _ = await _loaded_pair(overlay, events)
+        heir = await leaving.membership.leave()
+        assert heir == overlay.peers[0].id
+        assert leaving.counters["in:leave_data"] >= 3
+        leaving.stop()
+        await overlay.network.kill(leaving.address)
+        async with overlay.client(0, "checker") as client:
+            status = await client.status()
+            assert [p.quads for p in status.peers] == [total]
+            assert count_of(await client.query(COUNT)) == total
+            for event in events[::9]:
+                assert set(await client.find(event.graph, None, None, None)) == set(event.quads)
+
+
+async def test_a_take_over_whose_fetch_fails_leaves_the_zone_with_its_owner_and_nothing_at_the_heir(
+        autojump_clock, monkeypatch):
+    """The leaver stops serving chunks halfway: the heir drops what it installed and refuses,
+    the leaver keeps its zone and data, every quad is counted once, and a later leave works."""
+    import peers.handover
+    import peers.membership
+    import peers.replication
+
+    monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 4000)
+    monkeypatch.setattr(peers.replication, "CHUNK_QUADS", 50)
+    events = readings(120)
+    total = sum(len(e.quads) for e in events)
+    async with open_overlay(1, seed=9, max_frame=FRAME) as overlay:
+        leaving, quads = await _loaded_pair(overlay, events)
+        zone = leaving.state.zone
+        served = []
+
+        def failing_chunk(quads, events, offset):
+            served.append(offset)
+            if len(served) > 3:   # the first chunk, then two fetched: the leave "ended"
+                raise RequestError("the leave ended", ErrorCode.NOT_FOUND)
+            return peers.handover.chunk(quads, events, offset)
+
+        monkeypatch.setattr(peers.membership, "chunk", failing_chunk)
+        with pytest.raises(RequestError) as refused:
+            await leaving.membership.leave()
+        assert refused.value.code is ErrorCode.CANNOT_LEAVE
+        assert leaving.state.zone == zone and not leaving.membership.leaving
+        assert set(leaving.storage.store.sync.find(None, None, None, None)) == set(quads)
+        _only_own_quads(overlay)
+        async with overlay.client(0, "checker") as client:
+            assert count_of(await client.query(COUNT)) == total
+            assert sum(p.quads for p in (await client.status()).peers) == total
+        monkeypatch.setattr(peers.membership, "chunk", peers.handover.chunk)
+        assert await leaving.membership.leave() == overlay.peers[0].id
+        leaving.stop()
+        await overlay.network.kill(leaving.address)
+        async with overlay.client(0, "checker") as client:
+            assert count_of(await client.query(COUNT)) == total
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

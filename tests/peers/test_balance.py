@@ -129,7 +129,7 @@ async def test_a_leave_hands_a_zone_larger_than_a_frame_over_in_chunks(autojump_
 
     monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 4000)
     monkeypatch.setattr(peers.replication, "CHUNK_QUADS", 50)   # a replica's copy fits the small frames too
-    events = readings(120)
+    events = readings(240)
     total = sum(len(e.quads) for e in events)
     async with open_overlay(1, seed=9, max_frame=FRAME) as overlay:
         leaving, _ = await _loaded_pair(overlay, events)
@@ -156,7 +156,7 @@ async def test_a_take_over_whose_fetch_fails_leaves_the_zone_with_its_owner_and_
 
     monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 4000)
     monkeypatch.setattr(peers.replication, "CHUNK_QUADS", 50)
-    events = readings(120)
+    events = readings(240)
     total = sum(len(e.quads) for e in events)
     async with open_overlay(1, seed=9, max_frame=FRAME) as overlay:
         leaving, quads = await _loaded_pair(overlay, events)

@@ -23,29 +23,71 @@ from peers.async_store import AsyncStore
 from peers.store import add, decide, notified, remove
 from peers.subscriptions import Subscriptions
 
-__all__ = ["HANDOVER_CHUNK", "chunk", "zone_content", "fetch_rest", "install", "drop_outside"]
+__all__ = ["HANDOVER_CHUNK", "Outgoing", "items", "zone_content", "fetch_rest", "install", "drop_outside"]
 
 #: Bytes of term text per handover chunk, far under the frame limit.
 HANDOVER_CHUNK = 4 << 20
 
 
-def chunk(quads: Sequence[Quad], events: Mapping[str, EventMeta], offset: int) -> Handover:
-    """`quads` from `offset` on, up to HANDOVER_CHUNK bytes of text (at least one quad), with
-    their events' metadata."""
-    end, size = offset, 0
-    while end < len(quads) and (end == offset or size < HANDOVER_CHUNK):
-        size += sum(len(t.value) if isinstance(t, IRI) else len(t.lexical) + 16 for t in quads[end]) + 16
-        end += 1
-    taken = tuple(quads[offset:end])
-    graphs = {q.g.value for q in taken}
-    return Handover(taken, tuple(m for g, m in events.items() if g in graphs))
+class Outgoing:
+    """A zone's content being handed over, served a chunk at a time: its quads, then its
+    decisions. Decisions are kept for good (one per publication attempt decided in the zone),
+    so a zone's grow without bound: all in the first message, a long-running zone's would
+    outgrow the frame (about 200 bytes each: 170,000 events' worth). Subscriptions and
+    mailboxes, bounded per zone, go with the first chunk."""
+
+    def __init__(self, content: Handover | None = None) -> None:
+        content = content or Handover()
+        self.quads = content.quads
+        self.events = {m.graph: m for m in content.events}
+        self.decisions = content.decisions
+        self.subscriptions = content.subscriptions
+        self.mailboxes = content.mailboxes
+
+    def __len__(self) -> int:
+        """The items a chunk offset counts: quads, then decisions."""
+        return len(self.quads) + len(self.decisions)
+
+    def chunk(self, offset: int) -> Handover:
+        """Items from `offset` on, up to HANDOVER_CHUNK bytes of text (at least one), quads with
+        their events' metadata."""
+        end, size, nq = offset, 0, len(self.quads)
+        while end < len(self) and (end == offset or size < HANDOVER_CHUNK):
+            if end < nq:
+                size += sum(len(t.value) if isinstance(t, IRI) else len(t.lexical) + 16 for t in self.quads[end]) + 16
+            else:
+                d = self.decisions[end - nq]
+                size += len(d.key) + len(d.decision) + 32 * len(d.point) + 16
+            end += 1
+        quads = self.quads[offset:end] if offset < nq else ()
+        graphs = {q.g.value for q in quads}
+        return Handover(tuple(quads), tuple(m for g, m in self.events.items() if g in graphs),
+                        decisions=tuple(self.decisions[max(offset, nq) - nq:max(end, nq) - nq]))
+
+    def first(self) -> tuple[Handover, int]:
+        """The first message's content (the first chunk, the subscriptions and mailboxes) and
+        how many items remain to fetch."""
+        data = self.chunk(0) if len(self) else Handover()
+        return (Handover(data.quads, data.events, self.subscriptions, data.decisions, self.mailboxes),
+                len(self) - items(data))
+
+    def served(self, offset: int, what: str) -> Handover:
+        """`chunk(offset)` for a fetch, or a typed error for an offset outside the handover."""
+        if not 0 <= offset < len(self):
+            raise RequestError(f"offset {offset} outside the {what}'s {len(self)} items", ErrorCode.BAD_REQUEST)
+        return self.chunk(offset)
+
+
+def items(data: Handover) -> int:
+    """The chunk offsets `data` covers."""
+    return len(data.quads) + len(data.decisions)
 
 
 def zone_content(store: AsyncStore, subscriptions: Subscriptions, space: CoordinateSpace, zone: Zone,
                  held: Sequence[Quad]) -> tuple[list[Quad], Handover]:
     """The quads of `held` in `zone`, and everything that goes with them: their events' states
-    as they are now, the subscriptions, decisions and mailboxes of the zone (all quads in the
-    Handover; callers send it a chunk at a time)."""
+    as they are now, the subscriptions, decisions and mailboxes of the zone (all of it in the
+    Handover: `Outgoing` sends it a chunk at a time)."""
     quads = [q for q in held if zone.contains(space.point(q))]
     events = {}
     for q in quads:
@@ -63,14 +105,14 @@ def zone_content(store: AsyncStore, subscriptions: Subscriptions, space: Coordin
 
 async def fetch_rest(first: int, total: int, fetch: Callable[[int], Awaitable[Handover]],
                      install: Callable[[Handover], Awaitable[None]]) -> None:
-    """Fetch quads `first`… `total` of a handover chunk by chunk (`fetch(offset)`), installing each."""
+    """Fetch items `first`… `total` of a handover chunk by chunk (`fetch(offset)`), installing each."""
     offset = first
     while offset < total:
         data = await fetch(offset)
-        if not data.quads:
-            raise RequestError(f"the handover stopped at {offset} of {total} quads", ErrorCode.UNAVAILABLE)
+        if not items(data):
+            raise RequestError(f"the handover stopped at {offset} of {total} items", ErrorCode.UNAVAILABLE)
         await install(data)
-        offset += len(data.quads)
+        offset += items(data)
 
 
 async def install(store: AsyncStore, subscriptions: Subscriptions, clock: HybridClock, data: Handover) -> None:

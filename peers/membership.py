@@ -43,7 +43,7 @@ from eventcloud.rdf.model import Quad
 from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    Announce, Empty, EventMeta, Handover, JoinCommit, JoinGrant, JoinRequest, Left, NextChunk,
+    Announce, Empty, Handover, JoinCommit, JoinGrant, JoinRequest, Left, NextChunk,
     OverlayInfo, PeerId, Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
@@ -53,7 +53,7 @@ from peers.router import FAILED, Router
 from peers.stabiliser import Stabiliser
 from peers.state import PeerState
 from peers.async_store import AsyncStore
-from peers.handover import chunk, drop_outside, fetch_rest, install, zone_content
+from peers.handover import Outgoing, drop_outside, fetch_rest, install, items, zone_content
 from peers.load_survey import LoadSurvey
 from peers.subscriptions import Subscriptions
 from peers.zone_guard import ZoneGuard
@@ -71,11 +71,10 @@ TAKE_OVER_TRIES = 3
 class _PendingJoin:
     """A split granted to a newcomer, until it commits (or the timer undoes it)."""
 
-    def __init__(self, zone: Zone, table: dict[str, Neighbour], quads: list[Quad], announce_to: tuple[str, ...]):
+    def __init__(self, zone: Zone, table: dict[str, Neighbour], announce_to: tuple[str, ...]):
         self.zone = zone                  # the owner's zone before the split (to undo it)
         self.table = table
-        self.quads = quads                # handed over, dropped here at commit
-        self.events: dict[str, EventMeta] = {}   # their events' metadata, sent with each chunk
+        self.outgoing = Outgoing()        # handed over (its quads dropped here at commit)
         self.announce_to = announce_to
         self.timer = trio.CancelScope()
 
@@ -121,8 +120,8 @@ class Membership:
                                      announce=self.announce)
         #: announcements that arrived while our leave held the lock: the heir's, once it took over
         self._held: list[Announce] = []
-        #: while our leave hands the zone over: its quads and their events' metadata (`leave_data`)
-        self._outgoing: tuple[list[Quad], dict[str, EventMeta]] | None = None
+        #: while our leave hands the zone over: what the heir fetches with `leave_data`
+        self._outgoing: Outgoing | None = None
 
     @property
     def holds_foreign(self) -> bool:
@@ -190,7 +189,7 @@ class Membership:
             return Handover.from_wire(await self.router.call(grant.owner_address, Op.JOIN_DATA,
                                                              NextChunk(state.id, offset)))
 
-        first = len(grant.data.quads)
+        first = items(grant.data)
         await fetch_rest(first, first + grant.remaining, fetch, self._install)
         await self.replication.ensure()  # the zone on two peers before its old owner drops it
         await self.persist()
@@ -243,7 +242,7 @@ class Membership:
                                       state.incarnation, cut=cut)
             except GeometryError as exc:
                 raise RequestError(f"cannot split zone for a join: {exc.message}", ErrorCode.UNAVAILABLE) from None
-            pending = _PendingJoin(state.zone, dict(state.neighbours), [], plan.announce_to)
+            pending = _PendingJoin(state.zone, dict(state.neighbours), plan.announce_to)
             # From the moment the zone shrinks, the store holds the newcomer's quads outside it:
             # readers count this zone's own only (`holds_foreign`). Registered after the persist
             # below, a status reaching this peer meanwhile counted all of them against the smaller
@@ -260,12 +259,10 @@ class Membership:
             state.zone = plan.lower
             state.neighbours = plan.owner_table
             await self.persist()
-            pending.quads = quads
-            pending.events = {m.graph: m for m in data.events}
-            first = chunk(pending.quads, pending.events, 0)
-            data = Handover(first.quads, first.events, data.subscriptions, data.decisions, data.mailboxes)
-            grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, data,
-                              state.overlay, state.replicas, remaining=len(quads) - len(first.quads))
+            pending.outgoing = Outgoing(data)
+            first, remaining = pending.outgoing.first()
+            grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, first,
+                              state.overlay, state.replicas, remaining=remaining)
             return grant, pending
 
     async def _on_join_data(self, conn: RpcConnection, body: NextChunk) -> Handover:
@@ -275,11 +272,8 @@ class Membership:
         if pending is None:
             raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
                                ErrorCode.NOT_FOUND)
-        if not 0 <= body.offset < len(pending.quads):
-            raise RequestError(f"offset {body.offset} outside the handover's {len(pending.quads)} quads",
-                               ErrorCode.BAD_REQUEST)
         pending.timer.deadline = trio.current_time() + self.join_timeout
-        return chunk(pending.quads, pending.events, body.offset)
+        return pending.outgoing.served(body.offset, "join's handover")
 
     async def _expire_join(self, new_id: str, pending: _PendingJoin) -> None:
         """Undo a split whose newcomer never committed (it died mid-join)."""
@@ -297,7 +291,7 @@ class Membership:
             await self.persist()
         self._join_gate.release()
         if self.rematch is not None:  # what was matched meanwhile skipped the half that is ours again
-            await self.rematch(sorted(pending.events))
+            await self.rematch(sorted(pending.outgoing.events))
 
     async def _on_join_commit(self, conn: RpcConnection, body: JoinCommit) -> Empty:
         state = self.state
@@ -310,7 +304,7 @@ class Membership:
         self._foreign_writes += 1   # until the write below applies, the store still holds the newcomer's quads
         self.foreign_epoch += 1
         try:
-            await drop_outside(self.store, self.subscriptions, state.zone, pending.quads)
+            await drop_outside(self.store, self.subscriptions, state.zone, pending.outgoing.quads)
         finally:
             self._foreign_writes -= 1
             self.replication.joining.discard(body.id)
@@ -451,13 +445,11 @@ class Membership:
     async def _hand_zone_to(self, candidates: list[str]) -> str:
         """The zone's content to the first heir that takes it; its id."""
         state = self.state
-        quads, data = await self._handover(state.zone)
-        events = {m.graph: m for m in data.events}
-        first = chunk(quads, events, 0)
-        request = TakeOver(state.id, state.zone, dict(state.neighbours),
-                           Handover(first.quads, first.events, data.subscriptions, data.decisions, data.mailboxes),
-                           state.address, len(quads) - len(first.quads))
-        self._outgoing = (quads, events)
+        _, data = await self._handover(state.zone)
+        outgoing = Outgoing(data)
+        first, remaining = outgoing.first()
+        request = TakeOver(state.id, state.zone, dict(state.neighbours), first, state.address, remaining)
+        self._outgoing = outgoing
         try:
             return await self._take_over_by(candidates, request)
         finally:
@@ -510,10 +502,7 @@ class Membership:
         if self._outgoing is None:
             raise RequestError(f"peer {self.state.id} is not handing its zone over (its leave ended)",
                                ErrorCode.NOT_FOUND)
-        quads, events = self._outgoing
-        if not 0 <= body.offset < len(quads):
-            raise RequestError(f"offset {body.offset} outside the handover's {len(quads)} quads", ErrorCode.BAD_REQUEST)
-        return chunk(quads, events, body.offset)
+        return self._outgoing.served(body.offset, "leave's handover")
 
     async def _on_take_over(self, conn: RpcConnection, body: TakeOver) -> PeerId:
         state = self.state
@@ -560,7 +549,7 @@ class Membership:
 
         try:
             await install(body.data)
-            first = len(body.data.quads)
+            first = items(body.data)
             await fetch_rest(first, first + body.remaining, fetch, install)
         except BaseException as exc:
             with trio.CancelScope(shield=True):

@@ -56,12 +56,17 @@ def snapshot(store: PeerStore) -> list[list[Mutation]]:
         if size >= CHUNK_QUADS:
             batches.append(batch)
             batch, size = [], 0
-    for ident, record in store.subscriptions().items():
-        batch.append(put_subscription(ident, record))
-    for key, (decision, point) in store.decisions().items():
-        batch.append(decide(key, decision, point))
-    for box in store.mailboxes.all():
-        batch.append(install(box.pack()))
+    # decisions are kept for good (one per publication attempt), so they are batched too: all
+    # in one message, a long-running zone's would outgrow the frame
+    others = [put_subscription(ident, record) for ident, record in store.subscriptions().items()]
+    others += [decide(key, decision, point) for key, (decision, point) in store.decisions().items()]
+    others += [install(box.pack()) for box in store.mailboxes.all()]
+    for mutation in others:
+        batch.append(mutation)
+        size += 1
+        if size >= CHUNK_QUADS:
+            batches.append(batch)
+            batch, size = [], 0
     if batch:
         batches.append(batch)
     return batches

@@ -167,16 +167,18 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                     lifetime.stopped.set()
                     return
                 fresh = replace(config, join=address, listen=listen)
+                attempt = _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy, lifetime,
+                                       join_at=at, rejoining=True)
+                log.info("peer %s (listening on %s): rejoining through %s", attempt.state.id, listen, address)
                 try:
-                    await _run_once(_PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy,
-                                                 lifetime, join_at=at, rejoining=True), once)
+                    await _run_once(attempt, once)
                     lifetime.stopped.set()   # stopped: set already, unless a stop came before it served
                     return
                 except Superseded as again:
                     superseded = again
                     break
                 except EventCloudError as exc:
-                    log.warning("rejoining through %s failed: %s", address, exc)
+                    log.warning("peer %s: rejoining through %s failed: %s", attempt.state.id, address, exc)
                 except (OSError, BaseExceptionGroup) as exc:
                     # The port it kept for its clients was taken while it was away (the OS hands
                     # free ports to outgoing connections too): any free port, rather than no peer.
@@ -220,6 +222,14 @@ def _tcp(config: PeerConfig) -> TcpTransport:
         return TcpTransport()
     return TcpTransport(server_tls=server_context(config.tls_cert, config.tls_key),
                         client_tls=client_context(config.tls_ca), handshake_timeout=config.frame_timeout)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, Superseded):
+        return "superseded (moved, or taken over)"
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_why(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _port_taken(exc: BaseException) -> bool:
@@ -443,6 +453,11 @@ class _PeerRuntime:
                         self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
                         self.limits, self.lifetime, self.stopped, self.homes, self.attachments, self.schema, self.rebalancer))
                     await trio.sleep_forever()
+        except BaseException as exc:
+            if state.has_zone:   # a zone's owner ends: say why, naming it (a moved peer's id is a new one)
+                log.info("peer %s (%s): its runtime ends holding zone %s: %s", state.id, state.address,
+                         state.zone, _why(exc))
+            raise
         finally:
             self.runner.close()
             self.process.ids.discard(state.id)

@@ -17,7 +17,8 @@ from eventcloud.errors import ErrorCode, RequestError
 from eventcloud.overlay import CoordinateSpace
 from eventcloud.testing import open_overlay
 from eventcloud.wire.frames import Kind, Message, encode
-from eventcloud.wire.messages import Handover
+from eventcloud.wire.codec import point_from_wire
+from eventcloud.wire.messages import Decision, Handover
 from eventcloud.wire.ops import Op
 from tests.helpers import (
     COUNT, check_delivered, count_of, oracle_solutions, random_pubsub_event, random_subscription, readings,
@@ -151,7 +152,6 @@ async def test_a_take_over_whose_fetch_fails_leaves_the_zone_with_its_owner_and_
     """The leaver stops serving chunks halfway: the heir drops what it installed and refuses,
     the leaver keeps its zone and data, every quad is counted once, and a later leave works."""
     import peers.handover
-    import peers.membership
     import peers.replication
 
     monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 4000)
@@ -163,13 +163,15 @@ async def test_a_take_over_whose_fetch_fails_leaves_the_zone_with_its_owner_and_
         zone = leaving.state.zone
         served = []
 
-        def failing_chunk(quads, events, offset):
+        chunk = peers.handover.Outgoing.chunk
+
+        def failing_chunk(outgoing, offset):
             served.append(offset)
             if len(served) > 3:   # the first chunk, then two fetched: the leave "ended"
                 raise RequestError("the leave ended", ErrorCode.NOT_FOUND)
-            return peers.handover.chunk(quads, events, offset)
+            return chunk(outgoing, offset)
 
-        monkeypatch.setattr(peers.membership, "chunk", failing_chunk)
+        monkeypatch.setattr(peers.handover.Outgoing, "chunk", failing_chunk)
         with pytest.raises(RequestError) as refused:
             await leaving.membership.leave()
         assert refused.value.code is ErrorCode.CANNOT_LEAVE
@@ -179,7 +181,7 @@ async def test_a_take_over_whose_fetch_fails_leaves_the_zone_with_its_owner_and_
         async with overlay.client(0, "checker") as client:
             assert count_of(await client.query(COUNT)) == total
             assert sum(p.quads for p in (await client.status()).peers) == total
-        monkeypatch.setattr(peers.membership, "chunk", peers.handover.chunk)
+        monkeypatch.setattr(peers.handover.Outgoing, "chunk", chunk)
         assert await leaving.membership.leave() == overlay.peers[0].id
         leaving.stop()
         await overlay.network.kill(leaving.address)
@@ -201,3 +203,35 @@ async def test_a_peer_joining_where_probes_find_no_data_climbs_to_it(autojump_cl
         for _ in range(4):
             newcomer = await overlay.add_peer()
             assert newcomer.storage.store.held() > 0, f"peer {newcomer.state.id} joined an empty zone"
+
+
+async def test_a_zone_whose_decisions_outgrow_a_frame_is_still_split_copied_and_handed_over(
+        autojump_clock, monkeypatch):
+    """A zone keeps the decision of every publication attempt made in it, for good: a join's
+    grant, a take-over and a replica's copy each carried all of them in one message, which a
+    long-running zone outgrows (about 200 bytes each). They go in chunks now, like the quads."""
+    import peers.handover
+    import peers.replication
+
+    monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 2000)
+    monkeypatch.setattr(peers.replication, "CHUNK_QUADS", 5)
+    frame = 6 * 1024
+    events = readings(240)
+    total = sum(len(e.quads) for e in events)
+    async with open_overlay(1, seed=9, max_frame=frame) as overlay:
+        async with overlay.client(0, "loader") as client:
+            for event in events:
+                await client.publish(event)
+        decisions = overlay.peers[0].storage.store.sync.decisions()
+        whole = encode(Message(Kind.REQUEST, Op.TAKE_OVER, 1, body={"data": Handover(decisions=tuple(
+            Decision(k, d, point_from_wire(p)) for k, (d, p) in decisions.items())).to_wire()}), 1 << 30)
+        assert len(whole) > 2 * frame, "the test needs decisions larger than two frames"
+        await overlay.add_peer()    # a grant, and each peer's copy of its zone to its replica
+        leaving, heir = overlay.peers
+        assert await leaving.replication.ensure()   # its whole zone copied to the other
+        assert await leaving.membership.leave() == heir.id   # the decisions all go to the heir
+        leaving.stop()
+        await overlay.network.kill(leaving.address)
+        assert heir.storage.store.sync.decisions().keys() >= decisions.keys()
+        async with overlay.client(1, "checker") as client:
+            assert count_of(await client.query(COUNT)) == total

@@ -92,12 +92,22 @@ async def run(args: argparse.Namespace) -> int:
                                   file=sys.stderr, flush=True)
                             await trio.sleep(min(2 ** attempt, 10))
 
-            async with trio.open_nursery() as nursery:
-                for _ in range(4):
-                    nursery.start_soon(publisher)
-                async with send:
-                    for i in range(0, len(evs), 50):
-                        await send.send(evs[i:i + 50])
+            failed: ClientError | None = None
+            try:
+                async with trio.open_nursery() as nursery:
+                    for _ in range(4):
+                        nursery.start_soon(publisher)
+                    async with send:
+                        for i in range(0, len(evs), 50):
+                            await send.send(evs[i:i + 50])
+            except* ClientError as group:
+                failed = group.exceptions[0]  # type: ignore[assignment]
+            if failed is not None:
+                print(f"publishing failed after {time.perf_counter() - started:.0f} s: a batch was refused "
+                      f"{ATTEMPTS} times ({len(refused)} refusals in all); the last: {failed.message}",
+                      file=sys.stderr)
+                dumps.cancel_scope.cancel()
+                return 1
             print(f"published in {time.perf_counter() - started:.0f} s; batches refused and published again: "
                   f"{len(refused)}{' (first: ' + refused[0] + ')' if refused else ''}", file=sys.stderr)
             if args.settle > 0:  # the rebalancer moves peers meanwhile (docs/overlay.md)

@@ -222,7 +222,10 @@ class Membership:
         try:
             grant, pending = await self._split_for(body.id, body.address)
         except BaseException:
-            self._pending.pop(body.id, None)
+            cut_off = self._pending.pop(body.id, None)
+            if cut_off is not None and self.state.zone != cut_off.zone:  # split, then cut off: undone whole
+                with trio.CancelScope(shield=True):
+                    await self._undo_split(cut_off)
             self._join_gate.release()
             raise
         # Until it commits, the newcomer serves nothing: this peer must not pick it as its replica
@@ -258,7 +261,16 @@ class Membership:
                      len(quads), len(held))
             state.zone = plan.lower
             state.neighbours = plan.owner_table
-            await self.persist()
+            # From here the split completes (the newcomer commits, or `_expire_join` undoes it) or
+            # is undone now: cancelled in this persist (the joiner's request was cut off when the
+            # peer it came through moved), the zone stayed split with no newcomer, its upper half
+            # owned by nobody and refused for good (8 real peers, CityBench, 2026-11-26).
+            try:
+                with trio.CancelScope(shield=True):
+                    await self.persist()
+            except BaseException:
+                state.zone, state.neighbours = pending.zone, pending.table
+                raise
             pending.outgoing = Outgoing(data)
             first, remaining = pending.outgoing.first()
             grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, first,
@@ -285,11 +297,14 @@ class Membership:
         del self._pending[new_id]
         self.replication.joining.discard(new_id)
         log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
+        await self._undo_split(pending)
+        self._join_gate.release()
+
+    async def _undo_split(self, pending: _PendingJoin) -> None:
         async with self.lock:
             self.state.zone = pending.zone
             self.state.neighbours = pending.table
             await self.persist()
-        self._join_gate.release()
         if self.rematch is not None:  # what was matched meanwhile skipped the half that is ours again
             await self.rematch(sorted(pending.outgoing.events))
 

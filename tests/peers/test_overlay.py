@@ -13,7 +13,7 @@ from eventcloud.client import ClientError
 from eventcloud.rdf.model import IRI
 from eventcloud.testing import open_overlay
 from eventcloud.wire.frames import FrameDecoder, Kind, Message, encode
-from eventcloud.wire.messages import Publish
+from eventcloud.wire.messages import JoinRequest, Publish
 from eventcloud.wire.ops import Op
 from tests.helpers import COUNT, EXO as EX, assert_exact_neighbour_tables, count_of, sample_events, spread_events
 
@@ -443,3 +443,35 @@ async def test_status_says_how_many_of_each_peers_quads_are_not_known_committed_
             assert held - sum(p.pending for p in status.peers) <= await client.count() == total <= held
             # no subscription here: owners learn the commits later, so some quads are still pending
             assert sum(p.pending for p in status.peers) > 0
+
+
+async def test_a_join_split_cut_off_midway_is_completed_or_undone_never_left_half_done(autojump_clock):
+    """The joiner's routed `join_split` is cancelled while the owner persists its split (on 8 real
+    peers: the peer the request came through moved, and its connection closed). The owner kept
+    the lower half and nobody owned the upper one: its publications were refused for good. Now
+    the split is undone (at once, or after `join_timeout` if it was granted)."""
+    async with open_overlay(2, seed=3) as overlay:
+        owner = overlay.peers[0]
+        async with overlay.client(0) as client:
+            for event in sample_events(20):
+                await client.publish(event)
+        zone, table = owner.state.zone, dict(owner.state.neighbours)
+        persist = owner.membership.persist
+
+        async def slow_persist():
+            await trio.sleep(1)
+            await persist()
+
+        owner.membership.persist = slow_persist
+        with trio.move_on_after(0.5):   # cut off while the owner persists its split
+            await owner.membership._local_join_split(JoinRequest("ghost0000001", "peer:999",
+                                                                 owner.membership.operators.names))
+        owner.membership.persist = persist
+        await trio.sleep(owner.membership.join_timeout + 1)
+        assert owner.state.zone == zone and owner.state.neighbours == table
+        async with overlay.client(1) as client:
+            ok, report = partition_report(await client.status())
+            assert ok, report
+            assert await client.count() == 100
+            await client.publish(sample_events(21)[-1])   # stores everywhere again
+            assert await client.count() == 105

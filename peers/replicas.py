@@ -165,6 +165,11 @@ class Replicas:
                                f"this address is stale)", ErrorCode.FORBIDDEN)
         if body.owner in self._taken:
             raise RequestError(f"peer {body.owner} was taken over here; it must rejoin", ErrorCode.FORBIDDEN)
+        if body.reset and body.to and body.to != self.state.id:
+            # The owner's entry for this address is stale: a moved peer's next runtime answers here
+            # now (under another id), and a copy it took would go when that runtime ends.
+            raise RequestError(f"this is peer {self.state.id}, not {body.to}: the sender's entry for this address "
+                               f"is stale", ErrorCode.FORBIDDEN)
         if body.reset:
             old = self._copies.pop(body.owner, None)
             if old is not None:

@@ -211,7 +211,8 @@ class Replication:
         assert self.store is not None
         state = self.state
         batches = await self.store.run(snapshot, self.store.sync)
-        first = ReplicaSync(state.id, state.incarnation, state=_state_json(state), reset=True, done=not batches)
+        first = ReplicaSync(state.id, state.incarnation, state=_state_json(state), reset=True, done=not batches,
+                            to=ident)
         await self.router.call(address, Op.REPLICA_SYNC, first)
         for i, batch in enumerate(batches):
             await self.router.call(address, Op.REPLICA_SYNC, ReplicaSync(

@@ -395,6 +395,7 @@ class ReplicaSync(Body):
     batches: tuple[Any, ...] = field(LIST(RAW), default=())
     reset: bool = field(BOOL, default=False)
     done: bool = field(BOOL, default=False)
+    to: str = field(STR, default="")   # the peer the owner chose for its copy (another may answer there now)
 
 
 @message

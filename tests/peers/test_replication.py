@@ -192,6 +192,23 @@ async def test_a_peer_never_copies_its_zone_to_itself_through_a_stale_entry_at_i
         assert peer.id not in peer.replicas.held()
 
 
+async def test_a_copy_sent_to_a_stale_entry_is_refused_by_whoever_answers_there_now(autojump_clock):
+    """An owner's table names peer X at an address where another peer (a moved peer's next
+    runtime, under a new id) answers now. That peer took the owner's full copy (seen on 8 real
+    peers: "zone replicated on" a peer that had gone), and the copy went when its runtime ended:
+    the owner's writes were acknowledged with one real copy. It refuses now; the owner picks
+    another replica."""
+    from eventcloud.overlay import Neighbour
+
+    async with open_overlay(4, seed=2) as overlay:
+        peer = overlay.peers[1]
+        other = next(p for p in overlay.peers if p is not peer and peer.id not in p.replicas.held())
+        peer.state.neighbours = {"gone00000000": Neighbour(other.address, other.state.zone), **peer.state.neighbours}
+        peer.replication.candidates = lambda: [("gone00000000", other.address)]
+        assert not await peer.replication.ensure(replace=True)   # refused: no copy made anywhere
+        assert peer.id not in other.replicas.held()
+
+
 @pytest.mark.parametrize("hiccups", [0, 2], ids=["route-answers", "route-fails-twice-first"])
 async def test_a_copy_of_a_zone_handed_over_is_dropped_not_taken_over_when_nobody_knows_the_owner_left(
         autojump_clock, hiccups):

@@ -69,8 +69,11 @@ class LoadSurvey:
             return load
         zone, now = self.state.zone, trio.current_time()
         promise = self._promise
-        if promise is not None and promise[0] == zone and now < promise[2] and promise[1] != body.mover:
-            return replace(load, promised=True)
+        if promise is not None and promise[0] == zone and now < promise[2]:
+            # kept, never extended: a mover that asked at every look and could not come (an
+            # empty peer whose rounds of making room failed) held the busiest for minutes while
+            # another empty peer was told "promised" at each of its looks (8 real peers)
+            return load if promise[1] == body.mover else replace(load, promised=True)
         self._promise = (zone, body.mover, now + PROMISED_FOR)
         return load
 

@@ -141,6 +141,10 @@ class Rebalancer:
         if busiest is None or busiest.id == state.id or \
                 not should_move(own, busiest.quads, ratio=self.ratio, min_quads=self.min_quads):
             return None
+        if not heirs(state.zone, state.neighbours) and self._room_held_off():
+            # not asking the busiest: its answer would keep it for a mover that cannot come now
+            self.counters["rebalance_room_skipped"] += 1
+            return None
         answer = await self.survey.joiner_takes(busiest.address, own)
         takes = None if answer is None else answer.takes
         if takes is None or not gains_enough(own, busiest.quads, takes):
@@ -184,7 +188,7 @@ class Rebalancer:
     async def _make_room_once(self, busiest: str) -> bool:
         """`_make_room`, unless a round failed in this same neighbourhood or the back-off after
         failed rounds has not passed (module docstring)."""
-        if self._no_room == self._neighbourhood() or trio.current_time() < self._room_not_before:
+        if self._room_held_off():
             self.counters["rebalance_room_skipped"] += 1
             return False
         if await self._make_room(busiest):
@@ -192,6 +196,10 @@ class Rebalancer:
             return True
         self._room_failed()
         return False
+
+    def _room_held_off(self) -> bool:
+        """A round failed in this same neighbourhood, or the back-off after failed rounds has not passed."""
+        return self._no_room == self._neighbourhood() or trio.current_time() < self._room_not_before
 
     def _room_failed(self) -> None:
         """Not again before the neighbourhood changes and the back-off has passed."""

@@ -146,3 +146,42 @@ def test_making_room_is_on_with_the_rebalancer_unless_turned_off():
     assert build_parser().parse_args(["peer", "--data-dir", "d", "--rebalance-every", "5"]).rebalance_make_room
     assert not build_parser().parse_args(["peer", "--data-dir", "d", "--rebalance-every", "5", "--no-rebalance-make-room"]
                                          ).rebalance_make_room
+
+
+async def test_an_empty_peer_held_off_making_room_does_not_ask_the_busiest_for_its_promise(autojump_clock):
+    """An empty peer that could not leave asked the busiest peer, at every look, what a join
+    would take, as a mover: the busiest kept itself for it each time, though its rounds of
+    making room failed and it never came, and another empty peer was told "promised" for
+    three minutes (8 real peers, CityBench). Held off making room, it no longer asks."""
+    from eventcloud.wire.peer_messages import Load
+
+    lower, upper = Zone(SPACE.whole_space()).split()
+    near, far = upper.split()                                    # its sibling split further: no heir
+    table = {"near": Neighbour("h:2", near), "far": Neighbour("h:3", far)}
+    state = PeerState(id="empty", address="h:1", zone_or_none=lower, neighbours=table, space=SPACE)
+    asked: list[int | None] = []
+
+    class Store:
+        def held(self):
+            return 0
+
+    class Survey:
+        async def busiest(self, space):
+            return Load("far", "h:3", 50_000, far)
+
+        async def joiner_takes(self, address, holds=None):
+            asked.append(holds)
+            return Load("far", "h:3", 50_000, far, takes=25_000)
+
+    balancer = Rebalancer(state, None, Survey(), None, Store(), Counter(), every=EVERY, ratio=4.0,  # type: ignore[arg-type]
+                          min_quads=1, make_room=True, rng=random.Random(1), ready=trio.Event(), step_down=None)  # type: ignore[arg-type]
+
+    async def make_room(busiest: str) -> bool:
+        return False
+
+    balancer._make_room = make_room  # type: ignore[method-assign]
+    assert await balancer.once() is None                 # asked, tried to make room, failed
+    assert asked == [0] and balancer.counters["rebalance_room_failed"] == 1
+    for _ in range(3):
+        assert await balancer.once() is None
+    assert asked == [0] and balancer.counters["rebalance_room_skipped"] == 3

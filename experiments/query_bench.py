@@ -21,6 +21,7 @@ import trio
 
 from eventcloud.cli.demo import citybench_dir
 from eventcloud.client import ClientError, connect
+from eventcloud.overlay import Neighbour, Zone, heirs, room_faces
 from eventcloud.rdf.citybench import read_stream
 from peers.cluster import LocalCluster
 from peers.task_dump import serve_task_dumps
@@ -169,7 +170,42 @@ async def run(args: argparse.Namespace) -> int:
     mean = sum(loads) / len(loads)
     print(f"quads per peer: max {max(loads):,}, mean {mean:,.0f} (max/mean {max(loads) / mean:.1f}), "
           f"empty peers {sum(1 for q in loads if q == 0)}")
+    for line in why_empty(status):
+        print(line)
     return 0 if ok else 1
+
+
+def why_empty(status) -> list[str]:  # noqa: ANN001 - a client Status
+    """For each empty peer: whether a neighbour's zone merges with its own (it could leave), the
+    faces it could make room over (`room_faces`), and whether the zones still form a guillotine
+    partition (every split history a k-d tree allows: one plane cuts the set in two, recursively)."""
+    zones = {p.id: p.zone for p in status.peers}
+    whole = status.space.whole_space()
+    lines = []
+    for peer in status.peers:
+        if peer.quads:
+            continue
+        table = {k: Neighbour(a, zones[k]) for k, a in peer.neighbours.items() if k in zones}
+        faces = room_faces(peer.zone, table, whole)
+        lines.append(f"empty peer {peer.id}: {len(table)} neighbours, {len(heirs(peer.zone, table))} whose zone "
+                     f"merges with its own, {len(faces)} faces to make room over "
+                     f"({', '.join(f'dim {f.dim}: {len(f.neighbours)} across' for f in faces) or 'none'})")
+    if lines:
+        lines.append(f"the zones {'form' if _guillotine(list(zones.values())) else 'do NOT form'} a guillotine "
+                     f"partition")
+    return lines
+
+
+def _guillotine(zones: list[Zone]) -> bool:
+    if len(zones) <= 1:
+        return True
+    for dim in range(len(zones[0].bounds)):
+        for at in sorted({z.bounds[dim][0] for z in zones})[1:]:
+            low = [z for z in zones if z.bounds[dim][1] <= at]
+            high = [z for z in zones if z.bounds[dim][0] >= at]
+            if len(low) + len(high) == len(zones):
+                return _guillotine(low) and _guillotine(high)
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,7 +44,7 @@ from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
     Announce, Empty, Handover, JoinCommit, JoinGrant, JoinRequest, Left, NextChunk,
-    OverlayInfo, PeerId, Routed, Table, TakeOver,
+    OverlayInfo, PeerId, Pong, Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
 from peers.operators import check_same_operators
@@ -232,7 +232,7 @@ class Membership:
         # (a copy sent there would wait for the join, and the join for the copy).
         self.replication.joining.add(body.id)
         if self._nursery is not None:
-            self._nursery.start_soon(self._expire_join, body.id, pending)
+            self._nursery.start_soon(self._expire_join, body.id, body.address, pending)
         return grant.to_wire()
 
     async def _split_for(self, new_id: str, new_address: str) -> tuple[JoinGrant, _PendingJoin]:
@@ -287,11 +287,22 @@ class Membership:
         pending.timer.deadline = trio.current_time() + self.join_timeout
         return pending.outgoing.served(body.offset, "join's handover")
 
-    async def _expire_join(self, new_id: str, pending: _PendingJoin) -> None:
-        """Undo a split whose newcomer never committed (it died mid-join)."""
+    async def _expire_join(self, new_id: str, address: str, pending: _PendingJoin) -> None:
+        """Undo a split whose newcomer never committed: it died mid-join, or gave up before the
+        grant reached it (on 8 real peers a joiner's request was cut off on its way, the joiner
+        tried elsewhere under a new id, and the split was granted to nobody: the zone's upper
+        half was refused until `join_timeout`). So the newcomer is asked every `retry_window`
+        whether it is still there; gone (another id answers at its address, or nothing twice
+        in a row), the split is undone at once."""
         pending.timer.deadline = trio.current_time() + self.join_timeout  # pushed on by each chunk served
         with pending.timer:
-            await trio.sleep_forever()
+            silent = 0
+            while True:
+                await trio.sleep(self.retry_window)
+                answer = await self._who_answers(address)
+                silent = silent + 1 if answer is None else 0
+                if silent >= 2 or answer not in (None, new_id):
+                    break
         if self._pending.get(new_id) is not pending:  # committed (the commit cancelled the timer)
             return
         del self._pending[new_id]
@@ -299,6 +310,15 @@ class Membership:
         log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
         await self._undo_split(pending)
         self._join_gate.release()
+
+    async def _who_answers(self, address: str) -> str | None:
+        """The id of the peer answering at `address` (a joining one answers pings), or None."""
+        try:
+            with trio.move_on_after(self.retry_window):
+                return Pong.from_wire(await self.router.call(address, Op.PING, Empty())).id
+        except EventCloudError:
+            pass
+        return None
 
     async def _undo_split(self, pending: _PendingJoin) -> None:
         async with self.lock:

@@ -475,3 +475,21 @@ async def test_a_join_split_cut_off_midway_is_completed_or_undone_never_left_hal
             assert await client.count() == 100
             await client.publish(sample_events(21)[-1])   # stores everywhere again
             assert await client.count() == 105
+
+
+@pytest.mark.parametrize("where", ["nobody", "another peer"])
+async def test_a_split_granted_to_a_joiner_that_is_gone_is_undone_within_seconds(autojump_clock, where):
+    """A joiner gave up before the grant reached it (its request was cut off on the way, and it
+    tried elsewhere under a new id): the owner kept the split for `join_timeout` (30 s), its
+    upper half owned by nobody and refused meanwhile (8 real peers, CityBench). The owner now
+    asks the newcomer's address whether it is still there, and undoes the split once another
+    peer answers there, or nothing twice in a row."""
+    async with open_overlay(2, seed=3) as overlay:
+        owner, other = overlay.peers
+        zone, table = owner.state.zone, dict(owner.state.neighbours)
+        address = "peer:999" if where == "nobody" else other.address
+        await owner.membership._local_join_split(JoinRequest("ghost0000001", address, owner.membership.operators.names))
+        assert owner.state.zone != zone and "ghost0000001" in owner.state.neighbours
+        await trio.sleep(4 * owner.membership.retry_window)
+        assert owner.membership.join_timeout > 10 * owner.membership.retry_window
+        assert owner.state.zone == zone and owner.state.neighbours == table

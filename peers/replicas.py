@@ -240,13 +240,27 @@ class Replicas:
         for copy in self._copies.values():
             copy.last_ok = now
         task_status.started()
-        async with trio.open_nursery() as nursery:
-            while True:
-                await trio.sleep(self.heartbeat)
-                for copy in list(self._copies.values()):
-                    if copy.complete and not copy.watching:
-                        copy.watching = True
-                        nursery.start_soon(self._watch, copy)
+        try:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    await trio.sleep(self.heartbeat)
+                    for copy in list(self._copies.values()):
+                        if copy.complete and not copy.watching:
+                            copy.watching = True
+                            nursery.start_soon(self._watch, copy)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        """The runtime ends: close every copy's store. Left open, the next runtime of the same
+        process (a restart, a moved peer's next attempt) could not open the same directories
+        ("lock hold by current process") and dropped the copies as unreadable, and each
+        runtime leaked its stores."""
+        for copy in self._copies.values():
+            try:
+                copy.store.close()
+            except Exception:  # noqa: BLE001 - closing on the way out: nothing more to do with it
+                pass
 
     async def _watch(self, copy: _Copy) -> None:
         try:

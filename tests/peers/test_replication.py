@@ -103,6 +103,25 @@ async def test_a_restarted_peer_whose_zone_was_taken_over_rejoins_as_a_new_peer(
             assert await client.count() == sum(len(e) for e in events)  # nothing lost, nothing twice
 
 
+async def test_a_peer_restarted_in_the_same_process_keeps_the_copies_it_held(autojump_clock, tmp_path):
+    """The copies a runtime held stayed open after it ended; the next runtime in the same process
+    (a restart, or a moved peer's next attempt) could not open them ("lock hold by current
+    process", seen on 8 real peers) and dropped them as unreadable."""
+    async with open_overlay(3, seed=4, failure_timeout=30.0) as overlay:
+        host = await overlay.add_peer(data_dir=tmp_path / "h")
+        owner = next(p for p in overlay.peers if p is not host and host.id in p.state.neighbours)
+        async with overlay.client(0) as client:
+            for event in sample_events(10):
+                await client.publish(event)
+        owner.replication.candidates = lambda: [(host.id, host.address)]
+        assert await owner.replication.ensure(replace=True)
+        assert owner.id in host.replicas.held()
+        host.stop()
+        await host.stopped.wait()
+        again = await overlay.add_peer(data_dir=tmp_path / "h")
+        assert again.id == host.id and owner.id in again.replicas.held()
+
+
 async def test_a_restart_before_any_takeover_resumes_the_zone(autojump_clock, tmp_path):
     async with open_overlay(3, seed=4, failure_timeout=30.0) as overlay:
         victim = await overlay.add_peer(data_dir=tmp_path / "v")

@@ -18,8 +18,10 @@ from collections import Counter
 from typing import Any, Awaitable, Callable, TypeVar
 
 import pyoxigraph as ox
+import trio
 
-from eventcloud.errors import ErrorCode, RequestError
+from eventcloud.errors import ErrorCode, EventCloudError, RequestError
+from eventcloud.overlay import Neighbour, lowest_corner
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.rdf.oxigraph import quad_to_ox
@@ -27,7 +29,8 @@ from eventcloud.sparql.distributed import Pushdown, merge_aggregates, merge_sele
 from eventcloud.sparql.query_plan import QueryPlanError
 from eventcloud.wire.codec import quad_from_wire, quad_to_wire
 from eventcloud.wire.messages import (
-    Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Sparql, SparqlLocal, SparqlResult, Status,
+    Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Route, Routed, Sparql, SparqlLocal, SparqlResult,
+    Status, Table,
 )
 from eventcloud.wire.ops import Op
 from peers.router import Router
@@ -46,6 +49,10 @@ T = TypeVar("T")
 
 #: Rows one peer sends for one pushed-down SELECT without LIMIT (more: the query is refused).
 MAX_ROWS = 20_000
+#: A status asked peer by peer (its multicast's root is down): at most this many asked at once,
+#: and this many in all.
+CRAWL_AT_ONCE = 32
+MAX_CRAWLED = 100_000
 
 
 class Queries:
@@ -212,11 +219,60 @@ class Queries:
 
     async def _on_status(self, conn: RpcConnection, body: Empty) -> Status:
         """Every peer's status; a peer that does not answer is listed as down (status never waits
-        for the whole retry window)."""
-        peers, down = await self.router.multicast_partial(self.state.space.whole_space(), Op.STATUS_LOCAL, Empty())
+        for the whole retry window). A multicast starts at the owner of the space's lowest corner
+        (the overlay's first peer, as a rule): when that one is down, the peers are asked one by
+        one along their tables instead (it failed with "… unreachable" until its replica took
+        over, 2026-11-26)."""
+        try:
+            peers, down = await self.router.multicast_partial(self.state.space.whole_space(), Op.STATUS_LOCAL,
+                                                              Empty())
+        except RequestError as exc:
+            if exc.code is not ErrorCode.UNREACHABLE:
+                raise
+            self.counters["status_crawled"] += 1
+            peers, down = await self._crawl_status()
         statuses = [PeerStatus.from_wire(p, trusted=True) for p in peers]
         statuses += [PeerStatus(ident, n.address, n.zone, 0, 0, 0, {}, {}, down=True) for ident, n in down]
         return Status(tuple(sorted(statuses, key=lambda p: p.id)), self.state.space, self.state.algorithm)
+
+    async def _crawl_status(self) -> tuple[list[Any], list[tuple[str, Neighbour]]]:
+        """Each peer's status asked directly (a route to a point of its zone, sent to it), from
+        this peer along the tables of those that answer; one that does not answer within
+        `partial_wait` is down, with the zone the table naming it gives. A stale entry answered
+        by the zone's live owner is not listed down."""
+        state, whole = self.state, self.state.space.whole_space()
+        answers: dict[str, Any] = {state.id: await self._local_status(Empty())}
+        known: dict[str, Neighbour] = dict(state.neighbours)
+        silent: dict[str, Neighbour] = {}
+        limiter = trio.CapacityLimiter(CRAWL_AT_ONCE)
+
+        async def ask(ident: str, neighbour: Neighbour) -> None:
+            async with limiter:
+                with trio.move_on_after(self.router.partial_wait):
+                    try:
+                        routed = await self.router.call(neighbour.address, Op.ROUTE, Route(
+                            lowest_corner(neighbour.zone, whole), Op.STATUS_LOCAL.value, {}, to=ident))
+                        table = Table.from_wire(await self.router.call(neighbour.address, Op.TABLE, Empty()))
+                    except EventCloudError:
+                        pass
+                    else:
+                        status = Routed.from_wire(routed).result
+                        answers[PeerStatus.from_wire(status, trusted=True).id] = status
+                        known.update((k, n) for k, n in table.neighbours.items() if k not in known)
+                        return
+                silent[ident] = neighbour
+
+        while len(answers) + len(silent) < MAX_CRAWLED:
+            todo = [(k, n) for k, n in known.items() if k not in answers and k not in silent]
+            if not todo:
+                break
+            async with trio.open_nursery() as nursery:
+                for ident, neighbour in todo[:MAX_CRAWLED]:
+                    nursery.start_soon(ask, ident, neighbour)
+        zones = [PeerStatus.from_wire(a, trusted=True).zone for a in answers.values()]
+        down = [(k, n) for k, n in silent.items() if k not in answers and
+                not any(z.intersects(n.zone.bounds) for z in zones)]
+        return list(answers.values()), down
 
     async def _held(self) -> int:
         """The quads this peer holds (a counter), or while its store holds quads outside its zone

@@ -167,10 +167,12 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                     lifetime.stopped.set()
                     return
                 fresh = replace(config, join=address, listen=listen)
-                attempt = _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy, lifetime,
-                                       join_at=at, rejoining=True)
-                log.info("peer %s (listening on %s): rejoining through %s", attempt.state.id, listen, address)
+                ident = "?"
                 try:
+                    attempt = _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy, lifetime,
+                                           join_at=at, rejoining=True)
+                    ident = attempt.state.id
+                    log.info("peer %s (listening on %s): rejoining through %s", ident, listen, address)
                     await _run_once(attempt, once)
                     lifetime.stopped.set()   # stopped: set already, unless a stop came before it served
                     return
@@ -178,7 +180,7 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                     superseded = again
                     break
                 except EventCloudError as exc:
-                    log.warning("peer %s: rejoining through %s failed: %s", attempt.state.id, address, exc)
+                    log.warning("peer %s: rejoining through %s failed: %s", ident, address, exc)
                 except (OSError, BaseExceptionGroup) as exc:
                     # The port it kept for its clients was taken while it was away (the OS hands
                     # free ports to outgoing connections too): any free port, rather than no peer.

@@ -23,7 +23,7 @@ from peers.async_store import AsyncStore
 from peers.store import add, decide, notified, remove
 from peers.subscriptions import Subscriptions
 
-__all__ = ["HANDOVER_CHUNK", "Outgoing", "items", "zone_content", "fetch_rest", "install", "drop_outside"]
+__all__ = ["HANDOVER_CHUNK", "Outgoing", "items", "zone_content", "receive", "install", "drop_outside"]
 
 #: Bytes of term text per handover chunk, far under the frame limit.
 HANDOVER_CHUNK = 4 << 20
@@ -103,16 +103,22 @@ def zone_content(store: AsyncStore, subscriptions: Subscriptions, space: Coordin
                            mailboxes)
 
 
-async def fetch_rest(first: int, total: int, fetch: Callable[[int], Awaitable[Handover]],
-                     install: Callable[[Handover], Awaitable[None]]) -> None:
-    """Fetch items `first`… `total` of a handover chunk by chunk (`fetch(offset)`), installing each."""
-    offset = first
-    while offset < total:
+async def receive(first: Handover, remaining: int, fetch: Callable[[int], Awaitable[Handover]],
+                  install: Callable[[Handover], Awaitable[None]], installed: list[Quad] | None = None) -> None:
+    """Install `first`, then fetch (`fetch(offset)`) and install the `remaining` items after it,
+    chunk by chunk; each chunk's quads are added to `installed` before it is installed (what to
+    drop if the handover fails)."""
+    installed = [] if installed is None else installed
+    offset, total, data = 0, items(first) + remaining, first
+    while True:
+        installed.extend(data.quads)
+        await install(data)
+        offset += items(data)
+        if offset >= total:
+            return
         data = await fetch(offset)
         if not items(data):
             raise RequestError(f"the handover stopped at {offset} of {total} items", ErrorCode.UNAVAILABLE)
-        await install(data)
-        offset += items(data)
 
 
 async def install(store: AsyncStore, subscriptions: Subscriptions, clock: HybridClock, data: Handover) -> None:

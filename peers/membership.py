@@ -53,7 +53,7 @@ from peers.router import FAILED, Router
 from peers.stabiliser import Stabiliser
 from peers.state import PeerState
 from peers.async_store import AsyncStore
-from peers.handover import Outgoing, drop_outside, fetch_rest, install, items, zone_content
+from peers.handover import Outgoing, drop_outside, install, receive, zone_content
 from peers.load_survey import LoadSurvey
 from peers.subscriptions import Subscriptions
 from peers.zone_guard import ZoneGuard
@@ -183,14 +183,12 @@ class Membership:
         state.replicas = grant.replicas
         state.zone = grant.zone
         state.neighbours = dict(grant.neighbours)
-        await self._install(grant.data)
 
         async def fetch(offset: int) -> Handover:
             return Handover.from_wire(await self.router.call(grant.owner_address, Op.JOIN_DATA,
                                                              NextChunk(state.id, offset)))
 
-        first = items(grant.data)
-        await fetch_rest(first, first + grant.remaining, fetch, self._install)
+        await receive(grant.data, grant.remaining, fetch, self._install)
         await self.replication.ensure()  # the zone on two peers before its old owner drops it
         await self.persist()
         await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
@@ -574,18 +572,12 @@ class Membership:
         fails, nothing of it is left here (the leaver keeps its zone)."""
         installed: list[Quad] = []
 
-        async def install(data: Handover) -> None:
-            installed.extend(data.quads)
-            await self._install(data)
-
         async def fetch(offset: int) -> Handover:
             address = body.address or self.state.neighbours[body.id].address
             return Handover.from_wire(await self.router.call(address, Op.LEAVE_DATA, NextChunk(self.state.id, offset)))
 
         try:
-            await install(body.data)
-            first = items(body.data)
-            await fetch_rest(first, first + body.remaining, fetch, install)
+            await receive(body.data, body.remaining, fetch, self._install, installed)
         except BaseException as exc:
             with trio.CancelScope(shield=True):
                 await drop_outside(self.store, self.subscriptions, self.state.zone, installed)

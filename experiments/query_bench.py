@@ -21,7 +21,7 @@ import trio
 
 from eventcloud.cli.demo import citybench_dir
 from eventcloud.client import ClientError, connect
-from eventcloud.overlay import Neighbour, Zone, heirs, room_faces
+from eventcloud.overlay import Neighbour, heirs, is_guillotine, room_faces
 from eventcloud.rdf.citybench import read_stream
 from peers.cluster import LocalCluster
 from peers.task_dump import serve_task_dumps
@@ -187,25 +187,14 @@ def why_empty(status) -> list[str]:  # noqa: ANN001 - a client Status
             continue
         table = {k: Neighbour(a, zones[k]) for k, a in peer.neighbours.items() if k in zones}
         faces = room_faces(peer.zone, table, whole)
-        lines.append(f"empty peer {peer.id}: {len(table)} neighbours, {len(heirs(peer.zone, table))} whose zone "
-                     f"merges with its own, {len(faces)} faces to make room over "
+        lines.append(f"empty peer {peer.id}: {len(table)} neighbours, "
+                     f"{len(heirs(peer.zone, table, tree_only=True))} whose zone merges with its own, "
+                     f"{len(faces)} faces to make room over "
                      f"({', '.join(f'dim {f.dim}: {len(f.neighbours)} across' for f in faces) or 'none'})")
-    if lines:
-        lines.append(f"the zones {'form' if _guillotine(list(zones.values())) else 'do NOT form'} a guillotine "
-                     f"partition")
+    unplaced = sum(1 for z in zones.values() if not z.placed)
+    lines.append(f"the zones {'form' if is_guillotine(list(zones.values())) else 'do NOT form'} a guillotine "
+                 f"partition; {unplaced} of {len(zones)} do not know their place in the split tree")
     return lines
-
-
-def _guillotine(zones: list[Zone]) -> bool:
-    if len(zones) <= 1:
-        return True
-    for dim in range(len(zones[0].bounds)):
-        for at in sorted({z.bounds[dim][0] for z in zones})[1:]:
-            low = [z for z in zones if z.bounds[dim][1] <= at]
-            high = [z for z in zones if z.bounds[dim][0] >= at]
-            if len(low) + len(high) == len(zones):
-                return _guillotine(low) and _guillotine(high)
-    return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -403,13 +403,13 @@ class Membership:
 
     # --- leaving --------------------------------------------------------------------------------
 
-    async def leave(self, within: Box | None = None) -> str:
+    async def leave(self, within: Box | None = None, *, tree_only: bool = False) -> str:
         """Hand our zone and data to a neighbour whose zone merges with ours (and lies inside
-        `within`, if given); returns its id."""
+        `within`, if given; only our sibling with `tree_only`, `heirs`); returns its id."""
         state = self.state
         async with self.lock:
             self._refuse_if_leaving()  # handed over already (a rebalancer's move and a neighbour's request)
-            candidates = heirs(state.zone, state.neighbours, within)
+            candidates = heirs(state.zone, state.neighbours, within, tree_only=tree_only)
             if not candidates:
                 raise RequestError("cannot leave: no neighbour's zone merges with this peer's zone into a box "
                                    f"{'inside the box asked for ' if within else ''}(its sibling is split further); "
@@ -420,7 +420,7 @@ class Membership:
             self._held = []
             addresses = {ident: state.neighbours[ident].address for ident in candidates}
             try:
-                candidates = await self._answering(candidates, within)
+                candidates = await self._answering(candidates, within, tree_only)
             except BaseException:
                 self._end_leave(failed=True)
                 raise
@@ -443,7 +443,7 @@ class Membership:
             await self.announce(body.peers or {}, [addresses[heir]], body.removed)
         return heir
 
-    async def _answering(self, candidates: list[str], within: Box | None) -> list[str]:
+    async def _answering(self, candidates: list[str], within: Box | None, tree_only: bool) -> list[str]:
         """The candidates from the first that answers as itself, with a zone that still merges
         with ours (inside `within`).
 
@@ -457,7 +457,7 @@ class Membership:
                 continue
             table = await self.stabiliser.table_of(expected.address)
             if table is not None and table.me[0] == ident and ident in heirs(
-                    self.state.zone, {ident: table.me[1]}, within):
+                    self.state.zone, {ident: table.me[1]}, within, tree_only=tree_only):
                 return candidates[at:]
             self.counters["leave_heirs_not_answering"] += 1
         raise RequestError("cannot leave: no neighbour whose zone merges with this peer's zone into a box "
@@ -513,11 +513,12 @@ class Membership:
         raise RequestError(f"cannot leave: no neighbour could take over ({last_error})", ErrorCode.CANNOT_LEAVE)
 
     async def step_aside(self, within: Box | None = None) -> list[str]:
-        """Leave gracefully to rejoin elsewhere (the rebalancer): the zone and its data go to a
-        neighbour whose zone merges with ours (inside `within`, if given), our replica drops its
-        copy; the addresses to rejoin through, the heir's first."""
+        """Leave gracefully to rejoin elsewhere (the rebalancer): the zone and its data go to our
+        sibling (inside `within`, if given; any neighbour whose zone merges with ours into a box
+        if our zone does not know its place in the split tree), our replica drops its copy; the
+        addresses to rejoin through, the heir's first."""
         table = dict(self.state.neighbours)   # the heir's announcement may change ours meanwhile
-        heir = await self.leave(within)
+        heir = await self.leave(within, tree_only=True)
         await self.replication.drop()
         known = {**table, **self.state.neighbours}
         first = [known[heir].address] if heir in known else []

@@ -357,7 +357,8 @@ class _PeerRuntime:
                                      ratio=config.rebalance_ratio, min_quads=config.rebalance_min_quads,
                                      make_room=config.rebalance_make_room,
                                      rng=random.Random(None if config.seed is None else config.seed + 2),
-                                     ready=dispatcher.ready, step_down=self._move)
+                                     table_of=membership.stabiliser.table_of, ready=dispatcher.ready,
+                                     step_down=self._move)
         self.replicas = replicas = Replicas(
             state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,

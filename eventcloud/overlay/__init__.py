@@ -16,8 +16,8 @@ from eventcloud.overlay.coordinates import (
     DIMENSIONS, MAPPINGS, Box, CoordinateSpace, Interval, Point, local_name,
 )
 from eventcloud.overlay.plans import (
-    MergePlan, Neighbour, RoomFace, SplitPlan, announced, heirs, merge_for_leave, room_faces, split_for_join,
-    verified,
+    MergePlan, Neighbour, RoomFace, SplitPlan, announced, heirs, is_guillotine, merge_for_leave, room_faces,
+    split_for_join, verified,
 )
 from eventcloud.overlay.routing import (
     covering, disjoint, hull, intersection, lowest_corner, multicast_children, multicast_root, neighbours_of,
@@ -30,6 +30,6 @@ __all__ = [
     "Zone", "next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
     "intersection", "tiles", "disjoint", "hull", "subtree_reach",
     "Neighbour", "SplitPlan", "MergePlan", "RoomFace", "split_for_join", "merge_for_leave", "heirs", "room_faces",
-    "announced", "verified",
+    "is_guillotine", "announced", "verified",
     "SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "joiner_share", "gains_enough", "MIN_SHARE",
 ]

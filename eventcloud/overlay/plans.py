@@ -26,7 +26,7 @@ from eventcloud.overlay.routing import neighbours_of
 from eventcloud.overlay.zones import Zone
 
 __all__ = ["Neighbour", "SplitPlan", "MergePlan", "RoomFace", "split_for_join", "merge_for_leave", "heirs",
-           "room_faces", "announced", "verified"]
+           "room_faces", "is_guillotine", "announced", "verified"]
 
 Table = dict[str, "Neighbour"]
 
@@ -77,13 +77,18 @@ def split_for_join(owner_id: str, owner_address: str, zone: Zone, table: Mapping
     return SplitPlan(lower, upper, owner_table, newcomer_table, tuple(n.address for n in table.values()))
 
 
-def heirs(zone: Zone, table: Mapping[str, Neighbour], within: Box | None = None) -> list[str]:
+def heirs(zone: Zone, table: Mapping[str, Neighbour], within: Box | None = None, *,
+          tree_only: bool = False) -> list[str]:
     """Neighbours whose zone merges with `zone` into a box: the sibling of the last split first.
-    With `within`, only those whose zone lies inside that box."""
+    With `within`, only those whose zone lies inside that box. With `tree_only`, a zone that
+    knows its place in the split tree merges with its sibling only (the rebalancer's moves: a
+    union of cousins can leave zones no plane cuts in two, where some peer can never leave);
+    zones that do not know it merge with any neighbour that makes a box, as before."""
     inside = Zone(within) if within is not None else None
     able = [(k, n) for k, n in table.items()
-            if n.zone.merge(zone) is not None and (inside is None or inside.covers(n.zone))]
-    able.sort(key=lambda kn: (kn[1].zone.splits != zone.splits, kn[0]))
+            if n.zone.merge(zone) is not None and (inside is None or inside.covers(n.zone))
+            and not (tree_only and zone.placed and n.zone.placed and not zone.sibling_of(n.zone))]
+    able.sort(key=lambda kn: (not zone.sibling_of(kn[1].zone), kn[1].zone.splits != zone.splits, kn[0]))
     return [k for k, _ in able]
 
 
@@ -106,11 +111,15 @@ def room_faces(zone: Zone, table: Mapping[str, Neighbour], whole: Box) -> list[R
     its zone to a neighbour of its own inside the tube, the tube holds one zone fewer; once a single
     zone is left across the face it spans the whole face and merges with `zone`. Faces with the
     fewest neighbours first (the fewest merges to go); faces on the edge of the space have none.
+    A zone that knows its place in the split tree has one such face: the one its sibling subtree
+    lies across (the other side of its last split), and that face is always tiled.
     """
     faces = []
     for dim in range(len(zone.bounds)):
         lo, hi = zone.bounds[dim]
         for upper, beyond in ((True, (hi, whole[dim][1])), (False, (whole[dim][0], lo))):
+            if zone.splits and zone.placed and (dim != zone.splits[-1] or upper != (zone.sides[-1] == 0)):
+                continue
             # the neighbours across this face start where the zone ends (upper) or end where it starts
             across = sorted(k for k, n in table.items() if zone.is_neighbour(n.zone) and
                             n.zone.bounds[dim][0 if upper else 1] == (hi if upper else lo))
@@ -121,6 +130,20 @@ def room_faces(zone: Zone, table: Mapping[str, Neighbour], whole: Box) -> list[R
                 faces.append(RoomFace(dim, tube, tuple(across)))  # type: ignore[arg-type]
     faces.sort(key=lambda f: (len(f.neighbours), f.dim))
     return faces
+
+
+def is_guillotine(zones: list[Zone]) -> bool:
+    """True if one plane cuts the zones in two sets, and so on recursively: the zones a split
+    tree can make. Merging only siblings keeps it so; merging cousins may not (a pinwheel)."""
+    if len(zones) <= 1:
+        return True
+    for dim in range(len(zones[0].bounds)):
+        for at in sorted({z.bounds[dim][0] for z in zones})[1:]:
+            low = [z for z in zones if z.bounds[dim][1] <= at]
+            high = [z for z in zones if z.bounds[dim][0] >= at]
+            if len(low) + len(high) == len(zones):
+                return is_guillotine(low) and is_guillotine(high)
+    return False
 
 
 def merge_for_leave(own_id: str, zone: Zone, table: Mapping[str, Neighbour], leaving_id: str,

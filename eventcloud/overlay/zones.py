@@ -18,11 +18,30 @@ _NDIM = len(DIMENSIONS)
 
 @dataclass(frozen=True)
 class Zone:
-    """The box a peer owns, and the split history that decides its next split dimension."""
+    """The box a peer owns, and the split history that decides its next split dimension and
+    places the zone in the split tree."""
 
     bounds: Box
     #: The dimension of each split that produced this zone, oldest first.
     splits: tuple[int, ...] = ()
+    #: The side of each of those splits this zone lies on (0 lower, 1 upper), oldest first: the
+    #: zone's path in the split tree, which names its sibling. Empty with `splits` not, the zone
+    #: came from a peer that did not record it (or from a merge of cousins): its place is unknown.
+    sides: tuple[int, ...] = ()
+
+    @property
+    def placed(self) -> bool:
+        """True if the zone knows its path in the split tree (the whole space does)."""
+        return len(self.sides) == len(self.splits)
+
+    def sibling_of(self, other: "Zone") -> bool:
+        """The other half of this zone's last split: both placed, the same path but for its last
+        side, and the two make a box. Merging only siblings keeps the zones a split tree (a
+        guillotine partition), where every zone has either a sibling or a face its sibling
+        subtree tiles (docs/overlay.md, "Why some empty peers stay")."""
+        return (bool(self.splits) and self.placed and other.placed and self.splits == other.splits
+                and self.sides[:-1] == other.sides[:-1] and self.sides[-1] != other.sides[-1]
+                and self.merge(other) is not None)
 
     def contains(self, point: Point) -> bool:
         # unrolled for the four dimensions: asked for every quad at every hop
@@ -62,7 +81,9 @@ class Zone:
         splits = self.splits + (dim,)
         lower = _replace(self.bounds, dim, (lo, at))
         upper = _replace(self.bounds, dim, (at, hi))
-        return Zone(lower, splits), Zone(upper, splits)
+        if not self.placed:
+            return Zone(lower, splits), Zone(upper, splits)
+        return Zone(lower, splits, self.sides + (0,)), Zone(upper, splits, self.sides + (1,))
 
     def splits_along(self) -> tuple[int, ...]:
         """How many times this zone's history split it along each dimension."""
@@ -85,11 +106,11 @@ class Zone:
         """The union of two zones if it is a box (equal in 3 dims, abutting in the 4th), else None.
 
         Split history of the result: if the two are siblings of their last split (same
-        `splits`, abutting along splits[-1]) the split is undone: splits[:-1]. Otherwise the
-        result keeps the shorter of the two histories (the one closer to the root, as the
-        union is larger than either part); on equal length, the lower zone's. Only
-        len(splits) matters afterwards (it picks the next split dimension), and any choice
-        keeps the zones a partition.
+        `splits`, abutting along splits[-1], and the same path but for its last side when both
+        know it) the split is undone: splits[:-1], sides[:-1]. Otherwise the result keeps the
+        shorter of the two histories (the one closer to the root, as the union is larger than
+        either part); on equal length, the lower zone's; and no path: a union of cousins has no
+        place in the split tree. Any choice keeps the zones a partition.
         """
         differing = [d for d in range(_NDIM) if self.bounds[d] != other.bounds[d]]
         if len(differing) != 1:
@@ -103,13 +124,14 @@ class Zone:
         else:
             return None
         upper = other if lower is self else self
+        bounds = _replace(self.bounds, dim, union)
         if self.splits == other.splits and self.splits and self.splits[-1] == dim:
-            splits = self.splits[:-1]
-        elif len(upper.splits) < len(lower.splits):
-            splits = upper.splits
-        else:
-            splits = lower.splits
-        return Zone(_replace(self.bounds, dim, union), splits)
+            if self.placed and other.placed:
+                if self.sides[:-1] == other.sides[:-1] and self.sides[-1] != other.sides[-1]:
+                    return Zone(bounds, self.splits[:-1], self.sides[:-1])
+                return Zone(bounds, self.splits[:-1])  # cousins with the same split dimensions
+            return Zone(bounds, self.splits[:-1])
+        return Zone(bounds, upper.splits if len(upper.splits) < len(lower.splits) else lower.splits)
 
     def distance(self, point: Point) -> int:
         """L1 gap between the zone and a point: 0 iff the zone contains it."""

@@ -259,7 +259,12 @@ def box_from_wire(data: Any) -> Box:
 
 
 def zone_to_wire(zone: Zone) -> list[Any]:
-    return [[[coordinate_to_wire(lo), coordinate_to_wire(hi)] for lo, hi in zone.bounds], list(zone.splits)]
+    """[bounds, splits, sides]; [bounds, splits] for a zone with no path in the split tree (and
+    from peers before paths were kept: read as such)."""
+    bounds = [[coordinate_to_wire(lo), coordinate_to_wire(hi)] for lo, hi in zone.bounds]
+    if zone.splits and zone.placed:
+        return [bounds, list(zone.splits), list(zone.sides)]
+    return [bounds, list(zone.splits)]
 
 
 #: Zones decoded lately, by their wire form: the same few zones come back in every delivery's
@@ -287,13 +292,14 @@ def _zone_key(data: Any) -> tuple[Any, ...] | None:
     """The wire form as a hashable key, or None when it is not plainly one (then it is only
     checked). Pairs must be lists and split dimensions exact ints (a string pair "0f" would make
     the key of ["0", "f"], a bool compare equal to 0 or 1), so equal keys are equally valid."""
-    if type(data) is not list or len(data) != 2:
+    if type(data) is not list or len(data) not in (2, 3):
         return None
-    bounds, splits = data
-    if type(bounds) is not list or type(splits) is not list or not all(type(d) is int for d in splits) \
+    bounds, splits, sides = data if len(data) == 3 else (*data, [])
+    if type(bounds) is not list or type(splits) is not list or type(sides) is not list \
+            or not all(type(d) is int for d in splits) or not all(type(d) is int for d in sides) \
             or not all(type(pair) is list for pair in bounds):
         return None
-    key = tuple(tuple(pair) for pair in bounds), tuple(splits)
+    key = tuple(tuple(pair) for pair in bounds), tuple(splits), tuple(sides)
     try:
         hash(key)
     except TypeError:  # a list or map where a coordinate should be
@@ -302,9 +308,9 @@ def _zone_key(data: Any) -> tuple[Any, ...] | None:
 
 
 def _zone_checked(data: Any) -> Zone:
-    if not isinstance(data, (list, tuple)) or len(data) != 2:
-        raise GeometryError(f"a zone on the wire is [bounds, splits], got {_show(data)}")
-    raw_bounds, raw_splits = data
+    if not isinstance(data, (list, tuple)) or len(data) not in (2, 3):
+        raise GeometryError(f"a zone on the wire is [bounds, splits] or [bounds, splits, sides], got {_show(data)}")
+    raw_bounds, raw_splits, raw_sides = data if len(data) == 3 else (*data, ())
     if not isinstance(raw_bounds, (list, tuple)) or len(raw_bounds) != _NDIM:
         raise GeometryError(f"zone bounds must be {_NDIM} [lo, hi] pairs, got {_show(raw_bounds)}")
     bounds = []
@@ -320,7 +326,12 @@ def _zone_checked(data: Any) -> Zone:
     for d in raw_splits:
         if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < _NDIM:
             raise GeometryError(f"a split dimension must be an integer in 0..{_NDIM - 1}, got {d!r}")
-    return Zone(tuple(bounds), tuple(raw_splits))  # type: ignore[arg-type]
+    if not isinstance(raw_sides, (list, tuple)) or len(raw_sides) not in (0, len(raw_splits)):
+        raise GeometryError(f"zone sides must be a list of 0 or 1, one per split, got {_show(raw_sides)}")
+    for side in raw_sides:
+        if type(side) is not int or side not in (0, 1):
+            raise GeometryError(f"a split side must be 0 (lower) or 1 (upper), got {side!r}")
+    return Zone(tuple(bounds), tuple(raw_splits), tuple(raw_sides))  # type: ignore[arg-type]
 
 
 def _zone_hex(value: Any, dimension: str) -> int:

@@ -149,8 +149,8 @@ def test_contains_intersects_distance() -> None:
 
 def test_split_cycles_dimensions() -> None:
     lower, upper = UNIT.split()
-    assert lower == Zone(((0, 8), (0, 16), (0, 16), (0, 16)), (0,))
-    assert upper == Zone(((8, 16), (0, 16), (0, 16), (0, 16)), (0,))
+    assert lower == Zone(((0, 8), (0, 16), (0, 16), (0, 16)), (0,), (0,))
+    assert upper == Zone(((8, 16), (0, 16), (0, 16), (0, 16)), (0,), (1,))
     zone = UNIT
     for expected_dim in (0, 1, 2, 3, 0, 1):
         lower, upper = zone.split()
@@ -202,12 +202,40 @@ def test_merge() -> None:
     assert e.merge(f) == Zone(UNIT.bounds, (0,))
 
 
+def test_zones_know_their_path_in_the_split_tree_and_only_siblings_undo_a_split() -> None:
+    """Two cousins can have the same split dimensions and abut along the last one: by
+    dimensions alone they looked like siblings, and merging them broke the split tree (8 real
+    peers moving ended with zones no plane cuts in two, and empty peers that could never leave)."""
+    lower, upper = UNIT.split_at(0, 8)
+    a_low, a_up = lower.split_at(1, 4)     # lower half, cut along 1 at 4
+    b_low, b_up = upper.split_at(1, 12)    # upper half, cut along 1 at 12
+    assert (a_low.sides, a_up.sides, b_low.sides, b_up.sides) == ((0, 0), (0, 1), (1, 0), (1, 1))
+    assert a_low.sibling_of(a_up) and a_up.sibling_of(a_low) and not a_low.sibling_of(b_low)
+    assert a_low.merge(a_up) == lower and b_up.merge(b_low) == upper
+    x_low, x_up = a_up.split_at(1, 8)      # [8, 16) along 1 within the lower half along 0...
+    y_low, y_up = b_low.split_at(1, 8)     # ... and [0, 8) within the upper half
+    cousin_low, cousin_up = lower.split_at(1, 8)
+    c_low, c_up = cousin_low.split_at(1, 4)[1], cousin_up.split_at(1, 12)[0]
+    assert c_low.splits == c_up.splits and c_low.bounds[1][1] == c_up.bounds[1][0]
+    assert c_low.merge(c_up) is not None and not c_low.sibling_of(c_up)   # a box, but cousins
+    merged = c_low.merge(c_up)
+    assert merged is not None and not merged.placed and not merged.split_at(0, 4)[0].placed
+    assert x_low.sibling_of(x_up) and not x_low.sibling_of(y_up)
+    # Zones from before paths were kept are not placed, and merge as they did.
+    legacy_low, legacy_up = Zone(lower.bounds, (0,)), Zone(upper.bounds, (0,))
+    assert not legacy_low.placed and not legacy_low.sibling_of(legacy_up)
+    assert legacy_low.merge(legacy_up) == UNIT and UNIT.placed
+
+
 def test_wire_round_trip_through_msgpack() -> None:
     big = DEFAULT.top
     zone = Zone(((0, big), (big // 3, big // 2), (5, 6), (0, 1)), (0, 1, 2, 3, 0))
-    wire = zone_to_wire(zone)
-    assert zone_from_wire(msgpack.unpackb(msgpack.packb(wire))) == zone
-    assert zone_from_wire(msgpack.unpackb(msgpack.packb(wire), use_list=False)) == zone
+    placed = Zone(zone.bounds, zone.splits, (1, 0, 0, 1, 1))
+    for zone in (zone, placed, Zone(zone.bounds)):
+        wire = zone_to_wire(zone)
+        assert zone_from_wire(msgpack.unpackb(msgpack.packb(wire))) == zone
+        assert zone_from_wire(msgpack.unpackb(msgpack.packb(wire), use_list=False)) == zone
+    assert len(zone_to_wire(placed)) == 3 and len(zone_to_wire(Zone(zone.bounds, (0,)))) == 2
 
 
 @pytest.mark.parametrize(
@@ -237,6 +265,12 @@ def test_wire_round_trip_through_msgpack() -> None:
         [[["0", "1"]] * 4, ["0"]],
         [[["0", "1"]] * 4, "0"],
         [[["0", "1"]] * 4, None],
+        [[["0", "1"]] * 4, [0, 1], [0]],         # a side for some splits only
+        [[["0", "1"]] * 4, [0], [2]],
+        [[["0", "1"]] * 4, [0], [True]],
+        [[["0", "1"]] * 4, [0], [1.0]],
+        [[["0", "1"]] * 4, [0], None],
+        [[["0", "1"]] * 4, [0], [0], []],
         {"bounds": [], "splits": []},
     ],
 )

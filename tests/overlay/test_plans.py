@@ -6,7 +6,8 @@ import random
 from math import prod
 
 from eventcloud.overlay import (
-    CoordinateSpace, Neighbour, Zone, announced, heirs, merge_for_leave, room_faces, split_for_join, verified,
+    CoordinateSpace, Neighbour, Zone, announced, heirs, is_guillotine, merge_for_leave, room_faces, split_for_join,
+    verified,
 )
 
 SPACE = CoordinateSpace(precision=4)
@@ -132,3 +133,53 @@ def test_room_faces_are_tiled_within_the_zone_and_stepping_aside_empties_the_tub
                 face = next(f for f in room_faces(zone, _table(trial, key), WHOLE.bounds) if f.tube == face.tube)
             freed += bool(heirs(zone, _table(trial, key)))
     assert stuck > 100 and freed >= 0.8 * stuck, (stuck, freed)  # 206 and 188 with this seed
+
+
+def _step_for(zones: dict[str, Zone], key: str, depth: int) -> tuple[str, str] | None:
+    """The rebalancer's search for one neighbour to step aside (peers/rebalancer.py): across the
+    zone's room face, one whose sibling (inside the tube) is a single zone; else, one level down,
+    the same search from each of those neighbours, whose sibling subtree lies in the tube too."""
+    faces = room_faces(zones[key], _table(zones, key), WHOLE.bounds)
+    if not faces:
+        return None
+    [face] = faces
+    for k in face.neighbours:
+        found = heirs(zones[k], _table(zones, k), within=face.tube, tree_only=True)
+        if found:
+            return k, found[0]
+    for k in face.neighbours if depth > 1 else ():
+        step = _step_for(zones, k, depth - 1)
+        if step is not None:
+            return step
+    return None
+
+
+def test_with_sibling_merges_only_every_zone_can_make_room_and_the_zones_stay_a_split_tree():
+    """Zones that know their path merge with their sibling only, so the zones stay a guillotine
+    partition; then every zone that cannot leave has one room face (its sibling subtree's), and
+    asking down the sibling subtrees, a few levels deep, always finds a pair of siblings to merge:
+    each empty zone can be freed. Merging any neighbour that made a box (before) left some zones
+    no face at all once cousins had merged."""
+    rng = random.Random(11)
+    stuck = freed = 0
+    for _ in range(60):
+        zones = _guillotine(rng, rng.randrange(4, 24))
+        for key in sorted(zones):
+            if heirs(zones[key], _table(zones, key), tree_only=True):
+                assert len(heirs(zones[key], _table(zones, key), tree_only=True)) == 1
+                continue
+            stuck += 1
+            assert len(room_faces(zones[key], _table(zones, key), WHOLE.bounds)) == 1
+            trial = dict(zones)
+            for _ in range(len(zones)):
+                if heirs(trial[key], _table(trial, key), tree_only=True):
+                    break
+                step = _step_for(trial, key, depth=4)
+                assert step is not None, "a sibling pair is found within four levels"
+                leaver, heir = step
+                merged = trial.pop(leaver).merge(trial[heir])
+                assert merged is not None and merged.placed
+                trial[heir] = merged
+                assert is_guillotine(list(trial.values()))
+            freed += bool(heirs(trial[key], _table(trial, key), tree_only=True))
+    assert stuck > 100 and freed == stuck, (stuck, freed)

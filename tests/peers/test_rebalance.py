@@ -197,8 +197,8 @@ async def test_a_leaving_peer_answers_announcements_and_hands_them_to_its_heir(a
     from eventcloud.wire.messages import Neighbour
 
     async with open_overlay(4, seed=1) as overlay:
-        leaver = next(p for p in overlay.peers if heirs(p.state.zone, p.state.neighbours))
-        heir_id = heirs(leaver.state.zone, leaver.state.neighbours)[0]
+        leaver = next(p for p in overlay.peers if heirs(p.state.zone, p.state.neighbours, tree_only=True))
+        heir_id = heirs(leaver.state.zone, leaver.state.neighbours, tree_only=True)[0]
         heir = next(p for p in overlay.peers if p.id == heir_id)
         bystander = next(p for p in overlay.peers if p not in (leaver, heir))
         # a record the heir must learn: the bystander's zone as the bystander announces it
@@ -231,8 +231,8 @@ async def test_a_take_over_whose_answer_is_lost_is_asked_again_not_given_to_anot
     from eventcloud.wire.ops import Op
 
     async with open_overlay(4, seed=1) as overlay:
-        leaver = next(p for p in overlay.peers if heirs(p.state.zone, p.state.neighbours))
-        heir = next(p for p in overlay.peers if p.id == heirs(leaver.state.zone, leaver.state.neighbours)[0])
+        leaver = next(p for p in overlay.peers if heirs(p.state.zone, p.state.neighbours, tree_only=True))
+        heir = next(p for p in overlay.peers if p.id == heirs(leaver.state.zone, leaver.state.neighbours, tree_only=True)[0])
         zone = leaver.state.zone
         install = heir.membership._install
 
@@ -277,8 +277,8 @@ async def test_a_leave_whose_heir_entry_is_stale_does_not_hold_stores_off_while_
     from eventcloud.overlay import heirs
 
     async with open_overlay(5, seed=1) as overlay:
-        leaver = next(p for p in overlay.peers if heirs(p.state.zone, p.state.neighbours))
-        able = heirs(leaver.state.zone, leaver.state.neighbours)
+        leaver = next(p for p in overlay.peers if heirs(p.state.zone, p.state.neighbours, tree_only=True))
+        able = heirs(leaver.state.zone, leaver.state.neighbours, tree_only=True)
         elsewhere = next(p for p in overlay.peers if p is not leaver and p.id not in able)
         address = "peer:999" if there == "nobody" else elsewhere.address
         table = leaver.state.neighbours
@@ -297,7 +297,7 @@ async def test_a_leave_whose_heir_entry_is_stale_does_not_hold_stores_off_while_
         leaver.membership.guard.acquire_change = timed_acquire
         leaver.membership.guard.release_change = timed_release
         with trio.fail_after(60), pytest.raises(EventCloudError) as refused:
-            await leaver.membership.leave()
+            await leaver.membership.leave(tree_only=True)
         assert held == [], f"stores were held off for {held} s"
         assert refused.value.code is ErrorCode.CANNOT_LEAVE and "answers as the peer" in refused.value.message
         assert leaver.counters["leave_heirs_not_answering"] == len(able)
@@ -327,7 +327,7 @@ async def test_a_subscription_stored_while_its_peer_hands_its_zone_over_reaches_
 
         leaver, heir, dim = next(
             (p, h, differs(p.state.zone, h.state.zone)) for p in overlay.peers
-            for h in overlay.peers if h.id in heirs(p.state.zone, p.state.neighbours)
+            for h in overlay.peers if h.id in heirs(p.state.zone, p.state.neighbours, tree_only=True)
             and differs(p.state.zone, h.state.zone) in (1, 3))  # subject or object
         space, zone = leaver.state.space, leaver.state.zone
 
@@ -404,8 +404,8 @@ async def test_step_aside_hands_the_zone_inside_the_box_asked_for_or_refuses_and
                 for event in events:
                     await client.publish(event)
             asker = overlay.peers[0]
-            mover = next(p for p in overlay.peers if p is not asker and heirs(p.state.zone, p.state.neighbours))
-            heir = heirs(mover.state.zone, mover.state.neighbours)[0]
+            mover = next(p for p in overlay.peers if p is not asker and heirs(p.state.zone, p.state.neighbours, tree_only=True))
+            heir = heirs(mover.state.zone, mover.state.neighbours, tree_only=True)[0]
             elsewhere = next(z for z in Zone(mover.state.space.whole_space()).split() if not z.covers(mover.state.zone))
             zone = mover.state.zone
             with pytest.raises(RequestError) as refused:
@@ -495,7 +495,7 @@ async def test_a_light_peer_does_not_move_to_a_busiest_zone_whose_cut_is_lopside
         assert loads[hot.id] == 2_000 and sum(loads.values()) == 2_000
         looked = 0
         for peer in overlay.peers:
-            if peer is hot or not heirs(peer.state.zone, peer.state.neighbours):
+            if peer is hot or not heirs(peer.state.zone, peer.state.neighbours, tree_only=True):
                 continue
             assert should_move(0, 2_000, ratio=4.0, min_quads=100)   # what moved it before
             takes = (await peer.rebalancer.survey.joiner_takes(hot.state.address)).takes
@@ -541,7 +541,7 @@ async def test_light_peers_do_not_all_move_to_the_same_busiest_peer_at_once(auto
         held = {p.id: p.rebalancer.store.held() for p in overlay.peers}
         hot = max(overlay.peers, key=lambda p: held[p.id])
         movers = [p for p in overlay.peers if p is not hot and held[p.id] * 8 < held[hot.id]
-                  and heirs(p.state.zone, p.state.neighbours)]
+                  and heirs(p.state.zone, p.state.neighbours, tree_only=True)]
         assert len(movers) >= 2, held
         first, second = movers[:2]
         ask = lambda peer: peer.rebalancer.survey.joiner_takes(hot.state.address, held[peer.id])  # noqa: E731
@@ -591,7 +591,7 @@ async def test_the_stand_ins_a_moved_peer_hosts_come_back_with_it_and_are_not_ta
         zone = standin.state.zone
         assert (tmp_path / "host" / "standins").is_dir()
         # a neighbour asks the host to step aside: it hands its own zone over and rejoins
-        heir = heirs(host.state.zone, host.state.neighbours)[0]
+        heir = heirs(host.state.zone, host.state.neighbours, tree_only=True)[0]
         inside = next(p for p in overlay.peers if p.id == heir).state.zone.merge(host.state.zone)
         asker = next(p for p in overlay.peers[:3] if p.id != heir)
         await asker.router.call(host.state.address, Op.STEP_ASIDE, StepAside(inside.bounds, 1000))

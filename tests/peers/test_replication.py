@@ -150,7 +150,7 @@ async def test_a_peer_that_stepped_aside_chooses_no_replica_again(autojump_clock
     async with open_overlay(5, seed=3) as overlay:
         async with overlay.client(0, "loader") as client:
             await client.publish_batch(sample_events(30))
-        leaver = next(p for p in overlay.peers[1:] if heirs(p.state.zone, p.state.neighbours))
+        leaver = next(p for p in overlay.peers[1:] if heirs(p.state.zone, p.state.neighbours, tree_only=True))
         chosen = leaver.counters["replicas_chosen"]
         await leaver.membership.step_aside()
         await trio.sleep(30)  # many heartbeats
@@ -170,7 +170,7 @@ async def test_a_stale_copy_whose_drop_was_lost_is_dropped_and_never_taken_over(
     async with open_overlay(6, seed=2) as overlay:
         async with overlay.client(0, "loader") as client:
             await client.publish_batch(spread_events(30, "stale"))
-        owner = next(p for p in overlay.peers[1:] if heirs(p.state.zone, p.state.neighbours))
+        owner = next(p for p in overlay.peers[1:] if heirs(p.state.zone, p.state.neighbours, tree_only=True))
         old = copies(overlay)[owner.id]
 
         async def lost(ident, address):
@@ -246,7 +246,7 @@ async def test_a_copy_of_a_zone_handed_over_is_dropped_not_taken_over_when_nobod
         events = spread_events(30, "handed")
         async with overlay.client(0, "loader") as client:
             await client.publish_batch(events)
-        owner = next(p for p in overlay.peers[1:] if heirs(p.state.zone, p.state.neighbours))
+        owner = next(p for p in overlay.peers[1:] if heirs(p.state.zone, p.state.neighbours, tree_only=True))
         replica = copies(overlay)[owner.id]
 
         async def lost(ident, address):

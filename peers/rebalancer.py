@@ -18,11 +18,14 @@ stops serving its zone, exactly as `eventcloud leave` does; what arrives meanwhi
 to the heir. Clients connected to this peer lose their connection and reconnect (the SDK
 tries the other peers it knows); durable subscriptions' mailboxes move with the zone.
 
-An empty peer that cannot leave gracefully (its sibling was split further) *makes room*: it
-asks a neighbour across the face its sibling subtree tiles (`room_faces`) to step aside, that
-is to hand its zone to a neighbour of its own inside the tube beyond that face
-(`step_aside`), and repeats until one of its neighbours merges with its zone; then it moves as
-above. Those that stepped aside rejoin `park` seconds later at the busiest peer they find then,
+Moves and step-asides merge a zone with its sibling in the split tree only (`heirs` with
+`tree_only`): merging cousins that happened to make a box left zones no plane cuts in two,
+where empty peers could never leave. An empty peer that cannot leave (its sibling was split
+further) *makes room*: it asks a neighbour across the face its sibling subtree tiles
+(`room_faces`) to step aside, that is to hand its zone to its own sibling inside the tube
+beyond that face (`step_aside`), or, when none there can, a peer across such a neighbour's
+room face, a few levels down; and repeats until its sibling is a single zone; then it moves
+as above. Those that stepped aside rejoin `park` seconds later at the busiest peer they find then,
 so that the empty peer has left first and the tube they emptied is not split again before it.
 
 A round can fail: every neighbour across the face stepped aside or refused, and still no zone

@@ -39,7 +39,7 @@ class Offload:
 
 
 class _Write:
-    __slots__ = ("mutations", "durable", "result", "error", "done")
+    __slots__ = ("mutations", "durable", "result", "error", "done", "finished")
 
     def __init__(self, mutations: list[Mutation], durable: bool) -> None:
         self.mutations = mutations
@@ -47,6 +47,11 @@ class _Write:
         self.result: list[Any] = []
         self.error: BaseException | None = None
         self.done = False
+        self.finished = trio.Event()
+
+    def end(self, result: list[Any], error: BaseException | None = None) -> None:
+        self.result, self.error, self.done = result, error, True
+        self.finished.set()
 
 
 class AsyncStore:
@@ -76,29 +81,43 @@ class AsyncStore:
             return result
         job = _Write(mutations, durable)
         self._queue.append(job)
-        async with self._writing:
+        try:
+            await self._writing.acquire()
+        except BaseException:
+            # Cancelled while waiting its turn: never applied, or applied before this returns.
+            # Left queued, the next group applied it after this caller had gone (past the zone
+            # guard it held, so past a split's snapshot: a quad stored twice, one copy outside its
+            # peer's zone, for good). Taken into another task's group, it is under way: waited for.
+            if job in self._queue:
+                self._queue.remove(job)
+            elif not job.done:
+                with trio.CancelScope(shield=True):
+                    await job.finished.wait()
+            raise
+        try:
             if not job.done:
                 jobs, self._queue = self._queue, []
                 try:
                     results = await self._commit([(j.mutations, j.durable) for j in jobs])
                 except Exception as exc:  # shared by every write of the group
                     for j in jobs:
-                        j.error, j.done = exc, True
+                        j.end([], exc)
                 except BaseException:
                     # This task was cancelled while it carried the others' writes: they get a typed
                     # error of their own. Handing them its Cancelled would cancel tasks nobody
                     # cancelled, and a nursery ends quietly on a Cancelled (a matcher whose workers
                     # all stopped so, while the peer went on serving, notified nothing more).
                     for j in jobs:
-                        if j is not job:
-                            j.error, j.done = StoreError("the write carrying this one was interrupted: it may "
-                                                         "or may not be durable; retry", ErrorCode.UNAVAILABLE), True
+                        j.end([], StoreError("the write carrying this one was interrupted: it may or may not be "
+                                             "durable; retry", ErrorCode.UNAVAILABLE) if j is not job else None)
                     raise
                 else:
                     for j, result in zip(jobs, results):
-                        j.result, j.done = result, True
+                        j.end(result)
                 if self.sync.log_size > self.checkpoint_bytes:
                     await self.run(self.sync.checkpoint)
+        finally:
+            self._writing.release()
         if job.error is not None:
             raise job.error
         return job.result

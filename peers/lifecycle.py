@@ -101,6 +101,7 @@ class Lifetime:
     def __init__(self) -> None:
         self.scope: trio.CancelScope | None = None
         self.state: PeerState | None = None   # the current runtime's PeerState (a moved peer has a new one)
+        self.store: Any = None                # and its store (tests read what a moved peer holds)
         self.stopped = trio.Event()
         self.stopping = trio.Event()   # a stop was asked: also wakes a peer waiting to rejoin
 

@@ -71,7 +71,7 @@ from peers.router import RetryPolicy, Router
 from peers.schema import Schema, load_taxonomy
 from peers.state import PeerState, StateError, load_state
 from peers.storage import Storage
-from peers.async_store import Offload
+from peers.async_store import AsyncStore, Offload
 from peers.query_process import QueryBudget
 from peers.store import PeerStore
 from peers.subscriptions import Subscriptions
@@ -118,6 +118,11 @@ class RunningPeer:
     def current(self) -> PeerState:
         """The state of the peer's current runtime: after a move it is a new peer (`state` is the first's)."""
         return getattr(self.cancel_scope, "state", None) or self.state
+
+    @property
+    def current_store(self) -> AsyncStore:
+        """The store of the peer's current runtime (a moved peer has a new one)."""
+        return getattr(self.cancel_scope, "store", None) or self.rebalancer.store
 
     @property
     def address(self) -> str:
@@ -288,6 +293,7 @@ class _PeerRuntime:
         peer_store = store if store is not None else PeerStore(data_dir / "store" if data_dir is not None else None,
                                                                durable=config.fsync)
         self.store = store_ = ReplicatedStore(peer_store, config.offloaded, replication)
+        lifetime.store = store_
         self.operators = operators = load_operators(config.operators, plugins=config.operator_plugins)
         self.statistics = statistics = load_statistics(config.statistics_file)
         self.runner = runner = OperatorRunner(operators, counters, statistics, budget=config.operator_budget,

@@ -285,3 +285,48 @@ async def test_a_write_that_waits_for_nothing_is_applied_at_once_and_never_overt
     # the commit found the event (stored by the add queued before it) and flipped it
     assert order == ["add", "commit [True]"] and store.event_info(b.graph).committed
     store.sync.close()
+
+
+async def test_a_write_cancelled_while_it_waits_its_turn_is_never_applied(tmp_path):
+    """A write queues, then waits for the one in the store's thread. Cancelled meanwhile (its
+    request's connection closed), it stayed queued and the next write applied it: after the
+    caller had left the zone guard, so past a split's snapshot, into a zone no longer its own
+    (8 real peers moving: two quads held twice, one of them outside its peer's zone, for good)."""
+    import threading
+
+    import trio
+    import trio.testing
+
+    store = AsyncStore(PeerStore(tmp_path / "s"), offload=True)
+    first, cancelled, later = sample_events(3)
+    release = threading.Event()
+    write_many = store.sync.write_many
+
+    def slow_write_many(*args, **kwargs):
+        release.wait(10)
+        return write_many(*args, **kwargs)
+
+    store.sync.write_many = slow_write_many  # type: ignore[method-assign]
+
+    async def write(event) -> None:
+        await store.write([add(event.graph.value, event.quads, 5, 1, committed=True)])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(write, first)
+        await trio.testing.wait_all_tasks_blocked()          # `first` is in the store's thread
+        waiting = trio.CancelScope()
+
+        async def write_then_cancelled() -> None:
+            with waiting:
+                await write(cancelled)
+
+        nursery.start_soon(write_then_cancelled)
+        await trio.testing.wait_all_tasks_blocked()          # queued, waiting its turn
+        waiting.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    store.sync.write_many = write_many  # type: ignore[method-assign]
+    await write(later)
+    assert store.event_info(cancelled.graph) is None and store.event_info(later.graph) is not None
+    assert store.count() == len(first.quads) + len(later.quads)
+    store.sync.close()

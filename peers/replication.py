@@ -166,6 +166,11 @@ class Replication:
             self.superseded.set()
         return True
 
+    def _refuse_if_superseded(self) -> None:
+        if self.superseded.is_set():
+            raise StoreError(f"peer {self.state.id}'s zone was taken over by its replica; it is rejoining: retry",
+                             ErrorCode.UNAVAILABLE)
+
     # --- choosing and filling a replica -------------------------------------------------------
 
     def candidates(self) -> list[tuple[str, str]]:
@@ -192,10 +197,19 @@ class Replication:
             for ident, address in self.candidates():
                 if old is not None and ident == old[0]:
                     continue
+                if self.superseded.is_set():
+                    return False
                 try:
                     await self.sync_to(ident, address)
                 except EventCloudError as exc:
                     log.info("peer %s: %s cannot hold its replica: %s", self.state.id, ident, exc)
+                    if isinstance(exc, RemoteError) and exc.code is ErrorCode.FORBIDDEN and \
+                            self._superseded_by(await self._status(address)):
+                        # It serves this zone as our stand-in: copying it elsewhere made two
+                        # owners of one zone (a peer restarted as its replica took it over went
+                        # on serving with a new replica; 38–98 of 297 durable notifications
+                        # went to its mailbox and were lost when it stepped down at last).
+                        return False
                     continue
                 self.state.replica = (ident, address)
                 self.counters["replicas_chosen"] += 1
@@ -245,6 +259,7 @@ class Replication:
             raise StoreError(f"peer {self.state.id} handed its zone over: retry (routing finds the new owner)",
                              ErrorCode.UNAVAILABLE)
         if self.state.replica is None and not await self.ensure():
+            self._refuse_if_superseded()
             self.counters["writes_unreplicated"] += 1
             return
         assert self.state.replica is not None
@@ -262,12 +277,11 @@ class Replication:
                 return
             except (*FAILED, RemoteError) as exc:
                 failure = exc
-        if isinstance(failure, RemoteError) and failure.code is ErrorCode.FORBIDDEN and \
-                self._superseded_by(await self._status(address)):
+        if isinstance(failure, RemoteError) and failure.code is ErrorCode.FORBIDDEN:
             # Another peer serves this zone now: a write here must not be acknowledged (a
             # new replica would make it look durable, and it would be lost when we rejoin).
-            raise StoreError(f"peer {self.state.id}'s zone was taken over by its replica; it is rejoining: "
-                             f"retry", ErrorCode.UNAVAILABLE) from None
+            self._superseded_by(await self._status(address))
+            self._refuse_if_superseded()
         why = failure or f"no answer within {self.retry_window:g} s"
         log.info("peer %s: replica %s failed (%s); replacing it", self.state.id, ident, why)
         self.router.suspect(ident, address)
@@ -278,6 +292,7 @@ class Replication:
             # copies the whole zone to one, so nothing written here stays without its copy
             self.state.replica = None
             raise
+        self._refuse_if_superseded()
         if not ensured:
             if self.candidates():
                 raise StoreError(f"peer {self.state.id} cannot keep a second copy of its zone: no replica answers",

@@ -279,3 +279,27 @@ async def test_a_copy_of_a_zone_handed_over_is_dropped_not_taken_over_when_nobod
             status = await reader.status()
             assert owner.id not in {p.id for p in status.peers} and not any(p.down for p in status.peers)
             assert await reader.count() == sum(len(e.quads) for e in events)
+
+
+async def test_a_peer_whose_stand_in_serves_its_zone_copies_it_nowhere_else_and_steps_down(autojump_clock):
+    """A peer restarted just as its replica took its zone over (durable_chaos: the restart came
+    4 s after the kill, the takeover 0.1 s later) asked that replica for a new copy, was told
+    "taken over here; it must rejoin", and copied its zone to the next neighbour instead: two
+    owners of one zone, and the durable notifications its mailbox took (38–98 of 297) were lost
+    when it stepped down at last. Now such an answer is the step-down itself."""
+    from peers.mutations import add
+    from peers.store import StoreError
+
+    async with open_overlay(4, seed=2) as overlay:
+        owner = overlay.peers[1]
+        host = next(p for p in overlay.peers if owner.id in p.replicas.held())
+        other = next(p for p in overlay.peers if p not in (owner, host))
+        host.replicas._taken[owner.id] = owner.state.incarnation + 1     # its stand-in serves there now
+        owner.state.replica = None
+        owner.replication.candidates = lambda: [(host.id, host.address), (other.id, other.address)]
+        assert not await owner.replication.ensure(replace=True)
+        assert owner.replication.superseded.is_set() and owner.id not in other.replicas.held()
+        (event,) = sample_events(1)
+        with pytest.raises(StoreError) as refused:
+            await owner.replication.replicate([[add(event.graph.value, event.quads, 5, 1, committed=True)]])
+        assert refused.value.code is ErrorCode.UNAVAILABLE and "taken over" in refused.value.message

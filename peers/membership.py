@@ -117,7 +117,7 @@ class Membership:
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
                                      retry_window=retry_window, rng=rng, leaving=lambda: self.leaving,
-                                     announce=self.announce)
+                                     announce=self.announce, superseded=replication.taken_over)
         #: announcements that arrived while our leave held the lock: the heir's, once it took over
         self._held: list[Announce] = []
         #: while our leave hands the zone over: what the heir fetches with `leave_data`

@@ -307,7 +307,13 @@ class Replicas:
                 if self._copies.get(copy.owner) is not copy or trio.current_time() - copy.last_ok < self.failure_timeout:
                     return
                 serving = await self._served_by(copy)
-                if serving is None:
+                if serving is None and await self._ping(address, self.heartbeat, copy.owner) is not None:
+                    # Back just now (restarted on its port while we asked around): it serves its
+                    # zone itself. Taken over anyway, the zone had two owners: the restarted one
+                    # had found no takeover when it started, and it served beside its stand-in.
+                    copy.last_ok = trio.current_time()
+                    self.counters["takeovers_owner_back"] += 1
+                elif serving is None:
                     await self._take_over(copy)
                 elif serving != copy.owner:
                     # The owner handed its zone over (a leave, a move) and neither our drop request

@@ -158,13 +158,18 @@ class Replication:
         """Whether the replica's answer says it took this zone over (then `superseded` is set)."""
         if status is None or not status.taken_over or status.incarnation <= self.state.incarnation:
             return False
+        self.taken_over(status.address)
+        return True
+
+    def taken_over(self, address: str | None) -> None:
+        """Another peer serves this zone under this peer's id, a newer incarnation (at `address`):
+        this runtime steps down (`superseded`) and the peer rejoins as a new one."""
         if not self.superseded.is_set():
             log.warning("peer %s: its replica took its zone over (it was unreachable for too long); "
                         "it stops serving the zone and rejoins", self.state.id)
             self.counters["superseded"] += 1
-            self.taken_over_at = status.address
+            self.taken_over_at = address
             self.superseded.set()
-        return True
 
     def _refuse_if_superseded(self) -> None:
         if self.superseded.is_set():

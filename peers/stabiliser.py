@@ -34,8 +34,8 @@ class Stabiliser:
     def __init__(self, state: PeerState, router: Router, lock: trio.Lock, counters: Counter[str], *,
                  persist: Callable[[], Awaitable[None]], departed: Callable[[str], bool], retry_window: float,
                  rng: random.Random, leaving: Callable[[], bool] = lambda: False,
-                 announce: Callable[[dict[str, Neighbour], list[str], tuple[str, ...]], Awaitable[None]] | None = None
-                 ) -> None:
+                 announce: Callable[[dict[str, Neighbour], list[str], tuple[str, ...]], Awaitable[None]] | None = None,
+                 superseded: Callable[[str], None] = lambda address: None) -> None:
         self.state = state
         self.router = router
         self.lock = lock                  # the membership's: zone changes and table rewrites in turn
@@ -44,6 +44,7 @@ class Stabiliser:
         self.departed = departed          # did this peer leave gracefully (not crash)?
         self.leaving = leaving            # is this peer handing its zone over? (it tells nobody then)
         self.announce = announce          # the membership's: records to addresses, bounded, best effort
+        self.superseded = superseded      # another peer serves our zone under our id, newer (at that address)
         self.retry_window = retry_window
         self.rng = rng
 
@@ -100,6 +101,14 @@ class Stabiliser:
             elif state.has_zone:
                 ghosts = _ghosts_of(state.id, state.zone, table.neighbours)
                 held = table.neighbours.get(state.id)
+                if held is not None and held.incarnation > state.incarnation:
+                    # Our replica took our zone over (a stand-in serves it under our id, one
+                    # incarnation on) while we were away, and we came back before its news: a
+                    # peer restarted in that second served beside its stand-in, and the durable
+                    # notifications its mailbox took were lost when it learnt (durable_chaos).
+                    self.counters["stabilise_found_superseded"] += 1
+                    self.superseded(held.address)
+                    return
                 if ghosts or held is None or held.zone != state.zone or held.address != state.address:
                     behind[neighbour.address] = ghosts
             for other, info in table.neighbours.items():

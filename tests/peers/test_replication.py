@@ -303,3 +303,50 @@ async def test_a_peer_whose_stand_in_serves_its_zone_copies_it_nowhere_else_and_
         with pytest.raises(StoreError) as refused:
             await owner.replication.replicate([[add(event.graph.value, event.quads, 5, 1, committed=True)]])
         assert refused.value.code is ErrorCode.UNAVAILABLE and "taken over" in refused.value.message
+
+
+async def test_a_peer_whose_neighbours_name_a_newer_incarnation_of_it_steps_down(autojump_clock):
+    """A peer restarted a moment before its replica took it over finds nothing at start-up and
+    serves beside its stand-in. Its neighbours' tables name the stand-in (same id, one
+    incarnation on, another address): stabilisation reads that as what it is, and the peer
+    steps down (it used to announce itself to them instead, as a neighbour behind the news)."""
+    from dataclasses import replace
+
+    async with open_overlay(4, seed=2) as overlay:
+        peer = overlay.peers[1]
+        neighbour = next(p for p in overlay.peers if peer.id in p.state.neighbours)
+        held = neighbour.state.neighbours[peer.id]
+        neighbour.state.neighbours[peer.id] = replace(held, address="standin:1", incarnation=held.incarnation + 1)
+        await peer.membership.stabiliser.once()
+        assert peer.replication.superseded.is_set() and peer.replication.taken_over_at == "standin:1"
+        assert peer.counters["stabilise_found_superseded"] == 1
+
+
+async def test_a_replica_does_not_take_over_an_owner_that_answers_again_before_it_does(autojump_clock):
+    """The owner was silent, its neighbours could not reach it and no route found its zone; it
+    restarted on its port meanwhile (durable_chaos: 0.3 s before the takeover) and served
+    again, found no takeover, and the replica took its zone over anyway: two owners. One last
+    ping before the takeover finds it."""
+    async with open_overlay(4, seed=2) as overlay:
+        owner = overlay.peers[1]
+        host = next(p for p in overlay.peers if owner.id in p.replicas.held())
+        replicas = host.replicas
+        copy = replicas._copies[owner.id]
+        copy.last_ok = trio.current_time() - 1000
+        pings = []
+        real_ping = replicas._ping
+
+        async def ping(address, within, ident=""):
+            pings.append(address)
+            return None if len(pings) == 1 else await real_ping(address, within, ident)   # silent, then back
+
+        async def dead(copy):
+            return "dead"
+
+        async def nobody(copy):
+            return None
+
+        replicas._ping, replicas._indirect, replicas._served_by = ping, dead, nobody
+        await replicas._check(copy)
+        assert owner.id in replicas.held() and not replicas._taken and len(pings) == 2
+        assert host.counters["takeovers_owner_back"] == 1 and host.counters["takeovers"] == 0

@@ -169,8 +169,8 @@ class PeerStore:
         """After a crash, the events the log's replay touched hold what the store holds. The log
         replays writes the store may have applied already (its data survives a kill, the events'
         counts are written at checkpoints): an add found its quads there and counted none of
-        them, a removal found them gone. A peer killed after a handover came back counting 1
-        quad of an event of 10, and status, count() and COUNT(*) short by hundreds."""
+        them, a removal found them gone, and the peer came back counting short: count() and
+        status off by what the replay missed."""
         for graph in graphs:
             info = self._events.get(graph)
             if info is None:

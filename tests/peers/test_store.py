@@ -205,9 +205,9 @@ def _crash(store: PeerStore) -> None:
 
 def test_after_a_crash_events_count_the_quads_the_store_holds_not_what_the_replay_found_new(tmp_path):
     """The log replays writes the store may have applied already: an add found its quads there
-    and counted none, a removal found them gone and counted none. A peer killed after handovers
-    (8 real peers, query_bench) came back counting 1 quad of an event of 10 it held, and its
-    count() and status short by 255."""
+    and counted none, a removal found them gone and counted none. Found auditing 8 real peers'
+    stores after a stop: events counting 1 quad of 10 held, one peer 255 short (that peer may
+    have been killed, or its counts drifted live: docs/queries.md)."""
     a, b = sample_events(2)
     store = PeerStore(tmp_path / "s")
     store.write([add(a.graph.value, a.quads[:1], 5, 1, committed=True),

@@ -142,13 +142,13 @@ class Rebalancer:
         if not state.has_zone or self._stepped is not None:
             return None
         own = self.store.held()
-        if not heirs(state.zone, state.neighbours, tree_only=True) and (own > 0 or not self.make_room):
+        if not self._heirs() and (own > 0 or not self.make_room):
             return None
         busiest = await self.survey.busiest(state.space)
         if busiest is None or busiest.id == state.id or \
                 not should_move(own, busiest.quads, ratio=self.ratio, min_quads=self.min_quads):
             return None
-        if not heirs(state.zone, state.neighbours, tree_only=True) and self._room_held_off():
+        if not self._heirs() and self._room_held_off():
             # not asking the busiest: its answer would keep it for a mover that cannot come now
             self.counters["rebalance_room_skipped"] += 1
             return None
@@ -164,10 +164,10 @@ class Rebalancer:
             log.info("peer %s holds %d quads; another peer is moving to the busiest, %s (%d): it stays for now",
                      state.id, own, busiest.id, busiest.quads)
             return None
-        made_room = not heirs(state.zone, state.neighbours, tree_only=True)
+        made_room = not self._heirs()
         if made_room and not await self._make_room_once(busiest.id):
             return None
-        if self._stepped is not None or not heirs(state.zone, state.neighbours, tree_only=True):  # the table changed meanwhile
+        if self._stepped is not None or not self._heirs():  # the table changed meanwhile
             return None
         log.warning("peer %s holds %d quads and peer %s %d: handing its zone to a neighbour and rejoining "
                     "as a new peer at the busiest", state.id, own, busiest.id, busiest.quads)
@@ -188,6 +188,10 @@ class Rebalancer:
             if made_room:
                 self._room_failed()
             raise
+
+    def _heirs(self) -> list[str]:
+        """Whom this peer may hand its zone to: its sibling (`heirs` with `tree_only`)."""
+        return heirs(self.state.zone, self.state.neighbours, tree_only=True)
 
     def _neighbourhood(self) -> tuple[Any, frozenset[str]]:
         return self.state.zone, frozenset(self.state.neighbours)
@@ -232,11 +236,11 @@ class Rebalancer:
         for _ in range(MAX_ROOM_STEPS):
             if self._stepped is not None or not state.has_zone:
                 return False
-            if heirs(state.zone, state.neighbours, tree_only=True):
+            if self._heirs():
                 return True
             if not await self._one_steps_aside(busiest):
                 return False
-        return bool(heirs(state.zone, state.neighbours, tree_only=True))
+        return bool(self._heirs())
 
     async def _one_steps_aside(self, busiest: str) -> bool:
         """One peer of our sibling subtree stepped aside into its own sibling (or may have: its

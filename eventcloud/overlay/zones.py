@@ -39,9 +39,12 @@ class Zone:
         side, and the two make a box. Merging only siblings keeps the zones a split tree (a
         guillotine partition), where every zone has either a sibling or a face its sibling
         subtree tiles (docs/overlay.md, "Why some empty peers stay")."""
-        return (bool(self.splits) and self.placed and other.placed and self.splits == other.splits
-                and self.sides[:-1] == other.sides[:-1] and self.sides[-1] != other.sides[-1]
-                and self.merge(other) is not None)
+        return self.splits == other.splits and self._paths_differ_last(other) and self.merge(other) is not None
+
+    def _paths_differ_last(self, other: "Zone") -> bool:
+        """Both placed, and their paths are the same but for the last side."""
+        return (self.placed and other.placed and bool(self.sides) and self.sides[:-1] == other.sides[:-1]
+                and self.sides[-1] != other.sides[-1])
 
     def contains(self, point: Point) -> bool:
         # unrolled for the four dimensions: asked for every quad at every hop
@@ -126,11 +129,8 @@ class Zone:
         upper = other if lower is self else self
         bounds = _replace(self.bounds, dim, union)
         if self.splits == other.splits and self.splits and self.splits[-1] == dim:
-            if self.placed and other.placed:
-                if self.sides[:-1] == other.sides[:-1] and self.sides[-1] != other.sides[-1]:
-                    return Zone(bounds, self.splits[:-1], self.sides[:-1])
-                return Zone(bounds, self.splits[:-1])  # cousins with the same split dimensions
-            return Zone(bounds, self.splits[:-1])
+            # siblings undo their split; cousins with the same split dimensions lose their path
+            return Zone(bounds, self.splits[:-1], self.sides[:-1] if self._paths_differ_last(other) else ())
         return Zone(bounds, upper.splits if len(upper.splits) < len(lower.splits) else lower.splits)
 
     def distance(self, point: Point) -> int:

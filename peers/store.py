@@ -357,14 +357,28 @@ class PeerStore:
     def _add(self, graph: str, quads: list[Quad], size: int, published: int, committed: bool,
              tx: tuple[Attempt, ...]) -> tuple[list[Quad], bool]:
         """(quads not held here before, whether the event is new here)."""
-        info = self._events.get(graph)
-        fresh = quads
-        if info is not None:
-            node = ox.NamedNode(graph)
-            fresh = [q for q in quads if quad_to_ox(q) not in self._store_graph(node)]
-        self._store.extend([quad_to_ox(q) for q in fresh])
+        info = known = self._events.get(graph)
+        node = ox.NamedNode(graph)
+        # Quads of an event unknown here may be held all the same (metadata lost by an older
+        # version): found with one lookup, they are counted, never taken for new. And a quad
+        # named twice is one quad.
+        held = self._store_graph(node) if info is not None or self._holds_any(node) else set()
+        fresh, seen = [], set()
+        for quad in quads:
+            stored = quad_to_ox(quad)
+            if stored not in held and stored not in seen:
+                seen.add(stored)
+                fresh.append(quad)
+        self._store.extend(seen)
         if info is None:
+            # what was held before is counted as the event's state says (committed or not)
             info = EventInfo(size, published, committed, False, None if committed else (tx or None), len(fresh))
+            if held:
+                info = replace(info, held=len(fresh) + len(held))
+                if committed:
+                    self.committed_quads += len(held)
+                else:
+                    self.pending_quads += len(held)
         else:
             became = committed and not info.committed
             info = replace(info, held=info.held + len(fresh), committed=info.committed or committed,
@@ -378,17 +392,25 @@ class PeerStore:
         else:
             self.pending_quads += len(fresh)
         self._put_info(graph, info)
-        return fresh, info.held == len(fresh)
+        return fresh, known is None or info.held == len(fresh)
 
     def _store_graph(self, node: ox.NamedNode) -> set[ox.Quad]:
         return set(self._store.quads_for_pattern(None, None, None, node))
 
+    def _holds_any(self, node: ox.NamedNode) -> bool:
+        return next(iter(self._store.quads_for_pattern(None, None, None, node)), None) is not None
+
     def _remove(self, graph: str, triples: list[Any]) -> int:
         info = self._events.get(graph)
-        if info is None:
-            return 0
         iri = trusted_iri(graph)
         present = self._store_graph(ox.NamedNode(graph))
+        if info is None:
+            # Quads without their event's metadata (an older version lost it) are still removed
+            # when named: left, they stayed outside their peer's zone after a handover.
+            gone = [q for q in {quad_to_ox(triple_from_wire(iri, t, trusted=True)) for t in triples} if q in present]
+            for quad in gone:
+                self._store.remove(quad)
+            return len(gone)
         gone = 0
         for triple in triples:
             quad = quad_to_ox(triple_from_wire(iri, triple, trusted=True))

@@ -379,3 +379,37 @@ def test_a_removal_keeps_an_event_that_still_holds_quads_whatever_its_count_said
     again = PeerStore(tmp_path / "s")
     assert again.event_info(a.graph).held == 3 and again.held() == 3
     again.close()
+
+
+def test_quads_held_without_their_events_metadata_are_counted_by_the_next_add_and_removed_when_named(tmp_path):
+    """Quads whose event's metadata was lost (by an older version: forgotten with quads left)
+    used to be invisible to both writes: an add counted only what it brought (the event then
+    counted fewer quads than it held, seen on 1 event in 10), and a removal of an unknown event
+    removed nothing (the quads stayed outside their peer's zone after a handover)."""
+    a, b = sample_events(2)
+    store = PeerStore(tmp_path / "s")
+    store.write([add(a.graph.value, a.quads, 5, 1, committed=True), add(b.graph.value, b.quads, 5, 1, committed=True)])
+    for graph in (a.graph.value, b.graph.value):
+        store._forget(graph)   # the lost metadata, however it came
+    store._count_all()
+    assert store.held() == 0
+
+    fresh, new = store.write([add(a.graph.value, a.quads[:2], 5, 1, committed=True)])[0]
+    assert fresh == [] and new, "the quads were held already; the event was unknown here"
+    assert store.event_info(a.graph).held == 5 and store.held() == 5 and store.count() == 5
+
+    assert store.write([remove(b.graph.value, list(b.quads[:3]) + [b.quads[0]])]) == [3]
+    assert len(store.find_list(b.graph, None, None, None)) == 2 and store.event_info(b.graph) is None
+    store.close()
+    again = PeerStore(tmp_path / "s")
+    assert again.event_info(a.graph).held == 5 and again.held() == 5
+    again.close()
+
+
+def test_a_quad_named_twice_in_one_add_is_counted_once(store):
+    (a,) = sample_events(1)
+    fresh, new = store.write([add(a.graph.value, list(a.quads) + [a.quads[0]], 5, 1, committed=True)])[0]
+    assert len(fresh) == 5 and new
+    assert store.event_info(a.graph).held == 5 and store.held() == 5
+    fresh, new = store.write([add(a.graph.value, [a.quads[1], a.quads[1]], 5, 1, committed=True)])[0]
+    assert fresh == [] and not new and store.held() == 5

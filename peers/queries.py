@@ -6,8 +6,10 @@ each peer answers for the quads of its own zone. One-time SPARQL over one triple
 the peers of the pattern's box, each over its own quads, and the entry peer merges their
 answers (eventcloud.sparql.distributed): no data crosses the network for an aggregate, and a
 LIMIT stops each peer early. Any other query gathers, for each triple pattern, the candidate
-quads of the zones covering the pattern's box, loads them into an in-memory store and
-evaluates the query there (pyoxigraph), so every SPARQL 1.1 form is available.
+quads of the zones covering the pattern's box (a join's later patterns bound to what the
+earlier ones found, where that moves fewer quads: peers/query_candidates.py), loads them into
+an in-memory store and evaluates the query there (pyoxigraph), so every SPARQL 1.1 form is
+available.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from eventcloud.overlay import Neighbour, lowest_corner
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.rdf.oxigraph import quad_to_ox
+from eventcloud.sparql.bind_joins import join_patterns
 from eventcloud.sparql.distributed import Pushdown, merge_aggregates, merge_select, plan_pushdown
 from eventcloud.sparql.query_plan import QueryPlanError
 from eventcloud.wire.codec import quad_from_wire, quad_to_wire
@@ -36,6 +39,7 @@ from eventcloud.wire.ops import Op
 from peers.router import Router
 from peers.state import PeerState
 from peers.commits import COMMIT, Commits
+from peers.query_candidates import QueryCandidates
 from peers.async_store import AsyncStore, Offload
 from peers.parsing import analyse_locked
 from peers.query_process import QueryBudget, evaluate_in_child
@@ -70,6 +74,7 @@ class Queries:
         self.store = store
         self.subscriptions = subscriptions
         self.counters = counters
+        self.candidates = QueryCandidates(self.find, self.count, counters)
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.FIND: self._on_find, Op.COUNT: self._on_count, Op.SPARQL: self._on_sparql,
@@ -111,10 +116,13 @@ class Queries:
     async def _local_find(self, body: Find) -> list[Any]:
         return [quad_to_wire(q) for q in await self._mine(body.pattern, body.pending)]
 
+    async def count(self, pattern: Pattern) -> int:
+        """How many stored quads match the pattern (each peer counts its own; no quad moves)."""
+        box = self.state.space.pattern_box(pattern)
+        return sum(await self.router.multicast(box, Op.COUNT_LOCAL, Find(pattern)))
+
     async def _on_count(self, conn: RpcConnection, body: Find) -> Counted:
-        box = self.state.space.pattern_box(body.pattern)
-        counts = await self.router.multicast(box, Op.COUNT_LOCAL, Find(body.pattern))
-        return Counted(sum(counts))
+        return Counted(await self.count(body.pattern))
 
     async def _own_only(self, whole: Callable[[], Awaitable[T]], own: Callable[[], Awaitable[T]]) -> T:
         """`whole()`, an answer read from the whole store, if the store held only this zone's
@@ -159,11 +167,9 @@ class Queries:
             self.counters["sparql_pushed_down"] += 1
             return await self._pushdown(plan, patterns[0], started)
         self.counters["sparql_gathered"] += 1
-        gathered: set[Quad] = set()
         if not patterns or any(p == (None, None, None, None) for p in patterns):
             patterns = [(None, None, None, None)]
-        for pattern in patterns:
-            gathered.update(await self.find(pattern))
+        gathered = await self.candidates.gather(patterns, join_patterns(algebra))
         if self.budget is None:
             return await self.offload.run(_evaluate, text, gathered, started)
         try:

@@ -30,7 +30,8 @@ class QueryPlanError(InputError):
     default_code = ErrorCode.BAD_QUERY
 
 
-def _term(node: Any) -> Term | None:
+def query_term(node: Any) -> Term | None:
+    """The term a query names (None: a variable, a blank node, or a term the model refuses)."""
     try:
         if isinstance(node, URIRef):
             return IRI(str(node))
@@ -65,13 +66,13 @@ def analyse(text: str) -> tuple[list[Pattern], Any]:
         if isinstance(node, CompValue):
             if node.name == "Graph":
                 term = node.get("term")
-                graph = _term(term) if isinstance(term, URIRef) else None
+                graph = query_term(term) if isinstance(term, URIRef) else None
             if node.name == "BGP":
                 for s, p, o in node.get("triples", []):
                     if isinstance(p, RPath):
                         widen = True
                         continue
-                    patterns.setdefault((graph, _term(s), _term(p), _term(o)))
+                    patterns.setdefault((graph, query_term(s), query_term(p), query_term(o)))
             if node.name in ("ServiceGraphPattern",):
                 raise QueryPlanError("SERVICE is not supported in one-time queries")
             for value in node.values():

@@ -13,6 +13,7 @@ import trio
 
 from eventcloud.client import ClientError
 from eventcloud.errors import ErrorCode
+from eventcloud.rdf.model import CompoundEvent
 from eventcloud.rdf.oxigraph import quad_to_ox
 from eventcloud.sparql.distributed import plan_pushdown
 from eventcloud.sparql.query_plan import analyse
@@ -306,3 +307,57 @@ async def test_a_peer_whose_zone_just_shrank_for_a_join_counts_its_own_zone_only
             assert status.quads == own, (status.quads, own, len(quads))
             assert await split.queries._local_count(Find()) <= own
             go_on.set()
+
+
+def _observations(n: int) -> list:
+    """n events, each one observation by one of 5 sensors with one value (and noise)."""
+    from eventcloud.rdf.model import IRI, Literal, make_quad
+    from tests.helpers import event_graph
+
+    out = []
+    for i in range(n):
+        g, ob = event_graph("obs", 1000 + i, i), IRI(f"{EXO}ob{i}")
+        out.append(CompoundEvent(g, (
+            make_quad(g, ob, IRI(f"{EXO}by"), IRI(f"{EXO}sensor{i % 5}")),
+            make_quad(g, ob, IRI(f"{EXO}value"), Literal(str(i), "http://www.w3.org/2001/XMLSchema#integer")),
+            make_quad(g, ob, IRI(f"{EXO}at"), Literal(f"t{i}")))))
+    return out
+
+
+JOINED = [
+    f"SELECT ?ob ?v WHERE {{ GRAPH ?g {{ ?ob <{EXO}by> <{EXO}sensor3> . ?ob <{EXO}value> ?v }} }}",
+    f"SELECT (AVG(?v) AS ?m) (COUNT(*) AS ?n) WHERE {{ ?ob <{EXO}by> <{EXO}sensor1> . ?ob <{EXO}value> ?v . "
+    f"?ob <{EXO}at> ?t FILTER(?v > 20) }}",
+    f"SELECT ?ob WHERE {{ ?ob <{EXO}by> <{EXO}nobody> . ?ob <{EXO}value> ?v }}",
+]
+
+
+async def test_a_join_fetches_the_broad_pattern_bound_to_what_the_selective_one_found(autojump_clock):
+    """`?ob by sensor3 . ?ob value ?v`: the values of one sensor's observations. Fetched whole,
+    the second pattern moved every value of every sensor to the entry peer; bound to the
+    observations the first found, it moves theirs only, and the answers are the oracle's."""
+    events = _observations(200)
+    oracle = ox.Store()
+    oracle.extend([quad_to_ox(q) for e in events for q in e.quads])
+    async with open_overlay(4, "osma", seed=3) as overlay:
+        async with overlay.client(0, "loader") as loader:
+            await loader.publish_batch(events)
+        entry = overlay.peers[1]
+        candidates = entry.queries.candidates
+        candidates.lookup_quads = 1
+        moved: list[int] = []
+        find = candidates.find
+
+        async def counted(pattern):
+            quads = await find(pattern)
+            moved.append(len(quads))
+            return quads
+        candidates.find = counted
+        async with overlay.client(1) as client:
+            for text in JOINED:
+                moved.clear()
+                assert _bag(await client.query(text)) == _bag(_oracle(oracle, text)), text
+                if text is JOINED[0]:
+                    assert sum(moved) == 40 + 40, moved   # sensor3's 40 observations and their 40 values
+            assert entry.counters["sparql_patterns_bound"] == 4   # the third pattern of the second query too
+            assert entry.counters["sparql_bound_lookups"] == 40 + 40 + 40

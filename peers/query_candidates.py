@@ -1,0 +1,67 @@
+"""A gathered query's candidate quads, fetched to the entry peer pattern by pattern.
+
+A query that is one basic graph pattern is fetched as `eventcloud.sparql.bind_joins` plans it:
+each pattern counted at the peers first (no quads move), the smallest fetched whole, the
+others bound to the values the earlier ones found wherever that moves fewer quads. Any other
+query fetches every pattern whole, as the candidates of its evaluation at the entry peer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import partial
+from typing import Awaitable, Callable, Sequence
+
+import trio
+
+from eventcloud.rdf.model import Quad
+from eventcloud.sparql.bind_joins import LOOKUP_QUADS, BindPlanner, JoinPattern, box_of
+from eventcloud.sparql.query_plan import Pattern
+from peers.tasks import gather
+
+__all__ = ["QueryCandidates", "LOOKUPS_AT_ONCE"]
+
+#: Bound lookups in flight at once for one query (each a multicast over a small box).
+LOOKUPS_AT_ONCE = 16
+
+
+class QueryCandidates:
+    def __init__(self, find: Callable[[Pattern], Awaitable[list[Quad]]], count: Callable[[Pattern], Awaitable[int]],
+                 counters: Counter[str], *, at_once: int = LOOKUPS_AT_ONCE, lookup_quads: int = LOOKUP_QUADS) -> None:
+        self.find = find
+        self.count = count
+        self.counters = counters
+        self.at_once = at_once
+        self.lookup_quads = lookup_quads   # what one lookup is worth in quads moved (bind_joins.LOOKUP_QUADS)
+
+    async def gather(self, patterns: Sequence[Pattern], joined: Sequence[JoinPattern] | None) -> set[Quad]:
+        """The quads the query's evaluation needs: `joined` (its one basic graph pattern, with
+        variables) is planned as bind joins; without it, each of `patterns` is fetched whole."""
+        gathered: set[Quad] = set()
+        if joined is None or len(joined) < 2:
+            for pattern in patterns:
+                gathered.update(await self.find(pattern))
+            return gathered
+        counts = await gather([partial(self.count, box_of(p)) for p in joined])
+        planner = BindPlanner(joined, counts, lookup_quads=self.lookup_quads)
+        while (step := planner.next()) is not None:
+            if step.whole:
+                found = await self.find(box_of(joined[step.index]))
+            else:
+                self.counters["sparql_patterns_bound"] += 1
+                self.counters["sparql_bound_lookups"] += len(step.lookups)
+                found = await self._lookups(step.lookups)
+            planner.learn(step.index, found)
+            gathered.update(found)
+        return gathered
+
+    async def _lookups(self, lookups: Sequence[Pattern]) -> list[Quad]:
+        limiter = trio.CapacityLimiter(self.at_once)
+
+        async def one(pattern: Pattern) -> list[Quad]:
+            async with limiter:
+                return await self.find(pattern)
+
+        if not lookups:
+            return []
+        return [q for found in await gather([partial(one, p) for p in lookups]) for q in found]

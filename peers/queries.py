@@ -74,7 +74,7 @@ class Queries:
         self.store = store
         self.subscriptions = subscriptions
         self.counters = counters
-        self.candidates = QueryCandidates(self.find, self.count, counters)
+        self.candidates = QueryCandidates(self.find, self.find_each, self.count, counters)
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.FIND: self._on_find, Op.COUNT: self._on_count, Op.SPARQL: self._on_sparql,
@@ -92,6 +92,15 @@ class Queries:
         box = self.state.space.pattern_box(pattern)
         results = await self.router.multicast(box, Op.FIND_LOCAL, Find(pattern))
         return [quad_from_wire(q, trusted=True) for chunk in results for q in chunk]
+
+    async def find_each(self, patterns: list[Pattern]) -> list[list[Quad]]:
+        """`find` of each pattern, all in one multicast tree over their hull (`Router.multicast_each`)."""
+        space = self.state.space
+        outcome = await self.router.multicast_each(Op.FIND_LOCAL, [(space.pattern_box(p), Find(p)) for p in patterns])
+        for result in outcome:
+            if isinstance(result, EventCloudError):
+                raise result
+        return [[quad_from_wire(q, trusted=True) for chunk in result for q in chunk] for result in outcome]  # type: ignore[union-attr]
 
     async def _on_find(self, conn: RpcConnection, body: Find) -> Quads:
         return Quads(tuple(await self.find(body.pattern)))

@@ -12,26 +12,28 @@ from collections import Counter
 from functools import partial
 from typing import Awaitable, Callable, Sequence
 
-import trio
-
 from eventcloud.rdf.model import Quad
 from eventcloud.sparql.bind_joins import LOOKUP_QUADS, BindPlanner, JoinPattern, box_of
 from eventcloud.sparql.query_plan import Pattern
 from peers.tasks import gather
 
-__all__ = ["QueryCandidates", "LOOKUPS_AT_ONCE"]
+__all__ = ["QueryCandidates", "LOOKUPS_PER_TREE"]
 
-#: Bound lookups in flight at once for one query (each a multicast over a small box).
-LOOKUPS_AT_ONCE = 16
+#: Bound lookups carried by one multicast tree (over their boxes' hull; each peer runs those
+#: meeting its zone).
+LOOKUPS_PER_TREE = 256
 
 
 class QueryCandidates:
-    def __init__(self, find: Callable[[Pattern], Awaitable[list[Quad]]], count: Callable[[Pattern], Awaitable[int]],
-                 counters: Counter[str], *, at_once: int = LOOKUPS_AT_ONCE, lookup_quads: int = LOOKUP_QUADS) -> None:
+    def __init__(self, find: Callable[[Pattern], Awaitable[list[Quad]]],
+                 find_each: Callable[[list[Pattern]], Awaitable[list[list[Quad]]]],
+                 count: Callable[[Pattern], Awaitable[int]], counters: Counter[str], *,
+                 per_tree: int = LOOKUPS_PER_TREE, lookup_quads: int = LOOKUP_QUADS) -> None:
         self.find = find
+        self.find_each = find_each
         self.count = count
         self.counters = counters
-        self.at_once = at_once
+        self.per_tree = per_tree
         self.lookup_quads = lookup_quads   # what one lookup is worth in quads moved (bind_joins.LOOKUP_QUADS)
 
     async def gather(self, patterns: Sequence[Pattern], joined: Sequence[JoinPattern] | None) -> set[Quad]:
@@ -50,18 +52,16 @@ class QueryCandidates:
             else:
                 self.counters["sparql_patterns_bound"] += 1
                 self.counters["sparql_bound_lookups"] += len(step.lookups)
-                found = await self._lookups(step.lookups)
+                found = await self._lookups(list(step.lookups))
             planner.learn(step.index, found)
             gathered.update(found)
         return gathered
 
-    async def _lookups(self, lookups: Sequence[Pattern]) -> list[Quad]:
-        limiter = trio.CapacityLimiter(self.at_once)
-
-        async def one(pattern: Pattern) -> list[Quad]:
-            async with limiter:
-                return await self.find(pattern)
-
-        if not lookups:
-            return []
-        return [q for found in await gather([partial(one, p) for p in lookups]) for q in found]
+    async def _lookups(self, lookups: list[Pattern]) -> list[Quad]:
+        """The bound patterns' quads: `per_tree` lookups in each multicast tree, the trees one
+        after another (a pattern bound to a thousand values is a thousand small boxes)."""
+        found: list[Quad] = []
+        for at in range(0, len(lookups), self.per_tree):
+            for quads in await self.find_each(lookups[at:at + self.per_tree]):
+                found.extend(quads)
+        return found

@@ -353,6 +353,13 @@ async def test_a_join_fetches_the_broad_pattern_bound_to_what_the_selective_one_
             moved.append(len(quads))
             return quads
         candidates.find = counted
+        find_each = candidates.find_each
+
+        async def counted_each(patterns):
+            found = await find_each(patterns)
+            moved.append(sum(len(quads) for quads in found))
+            return found
+        candidates.find_each = counted_each
         async with overlay.client(1) as client:
             for text in JOINED:
                 moved.clear()

@@ -8,6 +8,8 @@ query fetches every pattern whole, as the candidates of its evaluation at the en
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import Counter
 from functools import partial
 from typing import Awaitable, Callable, Sequence
@@ -16,6 +18,8 @@ from eventcloud.rdf.model import Quad
 from eventcloud.sparql.bind_joins import LOOKUP_QUADS, BindPlanner, JoinPattern, box_of
 from eventcloud.sparql.query_plan import Pattern
 from peers.tasks import gather
+
+log = logging.getLogger(__name__)
 
 __all__ = ["QueryCandidates", "LOOKUPS_PER_TREE"]
 
@@ -44,9 +48,12 @@ class QueryCandidates:
             for pattern in patterns:
                 gathered.update(await self.find(pattern))
             return gathered
+        began = time.perf_counter()
         counts = await gather([partial(self.count, box_of(p)) for p in joined])
         planner = BindPlanner(joined, counts, lookup_quads=self.lookup_quads)
+        steps = [f"counted {counts} in {time.perf_counter() - began:.3f} s"]
         while (step := planner.next()) is not None:
+            began = time.perf_counter()
             if step.whole:
                 found = await self.find(box_of(joined[step.index]))
             else:
@@ -55,6 +62,9 @@ class QueryCandidates:
                 found = await self._lookups(list(step.lookups))
             planner.learn(step.index, found)
             gathered.update(found)
+            steps.append(f"pattern {step.index} {'whole' if step.whole else f'bound ({len(step.lookups)} lookups)'}: "
+                         f"{len(found)} quads in {time.perf_counter() - began:.3f} s")
+        log.info("a join's candidates: %s", "; ".join(steps))
         return gathered
 
     async def _lookups(self, lookups: list[Pattern]) -> list[Quad]:

@@ -77,7 +77,7 @@ class Queries:
         self.store = store
         self.subscriptions = subscriptions
         self.counters = counters
-        self.candidates = QueryCandidates(self.find, self.find_each, self.count, counters)
+        self.candidates = QueryCandidates(self.find, self.find_each, self.estimate, counters)
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.FIND: self._on_find, Op.COUNT: self._on_count, Op.SPARQL: self._on_sparql,
@@ -128,10 +128,15 @@ class Queries:
     async def _local_find(self, body: Find) -> list[Any]:
         return [quad_to_wire(q) for q in await self._mine(body.pattern, body.pending)]
 
-    async def count(self, pattern: Pattern) -> int:
-        """How many stored quads match the pattern (each peer counts its own; no quad moves)."""
+    async def count(self, pattern: Pattern, *, estimate: bool = False) -> int:
+        """How many stored quads match the pattern (each peer counts its own; no quad moves).
+        `estimate`: about how many, counted in the peers' stores without a look at each match
+        (pending events and, during a split, quads handed over included)."""
         box = self.state.space.pattern_box(pattern)
-        return sum(await self.router.multicast(box, Op.COUNT_LOCAL, Find(pattern)))
+        return sum(await self.router.multicast(box, Op.COUNT_LOCAL, Find(pattern, estimate=estimate)))
+
+    async def estimate(self, pattern: Pattern) -> int:
+        return await self.count(pattern, estimate=True)
 
     async def _on_count(self, conn: RpcConnection, body: Find) -> Counted:
         return Counted(await self.count(body.pattern))
@@ -161,6 +166,8 @@ class Queries:
         async def scanned() -> int:
             return len(await self._mine(body.pattern))
 
+        if body.estimate:
+            return await self.store.run(self.store.sync.estimate, *body.pattern)
         if body.pattern == (None, None, None, None):
             return await self._own_only(from_counters, scanned)
         return await scanned()

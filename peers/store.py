@@ -227,6 +227,15 @@ class PeerStore:
                     continue
             yield quad_from_ox(quad)
 
+    def estimate(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> int:
+        """About how many data quads match a pattern: pending ones and reserved graphs' included
+        (a query planner's guess, counted in the store without building a quad per match)."""
+        if any(t is not None and type(t) is not IRI for t in (g, s, p)):
+            return 0
+        return sum(1 for _ in self._store.quads_for_pattern(
+            to_ox(s) if s is not None else None, ox.NamedNode(p.value) if p is not None else None,
+            to_ox(o) if o is not None else None, ox.NamedNode(g.value) if g is not None else None))
+
     def find_list(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None,
                   committed_only: bool = False) -> list[Quad]:
         return list(self.find(g, s, p, o, committed_only=committed_only))

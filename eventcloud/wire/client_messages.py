@@ -109,6 +109,7 @@ class Find(Body):
 
     pattern: tuple[Term | None, Term | None, Term | None, Term | None] = field(PATTERN, default=ALL)
     pending: bool = field(BOOL, default=False)   # peers only: include events not yet committed
+    estimate: bool = field(BOOL, default=False)  # peers only (a count): every stored match, a planner's guess
 
 
 @message

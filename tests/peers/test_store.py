@@ -413,3 +413,16 @@ def test_a_quad_named_twice_in_one_add_is_counted_once(store):
     assert store.event_info(a.graph).held == 5 and store.held() == 5
     fresh, new = store.write([add(a.graph.value, [a.quads[1], a.quads[1]], 5, 1, committed=True)])[0]
     assert fresh == [] and not new and store.held() == 5
+
+
+def test_an_estimate_counts_every_stored_match_pending_included_and_no_literal_subject(store):
+    """What a join's planner weighs patterns by (bind joins): counted in the store, no quad built."""
+    a, b = sample_events(2)
+    store.write([add(a.graph.value, a.quads, 5, 1, committed=False, tx=("e:1", ["0"] * 4)),
+                 add(b.graph.value, b.quads[:2], 5, 2, committed=True)])
+    assert store.estimate(None, None, None, None) == 7
+    assert store.estimate(a.graph, None, None, None) == 5 and store.estimate(b.graph, None, None, None) == 2
+    first = a.quads[0]
+    assert store.estimate(None, first.s, first.p, None) == len([q for q in a.quads + b.quads[:2]
+                                                                if q.s == first.s and q.p == first.p])
+    assert store.estimate(None, Literal("x"), None, None) == 0

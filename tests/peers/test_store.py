@@ -426,3 +426,6 @@ def test_an_estimate_counts_every_stored_match_pending_included_and_no_literal_s
     assert store.estimate(None, first.s, first.p, None) == len([q for q in a.quads + b.quads[:2]
                                                                 if q.s == first.s and q.p == first.p])
     assert store.estimate(None, Literal("x"), None, None) == 0
+    tricky = Literal('say "}" \\ then\n} .', language="en")
+    store.write([add(b.graph.value, [b.quads[2]._replace(o=tricky)], 5, 2, committed=True)])
+    assert store.estimate(None, None, None, tricky) == 1 and store.estimate(b.graph, None, b.quads[2].p, tricky) == 1

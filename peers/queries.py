@@ -219,9 +219,14 @@ class Queries:
     async def _local_sparql(self, body: SparqlLocal) -> list[Any]:
         """This peer's answers to pushed-down queries, over its visible quads of its own zone."""
         async def in_store() -> list[Any]:
-            graphs = [g for g, info in self.store.events().items() if info.committed]
-            graphs += await self._decided(list(self.store.sync.pending().items()))
-            return [await self.store.run(self.store.sync.query_rows, text, graphs, body.limit,
+            # Every event graph, unless some pending event is not decided commit: then the
+            # visible ones, named (which costs oxigraph time per graph held)
+            pending = list(self.store.sync.pending().items())
+            decided = await self._decided(pending) if pending else []
+            visible = None
+            if len(decided) < len(pending):
+                visible = [g for g, info in self.store.events().items() if info.committed] + decided
+            return [await self.store.run(self.store.sync.query_rows, text, visible, body.limit,
                                          MAX_ROWS if body.limit is None else body.limit)
                     for text in body.texts]
 
@@ -344,4 +349,4 @@ def _evaluate_rows(text: str, quads: list[Quad], limit: int | None) -> list[Any]
     """`PeerStore.query_rows` over a copy of some quads (blocking: runs in a worker thread)."""
     copy = ox.Store()
     copy.extend([quad_to_ox(q) for q in quads])
-    return query_rows(copy, text, sorted({q.g.value for q in quads}), limit, MAX_ROWS if limit is None else limit)
+    return query_rows(copy, text, None, limit, MAX_ROWS if limit is None else limit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eventcloud.rdf.model import IRI, XSD, Literal
+from eventcloud.rdf.oxigraph import quad_to_ox
 from peers.async_store import AsyncStore
 from peers.store import EventInfo, PeerStore, StoreError, abort, add, commit, decide, delete, notified, remove
 from peers.wal import WriteAheadLog
@@ -200,6 +201,7 @@ def _crash(store: PeerStore) -> None:
     """Stop as a kill does: the store's data and the log stay, the events' counts (written at
     checkpoints) are not written."""
     store._wal.close()
+    store._records.close()
     del store._store
 
 
@@ -429,3 +431,47 @@ def test_an_estimate_counts_every_stored_match_pending_included_and_no_literal_s
     tricky = Literal('say "}" \\ then\n} .', language="en")
     store.write([add(b.graph.value, [b.quads[2]._replace(o=tricky)], 5, 2, committed=True)])
     assert store.estimate(None, None, None, tricky) == 1 and store.estimate(b.graph, None, b.quads[2].p, tricky) == 1
+
+
+def test_the_stores_records_stay_out_of_every_query_and_an_older_layout_is_carried_over(tmp_path):
+    """Events' states and decisions live apart from the data (peers/records.py), so a query with
+    nothing pending reads the data store whole instead of naming every event graph (0.13–0.2 s
+    per query at 20,000 events). A store written by an older version, with its records in named
+    graphs of the data store, is carried over on opening; a crash during that is carried over again."""
+    import json as _json
+
+    import pyoxigraph as ox
+
+    a, b = sample_events(2)
+    old = ox.Store(str(tmp_path / "s"))
+    old.extend([quad_to_ox(q) for q in a.quads + b.quads])
+    for event, committed in ((a, True), (b, False)):
+        old.add(ox.Quad(ox.NamedNode(event.graph.value), ox.NamedNode("urn:eventcloud:info"),
+                        ox.Literal(_json.dumps([5, 1, committed, False, None if committed else [["e:1", ["0"] * 4]], 5])),
+                        ox.NamedNode("urn:eventcloud:meta")))
+    old.add(ox.Quad(ox.NamedNode("urn:eventcloud:tx:e:1"), ox.NamedNode("urn:eventcloud:record"),
+                    ox.Literal(_json.dumps(["commit", ["0"] * 4])), ox.NamedNode("urn:eventcloud:decisions")))
+    old.flush()
+    del old
+    count = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
+    graphs = "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }"
+    for reopening in range(3):
+        store = PeerStore(tmp_path / "s")
+        assert store.event_info(a.graph).committed and not store.event_info(b.graph).committed
+        assert store.event_info(b.graph).held == 5 and store.decision("e:1") == "commit"
+        assert (store.count(), store.held()) == (5, 10)
+        assert store.query_rows(count, None, None, 100) == [{"n": {"type": "literal", "value": "10",
+                                                                     "datatype": XSD + "integer"}}]
+        assert {r["g"]["value"] for r in store.query_rows(graphs, None, None, 100)} == {a.graph.value, b.graph.value}
+        assert [r["n"]["value"] for r in store.query_rows(count, [a.graph.value], None, 100)] == ["5"]
+        assert store.estimate(None, None, None, None) == 10
+        if reopening == 0:   # a crash after the records were copied, before the old graphs went
+            store.write([add(a.graph.value, a.quads, 5, 1, committed=True)])
+            store.close()
+            again = ox.Store(str(tmp_path / "s"))
+            again.add(ox.Quad(ox.NamedNode(a.graph.value), ox.NamedNode("urn:eventcloud:info"),
+                              ox.Literal(_json.dumps([5, 1, True, False, None, 5])), ox.NamedNode("urn:eventcloud:meta")))
+            again.flush()
+            del again
+        else:
+            store.close()

@@ -225,8 +225,8 @@ class PeerStore:
             yield quad_from_ox(quad)
 
     def estimate(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> int:
-        """About how many data quads match a pattern: pending ones and reserved graphs' included
-        (a query planner's guess, counted in the store without building a quad per match)."""
+        """How many quads the store holds matching a pattern, pending ones included (a query
+        planner's guess, counted in the store without building a quad per match)."""
         if any(t is not None and type(t) is not IRI for t in (g, s, p)):
             return 0
         # a SPARQL count runs in the store's own code: a third of the time of iterating matches

@@ -16,7 +16,7 @@ from typing import Awaitable, Callable, Sequence
 
 from eventcloud.rdf.model import Quad
 from eventcloud.sparql.bind_joins import LOOKUP_QUADS, BindPlanner, JoinPattern, box_of
-from eventcloud.sparql.query_plan import Pattern
+from eventcloud.sparql.query_plan import EVERYTHING, Pattern
 from peers.tasks import gather
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,8 @@ class QueryCandidates:
         """The quads the query's evaluation needs: `joined` (its one basic graph pattern, with
         variables) is planned as bind joins; without it, each of `patterns` is fetched whole."""
         gathered: set[Quad] = set()
-        if joined is None or len(joined) < 2:
+        if joined is None or len(joined) < 2 or any(box_of(p) == EVERYTHING for p in joined):
+            # (a pattern matching everything fetches it all once: the others are in it)
             for pattern in patterns:
                 gathered.update(await self.find(pattern))
             return gathered

@@ -368,3 +368,24 @@ async def test_a_join_fetches_the_broad_pattern_bound_to_what_the_selective_one_
                     assert sum(moved) == 40 + 40, moved   # sensor3's 40 observations and their 40 values
             assert entry.counters["sparql_patterns_bound"] == 4   # the third pattern of the second query too
             assert entry.counters["sparql_bound_lookups"] == 40 + 40 + 40
+
+
+async def test_a_join_with_a_pattern_matching_everything_fetches_everything_once(autojump_clock):
+    events = _observations(30)
+    oracle = ox.Store()
+    oracle.extend([quad_to_ox(q) for e in events for q in e.quads])
+    text = f"SELECT ?ob ?x WHERE {{ ?ob <{EXO}by> <{EXO}sensor3> . ?ob ?p ?x }}"
+    async with open_overlay(3, "osma", seed=3) as overlay:
+        async with overlay.client(0, "loader") as loader:
+            await loader.publish_batch(events)
+        entry = overlay.peers[1]
+        candidates, asked = entry.queries.candidates, []
+        find = candidates.find
+
+        async def counted(pattern):
+            asked.append(pattern)
+            return await find(pattern)
+        candidates.find = counted
+        async with overlay.client(1) as client:
+            assert _bag(await client.query(text)) == _bag(_oracle(oracle, text))
+        assert asked == [(None, None, None, None)]

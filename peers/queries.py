@@ -113,12 +113,15 @@ class Queries:
         and of pending events whose attempt is decided commit (all asked at once)."""
         zone, space = self.state.zone, self.state.space
         quads = [q for q in await self.store.find(*pattern) if zone.contains(space.point(q))]
-        if pending:
-            return quads
-        infos = {graph: self.store.event_info(graph) for graph in {q.g.value for q in quads}}
+        return quads if pending else (await self._visible([quads]))[0]
+
+    async def _visible(self, found: list[list[Quad]]) -> list[list[Quad]]:
+        """Each list of quads without those readers may not see yet: quads of pending events not
+        decided commit (the decisions of all of them asked at once)."""
+        infos = {graph: self.store.event_info(graph) for quads in found for graph in {q.g.value for q in quads}}
         visible = {graph for graph, info in infos.items() if info is not None and info.committed}
         visible.update(await self._decided([(g, i) for g, i in infos.items() if i is not None and not i.committed]))
-        return [q for q in quads if q.g.value in visible]
+        return [[q for q in quads if q.g.value in visible] for quads in found]
 
     async def _decided(self, pending: list[tuple[str, EventInfo]]) -> list[str]:
         """Those of these pending events whose attempt is decided commit (one request per entry)."""
@@ -127,6 +130,22 @@ class Queries:
 
     async def _local_find(self, body: Find) -> list[Any]:
         return [quad_to_wire(q) for q in await self._mine(body.pattern, body.pending)]
+
+    def routed_batches(self) -> dict[Op, Any]:
+        return {Op.FIND_LOCAL: self._local_find_many}
+
+    async def _local_find_many(self, bodies: list[Find]) -> list[Any]:
+        """Many finds of one multicast tree (a join's bound lookups) in one pass over the store:
+        a thread call and a decision round each cost more than a small lookup."""
+        zone, space = self.state.zone, self.state.space
+
+        def read() -> list[list[Quad]]:
+            return [[q for q in self.store.sync.find_list(*b.pattern) if zone.contains(space.point(q))] for b in bodies]
+
+        found = await self.store.run(read)
+        seen = await self._visible(found)
+        return [[quad_to_wire(q) for q in (quads if body.pending else shown)]
+                for body, quads, shown in zip(bodies, found, seen)]
 
     async def count(self, pattern: Pattern, *, estimate: bool = False) -> int:
         """How many stored quads match the pattern (each peer counts its own; no quad moves).

@@ -373,7 +373,7 @@ class _PeerRuntime:
         for service in (router, queries, delivery, attachments, storage, membership, survey, replicas, self.schema,
                         self.rebalancer):
             dispatcher.register(service.handlers(), getattr(service, "routed", dict)(),
-                                getattr(service, "pushes", dict)())
+                                getattr(service, "pushes", dict)(), getattr(service, "routed_batches", dict)())
         dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()},
                             batches=matcher.routed_batches())
 

@@ -28,7 +28,7 @@ from eventcloud.overlay import Neighbour, lowest_corner
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.rdf.oxigraph import quad_to_ox
-from eventcloud.sparql.bind_joins import join_patterns
+from eventcloud.sparql.bind_joins import join_shape
 from eventcloud.sparql.distributed import Pushdown, merge_aggregates, merge_select, plan_pushdown
 from eventcloud.sparql.query_plan import QueryPlanError
 from eventcloud.wire.codec import quad_from_wire, quad_to_wire
@@ -207,7 +207,7 @@ class Queries:
         self.counters["sparql_gathered"] += 1
         if not patterns or any(p == (None, None, None, None) for p in patterns):
             patterns = [(None, None, None, None)]
-        gathered = await self.candidates.gather(patterns, join_patterns(algebra))
+        gathered = await self.candidates.gather(patterns, join_shape(algebra))
         fetched = time.perf_counter()
         if self.budget is None:
             result = await self.offload.run(_evaluate, text, gathered, started)

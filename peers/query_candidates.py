@@ -1,9 +1,11 @@
 """A gathered query's candidate quads, fetched to the entry peer pattern by pattern.
 
-A query that is one basic graph pattern is fetched as `eventcloud.sparql.bind_joins` plans it:
-each pattern counted at the peers first (no quads move), the smallest fetched whole, the
-others bound to the values the earlier ones found wherever that moves fewer quads. Any other
-query fetches every pattern whole, as the candidates of its evaluation at the entry peer.
+A query that is one basic graph pattern (with OPTIONAL groups after it) is fetched as
+`eventcloud.sparql.bind_joins` plans it: each pattern estimated at the peers first (no quads
+move), the smallest required one fetched whole, the others bound to the values the earlier
+ones found wherever that moves fewer quads, each OPTIONAL group after the required patterns.
+Any other query fetches every pattern whole, as the candidates of its evaluation at the entry
+peer.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from functools import partial
 from typing import Awaitable, Callable, Sequence
 
 from eventcloud.rdf.model import Quad
-from eventcloud.sparql.bind_joins import LOOKUP_QUADS, BindPlanner, JoinPattern, box_of
+from eventcloud.sparql.bind_joins import LOOKUP_QUADS, BindPlanner, JoinShape, box_of
 from eventcloud.sparql.query_plan import EVERYTHING, Pattern
 from peers.tasks import gather
 
@@ -40,23 +42,36 @@ class QueryCandidates:
         self.per_tree = per_tree
         self.lookup_quads = lookup_quads   # what one lookup is worth in quads moved (bind_joins.LOOKUP_QUADS)
 
-    async def gather(self, patterns: Sequence[Pattern], joined: Sequence[JoinPattern] | None) -> set[Quad]:
-        """The quads the query's evaluation needs: `joined` (its one basic graph pattern, with
-        variables) is planned as bind joins; without it, each of `patterns` is fetched whole."""
+    async def gather(self, patterns: Sequence[Pattern], shape: JoinShape | None) -> set[Quad]:
+        """The quads the query's evaluation needs: a `shape` (its required patterns and OPTIONAL
+        groups, with variables) is planned as bind joins, the required patterns first, each
+        group after them; without one, each of `patterns` is fetched whole."""
         gathered: set[Quad] = set()
-        if joined is None or len(joined) < 2 or any(box_of(p) == EVERYTHING for p in joined):
+        if shape is None or len(shape) < 2 or any(box_of(p) == EVERYTHING for p in shape.patterns()):
             # (a pattern matching everything fetches it all once: the others are in it)
             for pattern in patterns:
                 gathered.update(await self.find(pattern))
             return gathered
-        began = time.perf_counter()
-        counts = await gather([partial(self.count, box_of(p)) for p in joined])
-        planner = BindPlanner(joined, counts, lookup_quads=self.lookup_quads)
-        steps = [f"counted {counts} in {time.perf_counter() - began:.3f} s"]
+        counts = await gather([partial(self.count, box_of(p)) for p in shape.patterns()])
+        steps: list[str] = [f"counted {counts}"]
+        required = BindPlanner(shape.required, counts[:len(shape.required)], lookup_quads=self.lookup_quads)
+        await self._run(required, gathered, steps)
+        at = len(shape.required)
+        for group in shape.optional:
+            planner = BindPlanner(group, counts[at:at + len(group)], lookup_quads=self.lookup_quads,
+                                  known=required.known)
+            at += len(group)
+            steps.append("optional:")
+            await self._run(planner, gathered, steps)
+        log.info("a join's candidates: %s", "; ".join(steps))
+        return gathered
+
+    async def _run(self, planner: BindPlanner, gathered: set[Quad], steps: list[str]) -> None:
+        """Fetch what `planner` says until it is done, adding to `gathered`."""
         while (step := planner.next()) is not None:
             began = time.perf_counter()
             if step.whole:
-                found = await self.find(box_of(joined[step.index]))
+                found = await self.find(box_of(planner.patterns[step.index]))
             else:
                 self.counters["sparql_patterns_bound"] += 1
                 self.counters["sparql_bound_lookups"] += len(step.lookups)
@@ -65,8 +80,6 @@ class QueryCandidates:
             gathered.update(found)
             steps.append(f"pattern {step.index} {'whole' if step.whole else f'bound ({len(step.lookups)} lookups)'}: "
                          f"{len(found)} quads in {time.perf_counter() - began:.3f} s")
-        log.info("a join's candidates: %s", "; ".join(steps))
-        return gathered
 
     async def _lookups(self, lookups: list[Pattern]) -> list[Quad]:
         """The bound patterns' quads: `per_tree` lookups in each multicast tree, the trees one

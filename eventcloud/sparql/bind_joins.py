@@ -7,7 +7,9 @@ question about one sensor. When the query is one basic graph pattern, every solu
 every pattern, so a later pattern's quads only matter where its variables take values an
 earlier pattern's quads gave them: the later pattern is fetched once per such value, as
 small boxes (`?ob` fixed: a line instead of a slab), whenever that moves fewer quads than
-fetching it whole.
+fetching it whole. An OPTIONAL group's quads matter only where they are compatible with a
+required solution: each group is planned after the required patterns, from what they left
+(never from another group's: a group may match where another does not).
 
 The planner is pure: it is told how many quads each pattern matches (a count at the peers,
 which moves no quads) and what each fetch found, and says what to fetch next. What it
@@ -19,7 +21,7 @@ everything).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from rdflib import BNode as RBNode
 from rdflib import Variable as RVariable
@@ -29,7 +31,8 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from eventcloud.rdf.model import IRI, Quad, Term
 from eventcloud.sparql.query_plan import query_term
 
-__all__ = ["Var", "JoinPattern", "Step", "BindPlanner", "join_patterns", "box_of", "LOOKUP_QUADS", "MAX_LOOKUPS"]
+__all__ = ["Var", "JoinPattern", "JoinShape", "Step", "BindPlanner", "join_shape", "join_patterns", "box_of",
+           "LOOKUP_QUADS", "MAX_LOOKUPS"]
 
 #: One bound lookup (a multicast over a small box) costs about as much as moving this many quads
 #: to the entry peer and loading them (experiments/query_bench.py measures both).
@@ -38,10 +41,13 @@ LOOKUP_QUADS = 64
 MAX_LOOKUPS = 1024
 
 #: Pattern-level operators under which a pattern's quads may count without joining the others
-#: (UNION, OPTIONAL, MINUS, EXISTS), or whose solutions come from elsewhere (VALUES, sub-queries,
-#: SERVICE): a query using any of them is gathered whole, pattern by pattern.
-_NOT_ONE_BGP = frozenset({"Union", "LeftJoin", "Minus", "Join", "ToMultiSet", "values", "ServiceGraphPattern",
+#: (UNION, MINUS, EXISTS), or whose solutions come from elsewhere (VALUES, sub-queries, SERVICE):
+#: a query using any of them is gathered whole, pattern by pattern. (OPTIONAL is read apart.)
+_NOT_ONE_BGP = frozenset({"Union", "Minus", "Join", "ToMultiSet", "values", "ServiceGraphPattern",
                           "Builtin_EXISTS", "Builtin_NOTEXISTS", "SubSelect", "DescribeQuery"})
+#: Nodes around a query's graph pattern that only filter, order, group or project its solutions.
+_AROUND = frozenset({"SelectQuery", "AskQuery", "ConstructQuery", "Project", "Slice", "Distinct", "Reduced",
+                     "OrderBy", "Extend", "AggregateJoin", "Group", "Filter"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,39 +64,83 @@ JoinPattern = tuple[Slot, Slot, Slot, Slot]
 Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
 
 
+@dataclass(frozen=True, slots=True)
+class JoinShape:
+    """A basic graph pattern every solution matches, and OPTIONAL groups after it, each a basic
+    graph pattern whose solutions extend the required ones where they are compatible."""
+
+    required: tuple[JoinPattern, ...]
+    optional: tuple[tuple[JoinPattern, ...], ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.required) + sum(len(group) for group in self.optional)
+
+    def patterns(self) -> list[JoinPattern]:
+        return [*self.required, *(p for group in self.optional for p in group)]
+
+
+def join_shape(algebra: Any) -> JoinShape | None:
+    """The query's triple patterns with their variables, when its graph pattern is one basic graph
+    pattern with FILTERs, OPTIONAL groups of one basic graph pattern each after it, at most one
+    GRAPH around it all, and any solution modifiers and aggregates around that; else None."""
+    if not _plain(algebra):
+        return None
+    node, graph = algebra, None
+    while isinstance(node, CompValue) and node.name in _AROUND:
+        node = node.p
+    if isinstance(node, CompValue) and node.name == "Graph":
+        graph, node = _slot(node.get("term")), node.p
+        while isinstance(node, CompValue) and node.name == "Filter":
+            node = node.p
+    optional: list[tuple[JoinPattern, ...]] = []
+    while isinstance(node, CompValue) and node.name == "LeftJoin":
+        group = _bgp(node.p2, graph)
+        if group is None:
+            return None
+        optional.insert(0, group)
+        node = node.p1
+    required = _bgp(node, graph)
+    return JoinShape(required, tuple(optional)) if required else None
+
+
 def join_patterns(algebra: Any) -> list[JoinPattern] | None:
-    """The query's triple patterns with their variables, when it is one basic graph pattern
-    (FILTERs, at most one GRAPH, any solution modifiers and aggregates around it); else None."""
-    bgps: list[tuple[Slot, list[Any]]] = []
+    """The patterns of a query that is one basic graph pattern (`join_shape` without OPTIONAL)."""
+    shape = join_shape(algebra)
+    return list(shape.required) if shape is not None and not shape.optional else None
+
+
+def _plain(algebra: Any) -> bool:
+    """No operator of `_NOT_ONE_BGP` anywhere (in FILTER expressions neither), at most one GRAPH."""
     graphs = 0
 
-    def visit(node: Any, graph: Slot) -> bool:
+    def visit(node: Any) -> bool:
         nonlocal graphs
         if isinstance(node, CompValue):
             if node.name in _NOT_ONE_BGP:
                 return False
-            if node.name == "Graph":
-                graphs += 1
-                graph = _slot(node.get("term"))
-            if node.name == "BGP":
-                bgps.append((graph, list(node.get("triples", []))))
-            return all(visit(value, graph) for value in node.values())
+            graphs += node.name == "Graph"
+            return all(visit(value) for value in node.values())
         if isinstance(node, (list, tuple)):
-            return all(visit(item, graph) for item in node)
+            return all(visit(item) for item in node)
         return True
 
-    if not visit(algebra, None) or len(bgps) != 1 or graphs > 1:
+    return visit(algebra) and graphs <= 1
+
+
+def _bgp(node: Any, graph: Slot) -> tuple[JoinPattern, ...] | None:
+    """The patterns of a BGP node, or None (another node, a property path, a term the overlay
+    cannot place)."""
+    if not (isinstance(node, CompValue) and node.name == "BGP"):
         return None
-    graph, triples = bgps[0]
     patterns: dict[JoinPattern, None] = {}
-    for s, p, o in triples:
+    for s, p, o in node.get("triples", []):
         if isinstance(p, RPath):
             return None
         slots = (graph, _slot(s), _slot(p), _slot(o))
         if any(slot is None for slot in slots[1:]):
             return None  # a term the overlay cannot place: gathered whole
         patterns.setdefault(slots)
-    return list(patterns) or None
+    return tuple(patterns) or None
 
 
 def _slot(node: Any) -> Slot:
@@ -122,7 +172,8 @@ class BindPlanner:
     variables when `len(values) × LOOKUP_QUADS` is less than the quads it matches."""
 
     def __init__(self, patterns: Sequence[JoinPattern], counts: Sequence[int], *,
-                 lookup_quads: int = LOOKUP_QUADS, max_lookups: int = MAX_LOOKUPS) -> None:
+                 lookup_quads: int = LOOKUP_QUADS, max_lookups: int = MAX_LOOKUPS,
+                 known: Mapping[Var, set[Term]] | None = None) -> None:
         if len(patterns) != len(counts):
             raise ValueError(f"{len(patterns)} patterns, {len(counts)} counts")
         self.patterns = list(patterns)
@@ -131,7 +182,8 @@ class BindPlanner:
         self.max_lookups = max_lookups
         self.remaining = set(range(len(patterns)))
         #: what a variable can take in a solution: the values every fetched pattern holding it gave
-        self.known: dict[Var, set[Term]] = {}
+        #: (`known`: what the required patterns left, for an OPTIONAL group planned after them)
+        self.known: dict[Var, set[Term]] = {var: set(values) for var, values in (known or {}).items()}
 
     def next(self) -> Step | None:
         """What to fetch next; None once every pattern is fetched."""

@@ -329,6 +329,8 @@ JOINED = [
     f"SELECT (AVG(?v) AS ?m) (COUNT(*) AS ?n) WHERE {{ ?ob <{EXO}by> <{EXO}sensor1> . ?ob <{EXO}value> ?v . "
     f"?ob <{EXO}at> ?t FILTER(?v > 20) }}",
     f"SELECT ?ob WHERE {{ ?ob <{EXO}by> <{EXO}nobody> . ?ob <{EXO}value> ?v }}",
+    f"SELECT ?ob ?v ?t WHERE {{ ?ob <{EXO}by> <{EXO}sensor2> OPTIONAL {{ ?ob <{EXO}value> ?v FILTER(?v > 100) }} "
+    f"OPTIONAL {{ ?ob <{EXO}nothing> ?t }} }}",
 ]
 
 
@@ -366,8 +368,9 @@ async def test_a_join_fetches_the_broad_pattern_bound_to_what_the_selective_one_
                 assert _bag(await client.query(text)) == _bag(_oracle(oracle, text)), text
                 if text is JOINED[0]:
                     assert sum(moved) == 40 + 40, moved   # sensor3's 40 observations and their 40 values
-            assert entry.counters["sparql_patterns_bound"] == 4   # the third pattern of the second query too
-            assert entry.counters["sparql_bound_lookups"] == 40 + 40 + 40
+            # the third pattern of the second query too, and the first OPTIONAL group of the last
+            assert entry.counters["sparql_patterns_bound"] == 5
+            assert entry.counters["sparql_bound_lookups"] == 40 + 40 + 40 + 40
 
 
 async def test_a_join_with_a_pattern_matching_everything_fetches_everything_once(autojump_clock):

@@ -16,6 +16,8 @@ from collections import Counter
 from functools import partial
 from typing import Awaitable, Callable, Sequence
 
+import trio
+
 from eventcloud.rdf.model import Quad
 from eventcloud.sparql.bind_joins import LOOKUP_QUADS, BindPlanner, JoinShape, box_of
 from eventcloud.sparql.query_plan import EVERYTHING, Pattern
@@ -25,6 +27,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["QueryCandidates", "LOOKUPS_PER_TREE"]
 
+#: Patterns a query may have for its fetches to be planned (more: each fetched whole, as before).
+MAX_PLANNED = 32
+#: Estimates (multicasts) one query asks for at once.
+ESTIMATES_AT_ONCE = 8
 #: Bound lookups carried by one multicast tree (over their boxes' hull; each peer runs those
 #: meeting its zone).
 LOOKUPS_PER_TREE = 256
@@ -47,12 +53,18 @@ class QueryCandidates:
         groups, with variables) is planned as bind joins, the required patterns first, each
         group after them; without one, each of `patterns` is fetched whole."""
         gathered: set[Quad] = set()
-        if shape is None or len(shape) < 2 or any(box_of(p) == EVERYTHING for p in shape.patterns()):
+        if shape is None or not 2 <= len(shape) <= MAX_PLANNED or any(box_of(p) == EVERYTHING for p in shape.patterns()):
             # (a pattern matching everything fetches it all once: the others are in it)
             for pattern in patterns:
                 gathered.update(await self.find(pattern))
             return gathered
-        counts = await gather([partial(self.count, box_of(p)) for p in shape.patterns()])
+        limiter = trio.CapacityLimiter(ESTIMATES_AT_ONCE)
+
+        async def estimate(pattern: Pattern) -> int:
+            async with limiter:
+                return await self.count(pattern)
+
+        counts = await gather([partial(estimate, box_of(p)) for p in shape.patterns()])
         steps: list[str] = [f"counted {counts}"]
         required = BindPlanner(shape.required, counts[:len(shape.required)], lookup_quads=self.lookup_quads)
         await self._run(required, gathered, steps)

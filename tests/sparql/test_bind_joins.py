@@ -228,3 +228,28 @@ def test_what_the_planner_gathers_answers_every_query_as_all_the_data_does(data,
     assert shape is not None
     gathered, _ = _gathered_by_a_peer(quads, shape, cost)
     assert _answers(gathered, text) == _answers(quads, text)
+
+
+def test_a_query_of_very_many_patterns_is_fetched_whole_without_estimates():
+    """Planning asks one estimate (a multicast) per pattern: a query of hundreds would send as many."""
+    from collections import Counter
+
+    import trio
+
+    from peers.query_candidates import MAX_PLANNED, QueryCandidates
+
+    quads = _quads(10)
+    body = " . ".join(f"?o <{EX}p{i}> ?v{i}" for i in range(MAX_PLANNED + 1))
+    shape = join_shape(analyse(f"SELECT * WHERE {{ {body} }}")[1])
+    fetched = []
+
+    async def find(pattern):
+        fetched.append(pattern)
+        return _matching(quads, pattern)
+
+    async def never(*_):
+        raise AssertionError("no estimate, no lookup")
+
+    boxes = [box_of(p) for p in shape.patterns()]
+    assert trio.run(QueryCandidates(find, never, never, Counter()).gather, boxes, shape) == set()
+    assert fetched == boxes

@@ -85,6 +85,7 @@ class AnnexOverlay(SimOverlay):
         self.max_attempts = 10
         self.piece_depth = 2
         self.headroom = 4
+        self.host_climb = False   # joins climb by zone load (today's rule), or by host load
 
     def adopt_hosts(self) -> None:
         """After loading a plain snapshot: every zone is its own host."""
@@ -96,6 +97,15 @@ class AnnexOverlay(SimOverlay):
         self.host_of[newcomer] = newcomer
         self.zones_of[newcomer] = {newcomer}
         return newcomer
+
+    def load(self, key: int) -> int:
+        """With `host_climb`, probes and climbs read the load of the zone's host (all its zones)."""
+        return self.host_load(self.host_of[key]) if self.host_climb else len(self.held[key])
+
+    def _split(self, owner: int) -> int:
+        if self.host_climb:   # the host found busiest splits its busiest zone
+            owner = max(sorted(self.zones_of[self.host_of[owner]]), key=lambda z: len(self.held[z]))
+        return super()._split(owner)
 
     # --- host state ---
     def host_neighbours(self, h: int) -> set[int]:
@@ -522,9 +532,10 @@ def cmd_annex(args) -> None:
 def cmd_grow(args) -> None:
     space, points = load_points(args.dataset, args.mapping)
     ov = AnnexOverlay(space, points, random.Random(args.seed), rule="after", probes=4)
+    ov.host_climb = args.host_climb
     rng = random.Random(args.seed + 7)
     t0 = time.perf_counter()
-    label = f"{args.dataset} · {args.mapping}"
+    label = f"{args.dataset} · {args.mapping}{' · joins climb by host load' if args.host_climb else ''}"
     sizes = sorted(int(s) for s in str(args.size).split(","))
     for size in sizes:
         while len(ov.zones_of) < size:
@@ -560,6 +571,7 @@ def main(argv=None) -> int:
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--mode", default="zones", choices=("hosts", "zones"))
     p.add_argument("--cache", default=str(CACHE), help="where snapshots and placed points are kept")
+    p.add_argument("--host-climb", action="store_true", help="grow: joins climb by host load, not zone load")
     args = p.parse_args(argv)
     CACHE = Path(args.cache)
     if args.command == "build":

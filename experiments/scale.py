@@ -154,17 +154,21 @@ class SimOverlay:
             for _ in range(self.probes - 1):
                 other, hops = self.route(bootstrap, self.random_point())
                 requests += hops + 1     # the route, then the owner's load report
-                if len(self.held[other]) > len(self.held[owner]):
+                if self.load(other) > self.load(owner):
                     owner = other
             for _ in range(self.climb_steps):
-                loads = {k: len(self.held[k]) for k in self.tables[owner]}
+                loads = {k: self.load(k) for k in self.tables[owner]}
                 requests += len(loads)   # one load request per neighbour
-                step = climb(owner, len(self.held[owner]), loads)
+                step = climb(owner, self.load(owner), loads)
                 if step == owner:
                     break
                 owner = step
         self.join_requests += requests + 1
         return self._split(owner)
+
+    def load(self, key: int) -> int:
+        """What a probe or a climb step reads of peer `key`: the quads it holds."""
+        return len(self.held[key])
 
     def _any_peer(self) -> int:
         while True:  # ids are dense unless peers left

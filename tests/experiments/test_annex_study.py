@@ -23,7 +23,15 @@ def test_the_de_crowding_pass_bounds_hosts_neighbours_and_keeps_the_partition():
     overlay.decrowd(cap - 6, cap, random.Random(3))
     assert len(overlay.zones) > 200 and overlay.decrowd_cuts > 0
     assert max(overlay.host_count(h) for h in overlay.zones_of) <= cap
-    assert {h: overlay.host_load(h) for h in overlay.zones_of} == loads   # annexes are empty
+    assert {h: overlay.host_load(h) for h in overlay.zones_of} == loads   # annexes are empty, no data moved
+    # then joins go on, climbing by host load, each followed by the pass over the zones it touched
+    overlay.host_climb = True
+    for _ in range(40):
+        new = overlay.join()
+        overlay.decrowd(cap - 6, cap, random.Random(4), zones={new, *overlay.tables[new]}, host_pass=False)
+    overlay.rebalance_hosts(cap, random.Random(5))
+    assert len(overlay.zones_of) == 240 and min(overlay.host_load(h) for h in overlay.zones_of) > 0
+    assert max(overlay.host_count(h) for h in overlay.zones_of) < worst   # (the cap here is tight: 34)
     whole, _ = overlay.multicast(0, space.whole_space())   # reaches every zone exactly once (checked)
     assert whole == len(overlay.zones)
     for zone_id, table in overlay.tables.items():          # tables name exactly the zones touching

@@ -37,7 +37,7 @@ import time
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from eventcloud.overlay import CoordinateSpace, Neighbour, announced, split_for_join
+from eventcloud.overlay import CoordinateSpace
 from experiments.scale import MAX_HOPS, SimOverlay, can_bound, place
 
 #: Where snapshots and placed points are kept between commands (`--cache`; CityBench's points: ~750 MB).
@@ -127,20 +127,7 @@ class AnnexOverlay(SimOverlay):
         Tables stay exact (announced to z's old neighbours). Returns the new zone's id; its host
         is z's host until assigned."""
         new, self.next_id = self.next_id, self.next_id + 1
-        zone, held = self.zones[z], self.held[z]
-        plan = split_for_join(str(z), str(z), zone, {str(k): n for k, n in self.tables[z].items()},
-                              str(new), str(new), cut=(dim, at))
-        points = self.points
-        self.held[z] = [i for i in held if points[i][dim] < at]
-        self.held[new] = [i for i in held if points[i][dim] >= at]
-        self.zones[z], self.zones[new] = plan.lower, plan.upper
-        self.tables[z] = {int(k): n for k, n in plan.owner_table.items()}
-        self.tables[new] = {int(k): n for k, n in plan.newcomer_table.items()}
-        records = [(str(z), Neighbour(str(z), plan.lower)), (str(new), Neighbour(str(new), plan.upper))]
-        for address in plan.announce_to:
-            peer = int(address)
-            table = announced(address, self.zones[peer], {str(k): n for k, n in self.tables[peer].items()}, records)
-            self.tables[peer] = {int(k): n for k, n in table.items()}
+        self.cut(z, new, (dim, at))
         h = self.host_of[z]
         self.host_of[new] = h
         self.zones_of[h].add(new)

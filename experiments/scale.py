@@ -182,6 +182,13 @@ class SimOverlay:
         cut = None
         if self.rule == "after":
             cut = cut_for(zone, [self.points[i] for i in evenly(held)])
+        self.cut(owner, newcomer, cut)
+        return newcomer
+
+    def cut(self, owner: int, newcomer: int, cut: tuple[int, int] | None) -> None:
+        """Split `owner`'s zone for `newcomer` with `split_for_join` (at `cut`, or its midpoint):
+        the quads above the cut and the upper zone go to the newcomer, tables stay exact."""
+        zone, held = self.zones[owner], self.held[owner]
         plan = split_for_join(str(owner), str(owner), zone, {str(k): n for k, n in self.tables[owner].items()},
                               str(newcomer), str(newcomer), cut=cut)
         dim = plan.upper.splits[-1]
@@ -197,7 +204,6 @@ class SimOverlay:
             peer = int(address)
             table = announced(address, self.zones[peer], {str(k): n for k, n in self.tables[peer].items()}, records)
             self.tables[peer] = {int(k): n for k, n in table.items()}
-        return newcomer
 
     # --- measuring --------------------------------------------------------------------------
 

@@ -105,13 +105,32 @@ async def run(args: argparse.Namespace) -> int:
                             await trio.sleep(min(2 ** attempt, 10))
 
             failed: ClientError | None = None
+            during: list[float] = []   # COUNT(*) latencies while publishing (answers still moving)
+
+            async def counting_while_publishing(done: trio.Event) -> None:
+                while not done.is_set():
+                    with trio.move_on_after(5):
+                        await done.wait()
+                    if done.is_set():
+                        return
+                    begun = time.perf_counter()
+                    try:
+                        await client.query(QUERIES["COUNT(*)"])
+                    except ClientError:
+                        continue
+                    during.append(time.perf_counter() - begun)
+
             try:
                 async with trio.open_nursery() as nursery:
-                    for _ in range(4):
-                        nursery.start_soon(publisher)
-                    async with send:
-                        for i in range(0, len(evs), 50):
-                            await send.send(evs[i:i + 50])
+                    published = trio.Event()
+                    nursery.start_soon(counting_while_publishing, published)
+                    async with trio.open_nursery() as publishers:
+                        for _ in range(4):
+                            publishers.start_soon(publisher)
+                        async with send:
+                            for i in range(0, len(evs), 50):
+                                await send.send(evs[i:i + 50])
+                    published.set()
             except* ClientError as group:
                 failed = group.exceptions[0]  # type: ignore[assignment]
             if failed is not None:
@@ -120,6 +139,9 @@ async def run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 dumps.cancel_scope.cancel()
                 return 1
+            if during:
+                print(f"COUNT(*) while publishing, every 5 s: median {statistics.median(during):.3f} s, "
+                      f"max {max(during):.3f} s ({len(during)} asked)", file=sys.stderr)
             print(f"published in {time.perf_counter() - started:.0f} s; batches refused and published again: "
                   f"{len(refused)}{' (first: ' + refused[0] + ')' if refused else ''}", file=sys.stderr)
             if args.settle > 0:  # the rebalancer moves peers meanwhile (docs/overlay.md)

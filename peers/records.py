@@ -49,13 +49,21 @@ class Records:
         old = [q for graph in (_META, _DECISIONS) for q in data.quads_for_pattern(None, None, None, graph)]
         if not old:
             return False
-        self._store.extend([ox.Quad(q.subject, DECISION if q.graph_name == _DECISIONS else q.predicate, q.object, _HERE)
-                            for q in old])
+        # a subject recorded here already was carried over before a crash, then maybe written since:
+        # the record here stands
+        copies = [ox.Quad(q.subject, DECISION if q.graph_name == _DECISIONS else q.predicate, q.object, _HERE)
+                  for q in old]
+        self._store.extend([q for q in copies if not self._holds(q.subject, q.predicate == DECISION)])
         self._store.flush()
         for quad in old:
             data.remove(quad)
         data.flush()
         return True
+
+    def _holds(self, subject: ox.NamedNode, decision: bool) -> bool:
+        predicates = (DECISION,) if decision else _EVENT_STATE
+        return any(next(iter(self._store.quads_for_pattern(subject, p, None, _HERE)), None) is not None
+                   for p in predicates)
 
     def event_quads(self) -> Iterator[ox.Quad]:
         """(event graph, INFO | OLD_SIZE | OLD_PUBLISHED, value) of every event recorded."""

@@ -465,12 +465,13 @@ def test_the_stores_records_stay_out_of_every_query_and_an_older_layout_is_carri
         assert {r["g"]["value"] for r in store.query_rows(graphs, None, None, 100)} == {a.graph.value, b.graph.value}
         assert [r["n"]["value"] for r in store.query_rows(count, [a.graph.value], None, 100)] == ["5"]
         assert store.estimate(None, None, None, None) == 10
-        if reopening == 0:   # a crash after the records were copied, before the old graphs went
-            store.write([add(a.graph.value, a.quads, 5, 1, committed=True)])
+        if reopening == 0:   # a crash after the records were copied, before the old graphs went:
+            store.write([add(a.graph.value, a.quads, 5, 1, committed=True)])   # (the record since stands)
             store.close()
             again = ox.Store(str(tmp_path / "s"))
+            stale = [5, 1, False, False, [["e:9", ["0"] * 4]], 5]
             again.add(ox.Quad(ox.NamedNode(a.graph.value), ox.NamedNode("urn:eventcloud:info"),
-                              ox.Literal(_json.dumps([5, 1, True, False, None, 5])), ox.NamedNode("urn:eventcloud:meta")))
+                              ox.Literal(_json.dumps(stale)), ox.NamedNode("urn:eventcloud:meta")))
             again.flush()
             del again
         else:

@@ -21,7 +21,7 @@ import pyoxigraph as ox
 
 from peers.mutations import DECISIONS_GRAPH, META_GRAPH
 
-__all__ = ["Records", "INFO", "OLD_SIZE", "OLD_PUBLISHED"]
+__all__ = ["Records", "INFO", "OLD_SIZE", "OLD_PUBLISHED", "holds_any"]
 
 INFO = ox.NamedNode("urn:eventcloud:info")
 DECISION = ox.NamedNode("urn:eventcloud:decision")
@@ -34,6 +34,12 @@ _DECISIONS = ox.NamedNode(DECISIONS_GRAPH)
 _HERE = ox.DefaultGraph()
 _TX = "urn:eventcloud:tx:"
 _EVENT_STATE = (INFO, OLD_SIZE, OLD_PUBLISHED)
+
+
+def holds_any(store: ox.Store, subject: ox.NamedNode | None, predicate: ox.NamedNode | None,
+              graph: ox.NamedNode | ox.DefaultGraph) -> bool:
+    """Whether `store` holds a quad matching (one lookup, none built beyond the first)."""
+    return next(iter(store.quads_for_pattern(subject, predicate, None, graph)), None) is not None
 
 
 class Records:
@@ -61,9 +67,7 @@ class Records:
         return True
 
     def _holds(self, subject: ox.NamedNode, decision: bool) -> bool:
-        predicates = (DECISION,) if decision else _EVENT_STATE
-        return any(next(iter(self._store.quads_for_pattern(subject, p, None, _HERE)), None) is not None
-                   for p in predicates)
+        return any(holds_any(self._store, subject, p, _HERE) for p in ((DECISION,) if decision else _EVENT_STATE))
 
     def event_quads(self) -> Iterator[ox.Quad]:
         """(event graph, INFO | OLD_SIZE | OLD_PUBLISHED, value) of every event recorded."""

@@ -38,7 +38,7 @@ from peers.mutations import (
     RESERVED_GRAPHS, SUBSCRIPTIONS_GRAPH, Attempt, Mutation, abort, add, attempts_of,
     check_mutation, commit, decide, delete, drop_subscription, notified, put_subscription, remove, with_attempts,
 )
-from peers.records import INFO, OLD_PUBLISHED, OLD_SIZE, Records
+from peers.records import INFO, OLD_PUBLISHED, OLD_SIZE, Records, holds_any
 from peers.wal import WriteAheadLog
 
 __all__ = ["EventInfo", "PeerStore", "StoreError", "write_atomically", "query_rows", "Mutation", "add", "commit",
@@ -370,7 +370,7 @@ class PeerStore:
         # Quads of an event unknown here may be held all the same (metadata lost by an older
         # version): found with one lookup, they are counted, never taken for new. And a quad
         # named twice is one quad.
-        held = self._store_graph(node) if info is not None or self._holds_any(node) else set()
+        held = self._store_graph(node) if info is not None or holds_any(self._store, None, None, node) else set()
         fresh, seen = [], set()
         for quad in quads:
             stored = quad_to_ox(quad)
@@ -405,20 +405,10 @@ class PeerStore:
     def _store_graph(self, node: ox.NamedNode) -> set[ox.Quad]:
         return set(self._store.quads_for_pattern(None, None, None, node))
 
-    def _holds_any(self, node: ox.NamedNode) -> bool:
-        return next(iter(self._store.quads_for_pattern(None, None, None, node)), None) is not None
-
     def _remove(self, graph: str, triples: list[Any]) -> int:
         info = self._events.get(graph)
         iri = trusted_iri(graph)
         present = self._store_graph(ox.NamedNode(graph))
-        if info is None:
-            # Quads without their event's metadata (an older version lost it) are still removed
-            # when named: left, they stayed outside their peer's zone after a handover.
-            gone = [q for q in {quad_to_ox(triple_from_wire(iri, t, trusted=True)) for t in triples} if q in present]
-            for quad in gone:
-                self._store.remove(quad)
-            return len(gone)
         gone = 0
         for triple in triples:
             quad = quad_to_ox(triple_from_wire(iri, triple, trusted=True))
@@ -426,6 +416,10 @@ class PeerStore:
                 self._store.remove(quad)
                 present.discard(quad)   # named twice, removed once
                 gone += 1
+        if info is None:
+            # Quads without their event's metadata (an older version lost it) are removed all the
+            # same when named: left, they stayed outside their peer's zone after a handover.
+            return gone
         if info.committed:
             self.committed_quads -= gone
         else:

@@ -34,10 +34,10 @@ import statistics
 import sys
 import tempfile
 import time
-from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 from eventcloud.overlay import CoordinateSpace
+from eventcloud.overlay.annexes import HostOffer, choose_host, crowd_cut, data_ranges, host_neighbours_after
 from experiments.scale import MAX_HOPS, SimOverlay, can_bound, place
 
 #: Where snapshots and placed points are kept between commands (`--cache`; CityBench's points: ~750 MB).
@@ -133,75 +133,16 @@ class AnnexOverlay(SimOverlay):
         self.zones_of[h].add(new)
         return new
 
-    def data_range(self, z: int, dim: int) -> tuple[int, int] | None:
-        held = self.held[z]
-        if not held:
-            return None
-        pts = self.points
-        vals = [pts[i][dim] for i in held]
-        return min(vals), max(vals)
-
     def best_cut(self, z: int, data_sided: bool = True):
-        """The cut of z that sheds the most neighbours: minimises the larger half's degree; a zone
-        holding data only cut where one side is empty (the empty side becomes the annex).
-        Returns (score, dim, at, annex_is_upper) or None."""
-        zone = self.zones[z]
-        table = self.tables[z]
-        deg = len(table)
-        best = None
-        for d in range(4):
-            lo, hi = zone.bounds[d]
-            if hi - lo < 2:
-                continue
-            n_lface = n_uface = 0
-            starts, ends = [], []
-            for k, nb in table.items():
-                a, b = nb.zone.bounds[d]
-                if b == lo:
-                    n_lface += 1
-                elif a == hi:
-                    n_uface += 1
-                else:
-                    starts.append(a)
-                    ends.append(b)
-            starts.sort()
-            ends.sort()
-            cands = {v for v in starts if lo < v < hi} | {v for v in ends if lo < v < hi}
-            rng = self.data_range(z, d) if data_sided else None
-            if self.held[z] and data_sided:
-                dmin, dmax = rng
-                allowed = []
-                # lower side empty: at <= dmin ; upper side empty: at > dmax
-                for v in cands:
-                    if v <= dmin:
-                        allowed.append((v, False))   # annex = lower
-                    elif v > dmax:
-                        allowed.append((v, True))    # annex = upper
-                if lo < dmin:
-                    allowed.append((dmin, False))
-                if dmax + 1 < hi:
-                    allowed.append((dmax + 1, True))
-            else:
-                allowed = [(v, None) for v in cands]
-            m = len(starts)
-            for at, annex_upper in allowed:
-                below = bisect_left(starts, at)          # neighbours with a < at: touch the lower half
-                above = m - bisect_right(ends, at)       # neighbours with b > at: touch the upper half
-                deg_l = n_lface + below + 1
-                deg_u = n_uface + above + 1
-                spanning = below + above - m             # neighbours touching both: +1 degree each
-                if annex_upper is None:
-                    kept = max(deg_l, deg_u)
-                elif annex_upper:
-                    kept = deg_l
-                else:
-                    kept = deg_u
-                score = (max(deg_l, deg_u) if annex_upper is None else kept, spanning, max(deg_l, deg_u))
-                if kept >= deg:   # no gain for the zone that stays
-                    continue
-                if best is None or score < best[0]:
-                    best = (score, d, at, annex_upper)
-        return best
+        """`crowd_cut` of zone z (the rule the peers use), as (score, dim, at, annex_is_upper)
+        with annex_is_upper None where both sides may be given away; None if no cut helps."""
+        held = self.held[z]
+        ranges = data_ranges(self.points[i] for i in held) if held else None
+        cut = crowd_cut(self.zones[z], {k: n.zone for k, n in self.tables[z].items()}, ranges,
+                        through_data=not data_sided)
+        if cut is None:
+            return None
+        return cut.score, cut.dim, cut.at, cut.annex_upper if held and data_sided else None
 
     # --- assigning an annex ---
     def assign(self, new: int, cap: int, rng: random.Random, randoms: int = 64) -> bool:
@@ -219,25 +160,20 @@ class AnnexOverlay(SimOverlay):
         if keep <= cap and keep == base0:
             return True  # free to keep
         nb_new = set(self.tables[new])
-        best = None
+        offers = []
         for h in cands:
             if h == h0:
                 continue
             own = self.zones_of[h]
             current = self.host_neighbours(h)
-            after = len((current | nb_new) - own - {new})
-            key = (after > cap - self.headroom, after - len(current), after, len(own))
-            if best is None or key < best[0]:
-                best = (key, h, after)
+            offers.append(HostOffer(h, "", len(current), host_neighbours_after(current, own, nb_new, new), len(own)))
+        best = choose_host(offers, cap, self.headroom)
         if best is None:
             return keep <= cap
-        _, h, after = best
-        if after <= cap - self.headroom:
-            self.zones_of[h0].discard(new)
-            self.zones_of[h].add(new)
-            self.host_of[new] = h
-            return True
-        return keep <= cap
+        self.zones_of[h0].discard(new)
+        self.zones_of[best.host].add(new)
+        self.host_of[new] = best.host
+        return True
 
     # --- de-crowding ---
     def decrowd(self, T: int, cap: int, rng: random.Random, zones=None, max_cuts: int | None = None,

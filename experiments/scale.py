@@ -191,15 +191,15 @@ class SimOverlay:
         zone, held = self.zones[owner], self.held[owner]
         plan = split_for_join(str(owner), str(owner), zone, {str(k): n for k, n in self.tables[owner].items()},
                               str(newcomer), str(newcomer), cut=cut)
-        dim = plan.upper.splits[-1]
-        at = plan.upper.bounds[dim][0]
+        dim = plan.granted.splits[-1]
+        at = plan.granted.bounds[dim][0]
         points = self.points
         self.held[owner] = [i for i in held if points[i][dim] < at]
         self.held[newcomer] = [i for i in held if points[i][dim] >= at]
-        self.zones[owner], self.zones[newcomer] = plan.lower, plan.upper
+        self.zones[owner], self.zones[newcomer] = plan.kept, plan.granted
         self.tables[owner] = {int(k): n for k, n in plan.owner_table.items()}
         self.tables[newcomer] = {int(k): n for k, n in plan.newcomer_table.items()}
-        records = [(str(owner), Neighbour(str(owner), plan.lower)), (str(newcomer), Neighbour(str(newcomer), plan.upper))]
+        records = [(str(owner), Neighbour(str(owner), plan.kept)), (str(newcomer), Neighbour(str(newcomer), plan.granted))]
         for address in plan.announce_to:
             peer = int(address)
             table = announced(address, self.zones[peer], {str(k): n for k, n in self.tables[peer].items()}, records)

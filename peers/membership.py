@@ -254,10 +254,10 @@ class Membership:
             # (nothing awaited in between): an event matched here after it skips the quads this
             # peer no longer owns and is marked notified; that mark must not reach the newcomer,
             # or nobody notifies for those quads (a lost notification, found by the chaos test).
-            quads, data = self._handover_of(plan.upper, held)
+            quads, data = self._handover_of(plan.granted, held)
             log.info("peer %s: split for %s along dimension %d, %d of its %d quads go", state.id, new_id, cut[0],
                      len(quads), len(held))
-            state.zone = plan.lower
+            state.zone = plan.kept
             state.neighbours = plan.owner_table
             # From here the split completes (the newcomer commits, or `_expire_join` undoes it) or
             # is undone now: cancelled in this persist (the joiner's request was cut off when the
@@ -271,7 +271,7 @@ class Membership:
                 raise
             pending.outgoing = Outgoing(data)
             first, remaining = pending.outgoing.first()
-            grant = JoinGrant(plan.upper, plan.newcomer_table, state.algorithm, state.id, state.address, first,
+            grant = JoinGrant(plan.granted, plan.newcomer_table, state.algorithm, state.id, state.address, first,
                               state.overlay, state.replicas, remaining=remaining)
             return grant, pending
 

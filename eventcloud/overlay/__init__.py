@@ -9,6 +9,9 @@
 """
 
 from eventcloud.errors import GeometryError
+from eventcloud.overlay.annexes import (
+    HEADROOM, AnnexCut, HostOffer, choose_host, crowd_cut, cut_between, data_ranges, host_neighbours_after,
+)
 from eventcloud.overlay.balance import (
     MIN_SHARE, SplitChoice, climb, cut_for, evenly, gains_enough, joiner_share, median_split, should_move,
 )
@@ -31,5 +34,7 @@ __all__ = [
     "intersection", "tiles", "disjoint", "hull", "subtree_reach",
     "Neighbour", "SplitPlan", "MergePlan", "RoomFace", "split_for_join", "merge_for_leave", "heirs", "room_faces",
     "is_guillotine", "announced", "verified",
+    "AnnexCut", "HostOffer", "HEADROOM", "crowd_cut", "choose_host", "cut_between", "data_ranges",
+    "host_neighbours_after",
     "SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "joiner_share", "gains_enough", "MIN_SHARE",
 ]

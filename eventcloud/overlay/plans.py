@@ -6,7 +6,7 @@ tell), so every rule of CAN membership is tested here without a network:
 
 * `split_for_join`: the owner cuts its zone in two (at the median of its data when it holds
   some, `overlay.balance.median_split`; else at the midpoint), keeps the lower part and grants
-  the upper one; both tables are cut from the owner's table, each keeping the zones that abut
+  the upper one (an annex may take the lower one); both tables are cut from the owner's table, each keeping the zones that abut
   its part.
 * `merge_for_leave`: a neighbour whose zone merges with the leaving zone into a box takes it;
   its new table is the union of both tables, cut to what abuts the merged zone.
@@ -46,10 +46,10 @@ class Neighbour:
 
 @dataclass(frozen=True)
 class SplitPlan:
-    lower: Zone                 # what the owner keeps
-    upper: Zone                 # what the newcomer gets
+    kept: Zone                  # what the owner keeps (the lower part, but for an annex: overlay/annexes.py)
+    granted: Zone               # what the newcomer gets
     owner_table: Table          # the owner's table afterwards (the newcomer included)
-    newcomer_table: Table       # the newcomer's table (the owner, with its lower half, included)
+    newcomer_table: Table       # the newcomer's table (the owner, with the part it keeps, included)
     announce_to: tuple[str, ...]  # addresses of the owner's old neighbours, told once the join commits
 
 
@@ -62,19 +62,22 @@ class MergePlan:
 
 def split_for_join(owner_id: str, owner_address: str, zone: Zone, table: Mapping[str, Neighbour],
                    newcomer_id: str, newcomer_address: str, owner_incarnation: int = 0,
-                   cut: tuple[int, int] | None = None) -> SplitPlan:
+                   cut: tuple[int, int] | None = None, newcomer_lower: bool = False) -> SplitPlan:
     """Split `zone` for a newcomer: along dimension `cut[0]` at `cut[1]`, or at the midpoint of
-    the next dimension in turn when `cut` is None (GeometryError if it cannot be split)."""
+    the next dimension in turn when `cut` is None (GeometryError if it cannot be split). The
+    newcomer gets the upper part, or the lower one with `newcomer_lower` (an annex taking the
+    empty side of a crowded zone, which may be either)."""
     lower, upper = zone.split() if cut is None else zone.split_at(*cut)
+    kept, granted = (upper, lower) if newcomer_lower else (lower, upper)
     zones = {k: n.zone for k, n in table.items()}
-    owner_table: Table = {k: table[k] for k in neighbours_of(lower, zones)}
-    owner_table[newcomer_id] = Neighbour(newcomer_address, upper)
+    owner_table: Table = {k: table[k] for k in neighbours_of(kept, zones)}
+    owner_table[newcomer_id] = Neighbour(newcomer_address, granted)
     candidates = dict(zones)
-    candidates[owner_id] = lower
+    candidates[owner_id] = kept
     newcomer_table: Table = {}
-    for k in neighbours_of(upper, candidates):
-        newcomer_table[k] = Neighbour(owner_address, lower, owner_incarnation) if k == owner_id else table[k]
-    return SplitPlan(lower, upper, owner_table, newcomer_table, tuple(n.address for n in table.values()))
+    for k in neighbours_of(granted, candidates):
+        newcomer_table[k] = Neighbour(owner_address, kept, owner_incarnation) if k == owner_id else table[k]
+    return SplitPlan(kept, granted, owner_table, newcomer_table, tuple(n.address for n in table.values()))
 
 
 def heirs(zone: Zone, table: Mapping[str, Neighbour], within: Box | None = None, *,

@@ -115,7 +115,7 @@ def test_split_at_refuses_cuts_on_or_outside_the_bounds():
 def test_split_for_join_takes_the_cut():
     a, b = WHOLE.split()
     plan = split_for_join("A", "a:1", a, {"B": Neighbour("b:1", b)}, "C", "c:1", cut=(3, 17))
-    assert plan.lower.bounds[3] == (0, 17) and plan.upper.bounds[3] == (17, TOP)
+    assert plan.kept.bounds[3] == (0, 17) and plan.granted.bounds[3] == (17, TOP)
     assert set(plan.owner_table) == {"B", "C"} and set(plan.newcomer_table) == {"A", "B"}
 
 

@@ -18,10 +18,10 @@ def test_a_split_gives_each_half_exactly_its_abutting_neighbours():
     # four peers: A and B halves along graph, then A's half split along subject into A and C
     a0, b = WHOLE.split()
     plan = split_for_join("A", "a:1", a0, {"B": Neighbour("b:1", b)}, "C", "c:1")
-    assert (plan.lower, plan.upper) == a0.split()
-    assert set(plan.owner_table) == {"B", "C"} and plan.owner_table["C"] == Neighbour("c:1", plan.upper)
+    assert (plan.kept, plan.granted) == a0.split()
+    assert set(plan.owner_table) == {"B", "C"} and plan.owner_table["C"] == Neighbour("c:1", plan.granted)
     assert set(plan.newcomer_table) == {"A", "B"}
-    assert plan.newcomer_table["A"] == Neighbour("a:1", plan.lower)
+    assert plan.newcomer_table["A"] == Neighbour("a:1", plan.kept)
     assert plan.announce_to == ("b:1",)
 
 

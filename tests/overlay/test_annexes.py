@@ -8,7 +8,7 @@ import random
 from eventcloud.overlay import (
     HostOffer, Neighbour, Zone, choose_host, crowd_cut, cut_between, data_ranges, neighbours_of, split_for_join,
 )
-from tests.overlay.test_plans import WHOLE, _guillotine, _table
+from tests.overlay.zones import WHOLE, guillotine as _guillotine, neighbour_table as _table
 
 TOP = WHOLE.bounds[0][1]
 

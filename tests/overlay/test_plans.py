@@ -6,12 +6,10 @@ import random
 from math import prod
 
 from eventcloud.overlay import (
-    CoordinateSpace, Neighbour, Zone, announced, heirs, is_guillotine, merge_for_leave, room_faces, split_for_join,
+    Neighbour, Zone, announced, heirs, is_guillotine, merge_for_leave, room_faces, split_for_join,
     verified,
 )
-
-SPACE = CoordinateSpace(precision=4)
-WHOLE = Zone(SPACE.whole_space())
+from tests.overlay.zones import WHOLE, guillotine as _guillotine, neighbour_table as _table
 
 
 def test_a_split_gives_each_half_exactly_its_abutting_neighbours():
@@ -52,24 +50,6 @@ def test_stabilisation_trusts_each_peer_about_its_own_zone():
     stale = {"A": Neighbour("a:1", a0)}
     fixed = verified(b, stale, {"A": Neighbour("a:1", a), "C": Neighbour("c:1", c)})
     assert fixed == {"A": Neighbour("a:1", a), "C": Neighbour("c:1", c)}
-
-
-def _table(zones: dict[str, Zone], own: str) -> dict[str, Neighbour]:
-    return {k: Neighbour(f"{k}:1", z) for k, z in zones.items() if k != own and zones[own].is_neighbour(z)}
-
-
-def _guillotine(rng: random.Random, n: int) -> dict[str, Zone]:
-    """`n` zones made by cutting random zones at random places (how joins build an overlay)."""
-    zones = {"0": WHOLE}
-    while len(zones) < n:
-        key = rng.choice(sorted(zones))
-        zone = zones[key]
-        dim = rng.randrange(4)
-        lo, hi = zone.bounds[dim]
-        if hi - lo < 2:
-            continue
-        zones[key], zones[str(len(zones))] = zone.split_at(dim, rng.randrange(lo + 1, hi))
-    return zones
 
 
 def _face_area(zone: Zone, dim: int) -> int:

@@ -86,6 +86,10 @@ class AnnexOverlay(SimOverlay):
         self.piece_depth = 2
         self.headroom = 4
         self.host_climb = False   # joins climb by zone load (today's rule), or by host load
+        #: exactly what peers/annexes.py does: no cut through data, 8 random hosts asked besides
+        #: the annex's neighbours' (the host cutting never keeps it), no pass handing annexes on
+        self.peers_rule = False
+        self.kept_home = 0        # annexes no other host could take
 
     def adopt_hosts(self) -> None:
         """After loading a plain snapshot: every zone is its own host."""
@@ -151,13 +155,15 @@ class AnnexOverlay(SimOverlay):
         h0 = self.host_of[new]
         cands = {self.host_of[k] for k in self.tables[new]}
         hosts = list(self.zones_of)
+        if self.peers_rule:
+            randoms = 8
         for _ in range(randoms):
             cands.add(hosts[rng.randrange(len(hosts))])
         self.zones_of[h0].discard(new)
         base0 = self.host_count(h0)
         self.zones_of[h0].add(new)
         keep = self.host_count(h0)
-        if keep <= cap and keep == base0:
+        if keep <= cap and keep == base0 and not self.peers_rule:
             return True  # free to keep
         nb_new = set(self.tables[new])
         offers = []
@@ -169,6 +175,7 @@ class AnnexOverlay(SimOverlay):
             offers.append(HostOffer(h, "", len(current), host_neighbours_after(current, own, nb_new, new), len(own)))
         best = choose_host(offers, cap, self.headroom)
         if best is None:
+            self.kept_home += 1   # the peers would not cut (the study keeps the cut, on the same host)
             return keep <= cap
         self.zones_of[h0].discard(new)
         self.zones_of[best.host].add(new)
@@ -213,7 +220,7 @@ class AnnexOverlay(SimOverlay):
         # fallback: a data zone no empty-side cut can de-crowd is cut through its data, and
         # the lighter side (with its quads) goes to the host it costs least
         self.data_cuts = getattr(self, "data_cuts", 0)
-        for z in sorted(stuck):
+        for z in sorted(stuck) if not self.peers_rule else ():
             if z in self.zones and self.held[z] and len(self.tables[z]) > cap - self.headroom:
                 choice = self.best_cut(z, data_sided=False)
                 if choice is None:
@@ -248,6 +255,44 @@ class AnnexOverlay(SimOverlay):
                     self.assign(z, cap, rng, randoms=32)
                     if self.host_of[z] != before:
                         self.moves += 1
+
+    def hand_on(self, hosts, cap: int, rng: random.Random) -> None:
+        """What peers/annexes.py does for a host over the cap: its empty annex with the most
+        neighbours goes to the host it costs least (one per host and round)."""
+        for h in sorted(hosts):
+            if h not in self.zones_of or self.host_count(h) <= cap or len(self.zones_of[h]) == 1:
+                continue
+            empty = [z for z in self.zones_of[h] if not self.held[z]]
+            if empty:
+                z = max(empty, key=lambda z: (len(self.tables[z]), z))
+                before = self.host_of[z]
+                self.assign(z, cap, rng)
+                self.moves += self.host_of[z] != before
+
+    def grow_one(self, T: int, cap: int, rng: random.Random, pass_every: int = 0) -> int:
+        """One join, then the zones it touched de-crowded; with `peers_rule` (and no
+        `pass_every`), the hosts near them over the cap hand an annex on, as the peers' next
+        looks would; with `pass_every`, the study's pass every that many joins instead."""
+        new = self.join()
+        # the zones this join touched: the newcomer, its owner and their neighbours
+        touched = {new, *self.tables[new]}
+        for k in list(touched):
+            touched.update(self.tables[k]) if len(self.tables[k]) > T else None
+        self.decrowd(T, cap, rng, zones=touched, host_pass=False)
+        if self.peers_rule and not pass_every:
+            near = {w for z in touched if z in self.zones for w in (z, *self.tables[z])}
+            self.hand_on({self.host_of[w] for w in near}, cap, rng)
+        if pass_every and len(self.zones_of) % pass_every == 0:
+            self.rebalance_hosts(cap, rng)
+        return new
+
+    def settle(self, cap: int, rng: random.Random, passes: bool) -> None:
+        """After the last join: the study's pass, or a few more of the peers' rounds over every host."""
+        if passes:
+            self.rebalance_hosts(cap, rng)
+            return
+        for _ in range(5):
+            self.hand_on([h for h in self.zones_of if self.host_count(h) > cap], cap, rng)
 
     # --- host-driven de-crowding ---
     def decrowd_hosts(self, T: int, cap: int, rng: random.Random, hosts=None, max_cuts: int | None = None) -> None:
@@ -456,25 +501,20 @@ def cmd_grow(args) -> None:
     space, points = load_points(args.dataset, args.mapping)
     ov = AnnexOverlay(space, points, random.Random(args.seed), rule="after", probes=4)
     ov.host_climb = args.host_climb
+    ov.peers_rule = args.peers_rule
     rng = random.Random(args.seed + 7)
     t0 = time.perf_counter()
-    label = f"{args.dataset} · {args.mapping}{' · joins climb by host load' if args.host_climb else ''}"
+    label = (f"{args.dataset} · {args.mapping}{' · joins climb by host load' if args.host_climb else ''}"
+             f"{' · the peers rule' if args.peers_rule else ''}{' · hand on' if args.hand_on else ''}")
     sizes = sorted(int(s) for s in str(args.size).split(","))
     for size in sizes:
         while len(ov.zones_of) < size:
-            new = ov.join()
-            # the zones this join touched: the newcomer, its owner and their neighbours
-            touched = {new, *ov.tables[new]}
-            for k in list(touched):
-                touched.update(ov.tables[k]) if len(ov.tables[k]) > args.T else None
-            ov.decrowd(args.T, args.cap, rng, zones=touched, host_pass=False)
-            if len(ov.zones_of) % 500 == 0:
-                ov.rebalance_hosts(args.cap, rng)
-        ov.rebalance_hosts(args.cap, rng)
+            ov.grow_one(args.T, args.cap, rng, pass_every=500 if args.hand_on or not ov.peers_rule else 0)
+        ov.settle(args.cap, rng, passes=args.hand_on or not ov.peers_rule)
         spent = time.perf_counter() - t0
         r = ov.report(args.routes, random.Random(args.seed + 1))
-        print(fmt(f"{label} · annex T={args.T} (interleaved, cuts {r['cuts']}, moves {r['moves']})", r, spent),
-              flush=True)
+        print(fmt(f"{label} · annex T={args.T} (interleaved, cuts {r['cuts']}, moves {r['moves']}, "
+                  f"no host for {ov.kept_home})", r, spent), flush=True)
 
 
 def main(argv=None) -> int:
@@ -495,6 +535,11 @@ def main(argv=None) -> int:
     p.add_argument("--mode", default="zones", choices=("hosts", "zones"))
     p.add_argument("--cache", default=str(CACHE), help="where snapshots and placed points are kept")
     p.add_argument("--host-climb", action="store_true", help="grow: joins climb by host load, not zone load")
+    p.add_argument("--peers-rule", action="store_true",
+                   help="grow: what peers/annexes.py does (no cut through data, 8 random hosts asked, a host "
+                        "over the cap hands its most crowded empty annex on after each join near it)")
+    p.add_argument("--hand-on", action="store_true", help="grow with --peers-rule: instead, hosts over the "
+                                                          "cap hand annexes on every 500 joins (the study's pass)")
     args = p.parse_args(argv)
     CACHE = Path(args.cache)
     if args.command == "build":

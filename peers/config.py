@@ -55,6 +55,9 @@ class PeerConfig:
     rebalance_ratio: float = 4.0          # ... when that one holds at least this many times its quads
     rebalance_min_quads: int = 10_000     # ... and at least this many
     rebalance_make_room: bool = True      # an empty peer that cannot leave has neighbours step aside
+    neighbour_limit: int = 48             # a peer with more neighbours hands an empty side to another host (0: never)
+    host_neighbour_cap: int = 64          # ... to one that stays within this many neighbours with it
+    annex_every: float = 30.0             # ... and looks this often
     # connections
     max_frame: int = DEFAULT_MAX_FRAME
     max_inflight: int = 64                # requests served at once per connection
@@ -140,6 +143,13 @@ class PeerConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.stabilise_every < 0:
             raise ValueError("stabilise_every must be 0 (never) or positive")
+        if not isinstance(self.neighbour_limit, int) or self.neighbour_limit < 0:
+            raise ValueError(f"neighbour_limit must be 0 (never) or a positive integer, got {self.neighbour_limit!r}")
+        if self.neighbour_limit and not self.neighbour_limit < self.host_neighbour_cap:
+            raise ValueError(f"host_neighbour_cap ({self.host_neighbour_cap!r}) must be over neighbour_limit "
+                             f"({self.neighbour_limit})")
+        if not self.annex_every > 0:
+            raise ValueError(f"annex_every must be positive, got {self.annex_every!r}")
         if self.rebalance_every < 0:
             raise ValueError("rebalance_every must be 0 (never) or positive")
         if not self.rebalance_ratio >= 2:

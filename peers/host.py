@@ -1,4 +1,4 @@
-"""Stand-in peers: zones this process took over from crashed peers, each served as a peer of its own.
+"""Peers this process runs besides its own: stand-ins and annexes, each served as a peer of its own.
 
 A takeover does not merge the crashed peer's zone into ours (zones that do not form a box
 cannot merge); the replica starts a *stand-in*: a full peer, in this process, on a new port,
@@ -14,12 +14,14 @@ the replica of its zone (a crash of the process would take both copies).
 from __future__ import annotations
 
 import logging
+import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import trio
 
 from eventcloud.errors import EventCloudError
+from peers.state import load_state
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +29,54 @@ __all__ = ["Host", "ProcessPeers"]
 
 
 class ProcessPeers:
-    """Ids of the peers running in this process (the top-level peer and its stand-ins)."""
+    """The peers running in this process (the top-level peer, its stand-ins and annexes)."""
 
     def __init__(self) -> None:
         self.ids: set[str] = set()
+        self.states: dict[str, Any] = {}      # id -> PeerState, of those serving a zone
+        self.held: dict[str, Callable[[], int]] = {}   # id -> the quads it holds
+        self.host = uuid.uuid4().hex[:12]      # this process, as a host owning zones
+        self.handing_on = False                # one of its annexes is leaving for another host
+        #: where annexes start: the top-level peer's (an annex started by another annex or a
+        #: stand-in would end with it, a crash of the annex, when that one hands its zone on)
+        self.annex_host: Host | None = None
+        self.adopting = trio.Semaphore(1)      # one annex started at a time
         self.warned_open = False  # the "no cluster secret" warning is said once per process
 
     def __call__(self) -> set[str]:
         return self.ids
+
+    def add(self, state: Any, held: Callable[[], int]) -> None:
+        self.ids.add(state.id)
+        self.states[state.id] = state
+        self.held[state.id] = held
+
+    def discard(self, state: Any) -> None:
+        self.ids.discard(state.id)
+        if self.states.get(state.id) is state:
+            del self.states[state.id]
+            del self.held[state.id]
+
+    def load(self) -> tuple[int, str]:
+        """The host's load: the quads all its peers hold, and the address of the one holding most."""
+        total, busiest = 0, ("", -1)
+        for ident, held in self.held.items():
+            quads = held()
+            total += quads
+            busiest = max(busiest, (self.states[ident].address, quads), key=lambda b: (b[1], b[0]))
+        return total, busiest[0]
+
+    def most_crowded_empty_annex(self) -> str | None:
+        """The id of the empty annex with the most neighbours (the one a host over its cap hands on)."""
+        empty = [(len(s.neighbours), ident) for ident, s in self.states.items() if s.annex and self.held[ident]() == 0]
+        return max(empty)[1] if empty else None
+
+    def neighbours(self) -> set[str]:
+        """The host's neighbours: every peer next to one of its zones, its own excepted."""
+        found: set[str] = set()
+        for state in self.states.values():
+            found.update(state.neighbours)
+        return found - self.ids
 
 
 #: Starts a peer in a nursery: (data_dir, state, store, task_status) -> runs until cancelled.
@@ -42,9 +84,9 @@ Launcher = Callable[..., Awaitable[None]]
 
 
 class Host:
-    def __init__(self, launch: Launcher, data_dir: Path | None) -> None:
+    def __init__(self, launch: Launcher, data_dir: Path | None, folder: str = "standins") -> None:
         self._launch = launch
-        self.data_dir = data_dir / "standins" if data_dir is not None else None
+        self.data_dir = data_dir / folder if data_dir is not None else None
         self.running: dict[str, Any] = {}     # id -> RunningPeer
         self._nursery: trio.Nursery | None = None
 
@@ -55,9 +97,13 @@ class Host:
                 for directory in sorted(self.data_dir.iterdir()):
                     if (directory / "peer.json").exists():
                         try:
+                            state = await trio.to_thread.run_sync(load_state, directory)
+                            if state is None or not state.has_zone:   # it never served: nothing to restore
+                                log.warning("peer in %s never served a zone: not started", directory)
+                                continue
                             await self.start(data_dir=directory)
                         except EventCloudError as exc:
-                            log.warning("stand-in in %s did not start: %s", directory, exc)
+                            log.warning("peer in %s did not start: %s", directory, exc)
             task_status.started()
             await trio.sleep_forever()
 
@@ -65,9 +111,10 @@ class Host:
         return self.data_dir / ident if self.data_dir is not None else None
 
     async def start(self, **peer: Any) -> Any:
-        """Start a stand-in (`data_dir` to restore, or `state` and `store` in memory); its handle."""
+        """Start a peer (`data_dir` to restore, or `state` and `store` in memory, or what the
+        launcher takes); its handle."""
         if self._nursery is None:
-            raise EventCloudError("this peer is stopping: it cannot start a stand-in")
+            raise EventCloudError("this peer is stopping: it cannot start another")
         running = await self._nursery.start(self._run, peer)
         self.running[running.id] = running
         return running

@@ -55,10 +55,10 @@ class StartedOnce:
 
 def drop_stale(data_dir: Path) -> None:
     """The copy a superseded peer held is stale: keep its state file for inspection, drop its
-    store and the replicas it held for others (they choose new ones). The stand-ins it hosted
-    are other peers' zones, not its own: they stay, and the peer's next runtime starts them
-    again from `standins/` (each first checks that nobody took its zone over meanwhile). A
-    rebalancer move used to delete them, which made every move a crash of those zones."""
+    store and the replicas it held for others (they choose new ones). The stand-ins and annexes
+    it hosted are other peers' zones, not its own: they stay, and the peer's next runtime starts
+    them again from `standins/` and `annexes/` (each first checks that nobody took its zone over
+    meanwhile). A rebalancer move used to delete them, which made every move a crash of those zones."""
     state = data_dir / "peer.json"
     if state.exists():
         state.rename(data_dir / "peer.json.superseded")

@@ -18,6 +18,7 @@ from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.messages import Empty, Load, LoadAsk, Routed
 from eventcloud.wire.ops import Op
 from peers.async_store import AsyncStore
+from peers.host import ProcessPeers
 from peers.router import Router
 from peers.state import PeerState
 
@@ -36,8 +37,10 @@ PROMISED_FOR = 30.0
 
 
 class LoadSurvey:
-    def __init__(self, state: PeerState, router: Router, store: AsyncStore, rng: random.Random) -> None:
+    def __init__(self, state: PeerState, router: Router, store: AsyncStore, rng: random.Random,
+                 process: ProcessPeers | None = None) -> None:
         self.state = state
+        self.process = process   # the host: joins climb by the load of all the peers a process runs
         self.router = router
         self.store = store
         self.rng = rng
@@ -52,8 +55,10 @@ class LoadSurvey:
 
     def load(self) -> Load:
         state = self.state
-        return Load(state.id, state.address, self.store.held(), state.zone,
-                    tuple(sorted({n.address for n in state.neighbours.values()})))
+        held = self.store.held()
+        host_quads, host_busiest = self.process.load() if self.process is not None else (held, state.address)
+        return Load(state.id, state.address, held, state.zone, tuple(sorted({n.address for n in state.neighbours.values()})),
+                    host_quads=host_quads, host_busiest=host_busiest or state.address)
 
     async def _on_load(self, conn: RpcConnection, body: LoadAsk) -> Load:
         """With `cut`: what a joiner would take, and whether another mover has this peer's
@@ -106,14 +111,22 @@ class LoadSurvey:
         return self.load().to_wire()
 
     async def busiest(self, space: CoordinateSpace, *, via: str | None = None, first: Point | None = None,
-                      look_around: bool = False) -> Load | None:
+                      look_around: bool = False, by_host: bool = False) -> Load | None:
         """The busiest peer found by probing a few random points (routed through `via`, a peer
         of the overlay, when this one is not in it yet) and climbing from the busiest of them
         to a local maximum of load; None if no probe was answered. `look_around`: when every
         probed peer is empty, climb from the busiest of their neighbours. Joiners do (they must
         find the data); the rebalancer does not: one that finds none looks again at its next
         round, and with it on, the empty peers of tests/peers/test_rebalance.py all moved at
-        once toward the same peer and 4 of 8 stayed empty in 2 runs of 3 (1.1× without)."""
+        once toward the same peer and 4 of 8 stayed empty in 2 runs of 3 (1.1× without).
+
+        `by_host` (joins): loads are those of the peers' hosts, all the peers one process runs
+        (an annex holds nothing, and empty annexes around a zone would stop a climb by zone
+        load: the busiest host held 10× the mean in experiments/annex_study.py), and the peer
+        returned is the busiest of the host found."""
+        def quads(load: Load) -> int:
+            return load.host_quads if by_host and load.host_quads >= 0 else load.quads
+
         points = [first] if first is not None else []
         while len(points) < JOIN_PROBES:
             points.append(tuple(self.rng.randrange(space.top) for _ in range(4)))  # type: ignore[arg-type]
@@ -131,7 +144,7 @@ class LoadSurvey:
                 log.info("peer %s: a load probe failed (%s)", self.state.id, exc)
                 continue
             probed.append(load)
-            if best is None or load.quads > best.quads:
+            if best is None or quads(load) > quads(best):
                 best = load
         if best is None:
             return None
@@ -140,15 +153,18 @@ class LoadSurvey:
             # rejoining movers split at random, making new empty peers): look one step around
             # all of them before giving up, and climb from the busiest found there.
             around = await self.loads(tuple(dict.fromkeys(a for p in probed for a in p.neighbours)))
-            best = max(around.values(), key=lambda load: (load.quads, load.id), default=best)
-        if best.quads == 0:
+            best = max(around.values(), key=lambda load: (quads(load), load.id), default=best)
+        if quads(best) == 0:
             return best
         for _ in range(CLIMB_STEPS):
             loads = await self.loads(best.neighbours)
-            step = climb(best.id, best.quads, {ident: load.quads for ident, load in loads.items()})
+            step = climb(best.id, quads(best), {ident: quads(load) for ident, load in loads.items()})
             if step == best.id:
                 break
             best = loads[step]
+        if by_host and best.host_busiest and best.host_busiest != best.address:
+            busiest = await self.loads((best.host_busiest,))
+            best = next(iter(busiest.values()), best)
         return best
 
     async def loads(self, addresses: tuple[str, ...]) -> dict[str, Load]:

@@ -142,6 +142,8 @@ class Rebalancer:
         if not state.has_zone or self._stepped is not None:
             return None
         own = self.store.held()
+        if state.annex and own == 0:   # an empty annex would merge back into the crowded zone it left
+            return None
         if not self._heirs() and (own > 0 or not self.make_room):
             return None
         busiest = await self.survey.busiest(state.space)

@@ -48,6 +48,7 @@ from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, OverlayInfo, Pong, ReplicaOf, ReplicaStatus, Table
 from eventcloud.wire.ops import Op
+from peers.annexes import Annexes
 from peers.attachments import Attachments
 from peers.auth import PeerAuth
 from peers.commits import Commits
@@ -109,6 +110,7 @@ class RunningPeer:
     attachments: Attachments
     schema: Schema
     rebalancer: Rebalancer
+    annexes: Annexes
 
     @property
     def id(self) -> str:
@@ -135,19 +137,21 @@ class RunningPeer:
 async def run_peer(config: PeerConfig, transport: Transport | None = None, *, physical_ms=wall_clock_ms,
                    task_status: trio.TaskStatus[RunningPeer] = trio.TASK_STATUS_IGNORED,
                    process: ProcessPeers | None = None, state: PeerState | None = None,
-                   store: PeerStore | None = None, taxonomy: Taxonomy | None = None) -> None:
+                   store: PeerStore | None = None, taxonomy: Taxonomy | None = None,
+                   join_annex: tuple[Zone, Zone] | None = None) -> None:
     """Run one peer until cancelled; `task_status.started` gets a handle once it serves.
 
     `state` and `store` start an in-memory stand-in from a replica's copy (tests); with a data
     directory they come from its files. `taxonomy`: the class taxonomy to start with when the
     data directory holds none (a stand-in starts with its launcher's)."""
     transport = transport or _tcp(config)
-    process = process if process is not None else ProcessPeers()
     once = StartedOnce(task_status)
     lifetime = Lifetime()
+    top_level = process is None   # its process's first peer: annexes start under it
+    process = process if process is not None else ProcessPeers()
     try:
-        await _run_once(_PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime),
-                        once)
+        await _run_once(_PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime,
+                                     join_annex=join_annex, top_level=top_level), once)
         return
     except Superseded as first:
         superseded: Superseded | None = first
@@ -175,7 +179,7 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                 ident = "?"
                 try:
                     attempt = _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy, lifetime,
-                                           join_at=at, rejoining=True)
+                                           join_at=at, rejoining=True, top_level=top_level)
                     ident = attempt.state.id
                     log.info("peer %s (listening on %s): rejoining through %s", ident, listen, address)
                     await _run_once(attempt, once)
@@ -262,9 +266,11 @@ def _one_typed(group: BaseExceptionGroup) -> BaseException:
 class _PeerRuntime:
     def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
                  state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None,
-                 lifetime: Lifetime | None = None, join_at: Point | None = None, rejoining: bool = False) -> None:
+                 lifetime: Lifetime | None = None, join_at: Point | None = None, rejoining: bool = False,
+                 join_annex: tuple[Zone, Zone] | None = None, top_level: bool = False) -> None:
         self.lifetime = lifetime = lifetime or Lifetime()
         self.join_at = join_at    # a rejoin moved by the rebalancer splits the zone holding this point
+        self.join_annex = join_annex  # an annex takes this side of this zone (peers/annexes.py)
         self.rejoining = rejoining  # one attempt of run_peer's rejoin loop: failing, it lets the loop go on
         self.stepping_down = False
         self.config = config
@@ -283,7 +289,10 @@ class _PeerRuntime:
         offload = Offload(config.offloaded, 1)
         self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters)
         self.dispatcher = dispatcher = Dispatcher(counters, self.auth, ready_wait=config.retry_window)
-        self.host = Host(self._launch_standin, data_dir)
+        self.host = Host(self._launch_peer, data_dir)
+        self.annex_host = Host(self._launch_peer, data_dir, "annexes")
+        if top_level:
+            process.annex_host = self.annex_host
         self.physical_ms = physical_ms
         self.router = router = Router(state, transport, clock, dispatcher, counters,
                                       retry=RetryPolicy(config.retry_window), max_hops=config.max_hops,
@@ -353,7 +362,7 @@ class _PeerRuntime:
         self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
         self._nursery: trio.Nursery | None = None
         joins_rng = random.Random(config.seed)   # the join's random point and its probes: one sequence
-        self.survey = survey = LoadSurvey(state, router, store_, joins_rng)
+        self.survey = survey = LoadSurvey(state, router, store_, joins_rng, process)
         self.membership = membership = Membership(
             state, router, store_, subscriptions, transport, clock, counters, replication=replication,
             persist=self.persistence.save, retire=self._retire, rng=joins_rng,
@@ -365,13 +374,17 @@ class _PeerRuntime:
                                      rng=random.Random(None if config.seed is None else config.seed + 2),
                                      table_of=membership.stabiliser.table_of, ready=dispatcher.ready,
                                      step_down=self._move)
+        self.annexes = Annexes(state, router, store_, membership, process, counters,
+                               limit=config.neighbour_limit, cap=config.host_neighbour_cap, every=config.annex_every,
+                               rng=random.Random(None if config.seed is None else config.seed + 3),
+                               ready=dispatcher.ready, retire=self._retire_now)
         self.replicas = replicas = Replicas(
             state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
             departed=membership.departed)
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
         for service in (router, queries, delivery, attachments, storage, membership, survey, replicas, self.schema,
-                        self.rebalancer):
+                        self.rebalancer, self.annexes):
             dispatcher.register(service.handlers(), getattr(service, "routed", dict)(),
                                 getattr(service, "pushes", dict)(), getattr(service, "routed_batches", dict)())
         dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()},
@@ -386,12 +399,21 @@ class _PeerRuntime:
         assert self._nursery is not None
         self._nursery.start_soon(_stop_after_reply, conn, self.scope)
 
-    async def _launch_standin(self, *, task_status: Any, data_dir: Path | None = None,
-                              state: PeerState | None = None, store: PeerStore | None = None) -> None:
+    def _retire_now(self) -> None:
+        """This peer handed its zone over on its own (an annex handed on): it stops."""
+        self.persistence.retire()
+        self.scope.cancel()
+
+    async def _launch_peer(self, *, task_status: Any, data_dir: Path | None = None, state: PeerState | None = None,
+                           store: PeerStore | None = None, annex: tuple[str, Zone, Zone] | None = None) -> None:
+        """Another peer in this process: a stand-in, or an annex (`annex`: its owner's address,
+        the zone and the side to take)."""
         host = self.config.listen.rpartition(":")[0]
-        config = replace(self.config, listen=f"{host}:0", join=None, data_dir=data_dir, seed=None)
+        config = replace(self.config, listen=f"{host}:0", join=annex[0] if annex else None, data_dir=data_dir,
+                         seed=None)
         await run_peer(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
-                       process=self.process, state=state, store=store, taxonomy=self.subscriptions.taxonomy)
+                       process=self.process, state=state, store=store, taxonomy=self.subscriptions.taxonomy,
+                       join_annex=annex[1:] if annex else None)
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         config, limits = self.config, self.limits
@@ -431,7 +453,8 @@ class _PeerRuntime:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     await self._listen(nursery)
-                    for service in (self.router, self.matcher, self.delivery, self.attachments, self.homes, self.host):
+                    for service in (self.router, self.matcher, self.delivery, self.attachments, self.homes, self.host,
+                                    self.annex_host):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     if self.restored is not None and self.restored.has_zone:
                         await self.persistence.save()
@@ -441,26 +464,29 @@ class _PeerRuntime:
                             await self.replication.ensure(replace=True)  # the copy may miss our last writes
                     elif config.join:
                         await self._check_same_overlay(config.join)
-                        await self.membership.join(config.join, at=self.join_at)
+                        state.annex = self.join_annex is not None
+                        await self.membership.join(config.join, at=self.join_at, annex=self.join_annex)
                         await self.schema.sync_from(config.join)   # before matching anything
                         self.dispatcher.ready.set()
                     else:
                         state.zone = Zone(state.space.whole_space())
                         await self.persistence.save()
                         self.dispatcher.ready.set()
-                    self.process.ids.add(state.id)
+                    self.process.add(state, self.store.held)
                     if self.auth.open and not self.process.warned_open:
                         self.process.warned_open = True
                         log.warning("peer %s: no cluster secret is set, so any client can use peer operations "
                                     "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
                     await nursery.start(_run_membership, self.membership, config.stabilise_every)
-                    for service in (self.storage, self.replication, self.replicas, self.schema, self.rebalancer):
+                    for service in (self.storage, self.replication, self.replicas, self.schema, self.rebalancer,
+                                    self.annexes):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     nursery.start_soon(self._step_down_when_superseded)
                     task_status.started(RunningPeer(
                         state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,
                         self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
-                        self.limits, self.lifetime, self.stopped, self.homes, self.attachments, self.schema, self.rebalancer))
+                        self.limits, self.lifetime, self.stopped, self.homes, self.attachments, self.schema, self.rebalancer,
+                        self.annexes))
                     await trio.sleep_forever()
         except BaseException as exc:
             if state.has_zone:   # a zone's owner ends: say why, naming it (a moved peer's id is a new one)
@@ -469,7 +495,7 @@ class _PeerRuntime:
             raise
         finally:
             self.runner.close()
-            self.process.ids.discard(state.id)
+            self.process.discard(state)
             with trio.CancelScope(shield=True):
                 if state.has_zone:
                     try:

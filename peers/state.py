@@ -40,6 +40,7 @@ class PeerState:
     incarnation: int = 0                  # +1 each time a replica takes this zone over
     replicas: int = 2                     # copies of every zone in this overlay (R)
     replica: tuple[str, str] | None = None  # (id, address) of the peer holding this zone's copy
+    annex: bool = False                   # started to take the empty side of a crowded zone (peers/annexes.py)
 
     @property
     def zone(self) -> Zone:
@@ -72,6 +73,7 @@ class PeerState:
             "incarnation": self.incarnation,
             "replicas": self.replicas,
             "replica": list(self.replica) if self.replica else None,
+            "annex": self.annex,
         }
 
     @classmethod
@@ -107,6 +109,7 @@ class PeerState:
             incarnation=incarnation,
             replicas=replicas,
             replica=tuple(replica) if replica else None,  # type: ignore[arg-type]
+            annex=data.get("annex") is True,
         )
 
 

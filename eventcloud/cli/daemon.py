@@ -59,6 +59,8 @@ def peer(args: argparse.Namespace) -> int:
                             rebalance_every=args.rebalance_every, rebalance_ratio=args.rebalance_ratio,
                             rebalance_min_quads=args.rebalance_min_quads,
                             rebalance_make_room=args.rebalance_make_room,
+                            neighbour_limit=args.neighbour_limit, host_neighbour_cap=args.host_neighbour_cap,
+                            annex_every=args.annex_every,
                             query_budget=args.query_budget, query_memory_mb=args.query_memory,
                             **operator_knobs(args))
     except CredentialError as exc:

@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rebalance-make-room", action=argparse.BooleanOptionalAction, default=True,
                    help="... and an empty peer that cannot leave asks neighbours to step aside until it can "
                         "(docs/overlay.md, 'Making room') [on]")
+    p.add_argument("--neighbour-limit", type=int, default=48, metavar="N",
+                   help="a peer with more neighbours cuts off an empty side of its zone for another host's "
+                        "process to run as an extra peer, an annex (docs/overlay.md, 'Annex zones'; 0: never) [48]")
+    p.add_argument("--host-neighbour-cap", type=int, default=64, metavar="N",
+                   help="... a host that stays within N neighbours with it, over all the peers it runs [64]")
+    p.add_argument("--annex-every", type=float, default=30.0, metavar="SECONDS",
+                   help="... looking this often (with jitter) [30]")
     p.add_argument("--retain-count", type=int, default=10_000, metavar="N",
                    help="unacknowledged notifications kept per durable subscription homed here; older ones "
                         "are dropped with a gap notice [10000]")

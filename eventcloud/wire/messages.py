@@ -20,7 +20,7 @@ from eventcloud.wire.peer_messages import (
     Announce, ChainMember, Commit, CsmaStep, Deliver, Delivered, Delivery, EventGet, Handover, JoinCommit, JoinRequest, Leases, Load, LoadAsk, MailboxAck,
     MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, MulticastEach, NextChunk, Notifies, Notify, PeerId, Probe, ProbeResult,
     ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, Route, Routed, StoreSubscription,
-    SchemaNewer, SchemaOffer, SparqlLocal, StepAside, Table, TakeOver,
+    SchemaNewer, SchemaOffer, SparqlLocal, StepAside, Table, TakeOver, AnnexAsk, AnnexOffer, AdoptAnnex,
 )
 from eventcloud.wire.schema import Body
 
@@ -35,7 +35,7 @@ REQUESTS: dict[Op, type[Body]] = {
     Op.ENDED: Ended, Op.SCHEMA: Empty, Op.SCHEMA_LOAD: SchemaLoad, Op.SCHEMA_FETCH: SchemaNewer,
     Op.SCHEMA_SET: SchemaLoad, Op.SCHEMA_LOCAL: Empty, Op.SPARQL_LOCAL: SparqlLocal,
     Op.ROUTE: Route, Op.DELIVER: Deliver, Op.COMMIT: Commit, Op.NOTIFY: Notifies, Op.JOIN_COMMIT: JoinCommit,
-    Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.STEP_ASIDE: StepAside, Op.TABLE: Empty, Op.PROBE: Probe, Op.REPLICATE: Replicate,
+    Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.STEP_ASIDE: StepAside, Op.ANNEX_OFFER: AnnexAsk, Op.ANNEX_ADOPT: AdoptAnnex, Op.TABLE: Empty, Op.PROBE: Probe, Op.REPLICATE: Replicate,
     Op.REPLICA_SYNC: ReplicaSync, Op.REPLICA_STATE: ReplicaState, Op.REPLICA_DROP: ReplicaOf,
     Op.REPLICA_STATUS: ReplicaOf, Op.EVENT_GET: EventGet,
     Op.MCAST: Multicast, Op.MCAST_EACH: MulticastEach, Op.JOIN_SPLIT: JoinRequest, Op.LOAD: LoadAsk, Op.LOAD_LOCAL: Empty, Op.JOIN_DATA: NextChunk, Op.LEAVE_DATA: NextChunk, Op.DELIVER_LOCAL: Delivery, Op.FIND_LOCAL: Find,
@@ -53,7 +53,7 @@ REPLIES: dict[Op, type[Body]] = {
     Op.SUBSCRIPTIONS: SubscriptionList, Op.MAILBOX_DELIVER: Empty, Op.SCHEMA: SchemaInfo,
     Op.SCHEMA_LOAD: SchemaInfo, Op.SCHEMA_FETCH: SchemaOffer,
     Op.ROUTE: Routed, Op.DELIVER: Delivered, Op.COMMIT: Empty, Op.NOTIFY: Empty, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,
-    Op.TAKE_OVER: PeerId, Op.STEP_ASIDE: PeerId, Op.TABLE: Table, Op.PROBE: ProbeResult, Op.REPLICATE: Empty, Op.REPLICA_SYNC: Empty,
+    Op.TAKE_OVER: PeerId, Op.STEP_ASIDE: PeerId, Op.ANNEX_OFFER: AnnexOffer, Op.ANNEX_ADOPT: PeerId, Op.TABLE: Table, Op.PROBE: ProbeResult, Op.REPLICATE: Empty, Op.REPLICA_SYNC: Empty,
     Op.REPLICA_STATE: Empty, Op.REPLICA_DROP: Empty, Op.REPLICA_STATUS: ReplicaStatus, Op.LOAD: Load, Op.JOIN_DATA: Handover, Op.LEAVE_DATA: Handover,
     Op.EVENT_GET: Quads,
 }

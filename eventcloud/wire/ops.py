@@ -50,6 +50,8 @@ class Op(StrEnum):
     NEIGHBOURS = "neighbours"
     TAKE_OVER = "take_over"
     STEP_ASIDE = "step_aside"
+    ANNEX_OFFER = "annex_offer"
+    ANNEX_ADOPT = "annex_adopt"
     TABLE = "table"
     PROBE = "probe"
     REPLICATE = "replicate"
@@ -99,7 +101,7 @@ CLIENT_OPS = frozenset({
     Op.SCHEMA, Op.SCHEMA_LOAD,
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
-                      Op.STEP_ASIDE,
+                      Op.STEP_ASIDE, Op.ANNEX_OFFER, Op.ANNEX_ADOPT,
                       Op.TABLE, Op.PROBE, Op.REPLICATE, Op.REPLICA_SYNC, Op.REPLICA_STATE, Op.REPLICA_DROP,
                       Op.REPLICA_STATUS, Op.MAILBOX_DELIVER, Op.SCHEMA_FETCH, Op.LOAD, Op.JOIN_DATA,
                       Op.LEAVE_DATA, Op.EVENT_GET})

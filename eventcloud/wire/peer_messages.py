@@ -279,9 +279,14 @@ class Handover(Body):
 
 @message
 class JoinRequest(Body):
+    """`join_split`: split the zone of the point this reaches for the joiner. An annex names
+    the side it takes (`annex`) of the zone it was offered (`of`): refused if that zone changed."""
+
     id: str = field(STR)
     address: str = field(STR)
     operators: tuple[str, ...] = field(LIST(STR), default=())   # the joiner's operator IRIs (must be the overlay's)
+    of: Zone | None = field(OPT(ZONE), default=None)
+    annex: Zone | None = field(OPT(ZONE), default=None)
 
 
 @message
@@ -326,6 +331,8 @@ class Load(Body):
     neighbours: tuple[str, ...] = field(LIST(STR), default=())   # their addresses, where the climb goes on
     takes: int = field(INT, default=-1)   # asked with `cut`: quads a peer joining here would take (-1: not asked)
     promised: bool = field(BOOL, default=False)   # another mover for whom a move here is worth it asked first
+    host_quads: int = field(INT, default=-1)   # the quads of every peer its process runs (-1: an older peer)
+    host_busiest: str = field(STR, default="")   # ... and the address of the one holding most
 
 
 @message
@@ -367,6 +374,33 @@ class StepAside(Body):
 
     within: Box = field(BOX)
     rejoin_after_ms: int = field(INT)
+
+
+@message
+class AnnexAsk(Body):
+    """`annex_offer`: what would taking a zone with these neighbours (ids) cost your host?"""
+
+    neighbours: tuple[str, ...] = field(LIST(STR))
+
+
+@message
+class AnnexOffer(Body):
+    """A host's answer: its distinct neighbours now and with the annex, and the zones it owns."""
+
+    host: str = field(STR)
+    now: int = field(INT)
+    after: int = field(INT)
+    zones: int = field(INT)
+
+
+@message
+class AdoptAnnex(Body):
+    """`annex_adopt`: start a peer in your process that takes side `annex` of zone `of`, owned by
+    the peer at `owner`; the reply (`PeerId`) comes once it serves it."""
+
+    owner: str = field(STR)
+    of: Zone = field(ZONE)
+    annex: Zone = field(ZONE)
 
 
 @message

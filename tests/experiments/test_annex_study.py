@@ -37,3 +37,24 @@ def test_the_de_crowding_pass_bounds_hosts_neighbours_and_keeps_the_partition():
     for zone_id, table in overlay.tables.items():          # tables name exactly the zones touching
         zone = overlay.zones[zone_id]
         assert set(table) == {k for k, z in overlay.zones.items() if k != zone_id and zone.is_neighbour(z)}
+
+
+def test_the_peers_rule_keeps_every_host_within_the_cap_without_moving_data():
+    """What peers/annexes.py does, grown join by join (`--peers-rule --host-climb`): no cut
+    through data, a host over the cap hands its most crowded empty annex on."""
+    space = CoordinateSpace(mapping="identity")
+    points = place(space, paper_dataset(3000, seed=1).quads)
+    overlay = AnnexOverlay(space, points, random.Random(2), rule="after", probes=4)
+    overlay.peers_rule = overlay.host_climb = True
+    rng = random.Random(3)
+    cap = 30
+    while len(overlay.zones_of) < 150:
+        overlay.grow_one(cap - 6, cap, rng)
+    overlay.settle(cap, rng, passes=False)
+    assert overlay.decrowd_cuts > 0 and overlay.moves > 0 and getattr(overlay, "data_cuts", 0) == 0
+    assert len(overlay.zones) > 150 and min(overlay.host_load(h) for h in overlay.zones_of) > 0
+    assert max(overlay.host_count(h) for h in overlay.zones_of) <= cap
+    assert all(not overlay.held[z] for h in overlay.zones_of for z in overlay.zones_of[h]
+               if z not in {max(overlay.zones_of[h], key=lambda z: len(overlay.held[z]))})   # annexes are empty
+    whole, _ = overlay.multicast(0, space.whole_space())
+    assert whole == len(overlay.zones)

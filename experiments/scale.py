@@ -1,6 +1,6 @@
 """The scale simulation: overlays of 64 to 10,000 peers built in-process, before and after balanced joins.
 
-    python -m experiments.scale [--sizes 64,256,1000,4000,10000] [--datasets paper,citybench]
+    python -m experiments.scale [--sizes 64,256,1000,4000,10000] [--datasets paper,citybench] [--rules before,after,annexes]
                                 [--mappings local-name,identity] [--events 100000] [--routes 2000]
                                 [--seed 1] [--plot docs/figures/scale.png]
 
@@ -11,14 +11,20 @@ multicast with `multicast_root` / `multicast_children`, and the data-aware cut i
 `median_split`, the very function the daemon calls (peers/membership.py). Nothing is sent
 over a socket; a "message" is one request a peer sends.
 
-Two join rules are compared on the same data, side by side:
+Three join rules are compared on the same data, side by side:
 
 * **before** (the original rule): the newcomer routes a join to a uniformly random point and
   its owner halves its zone at the midpoint of the next dimension in turn;
 * **after** (balanced joins, docs/overlay.md): the newcomer routes `--probes` random points to
   their owners, keeps the busiest, climbs to a busier neighbour while there is one, and that
   peer cuts its zone at the median of its quads (`median_split`); a zone without data is
-  halved as before.
+  halved as before;
+* **annexes** (what the peers do now, docs/overlay.md "Annex zones"): balanced joins that
+  probe and climb by *host* load, each followed by the peers' annex rule (a zone with more
+  than 48 neighbours gives an empty side to the host it costs least, a host over 64 hands an
+  empty annex on; `AnnexOverlay` with `peers_rule` in experiments/annex_study.py). Sizes,
+  neighbours and loads are then the hosts' (a host's neighbours: the distinct zones next to
+  any of its zones); hops and multicasts go zone by zone.
 
 Data is stored first (all of it on the first peer, then peers join one by one; each split
 hands the upper part's quads to the newcomer), and the figures are taken as the overlay
@@ -42,7 +48,7 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -55,7 +61,9 @@ from eventcloud.rdf.model import Quad
 DIMS = 4
 MAX_HOPS = 256
 SIZES = (64, 256, 1000, 4000, 10000)
-RULES = ("before", "after")
+RULES = ("before", "after", "annexes")
+#: The peers' annex settings (peers/config.py: neighbour_limit, host_neighbour_cap).
+NEIGHBOUR_LIMIT, HOST_CAP = 48, 64
 
 
 def can_bound(n: int) -> float:
@@ -83,6 +91,7 @@ class Stats:
     subscribe_today: float                # requests of the old subscribe: two whole-space multicasts
     join_messages: float                  # requests per join (probes, climb, the join itself)
     seconds: float = 0.0
+    zones: int = 0                        # with annexes: zones (peers count hosts, loads and neighbours theirs)
 
 
 @dataclass
@@ -235,7 +244,11 @@ class SimOverlay:
 
 def simulate(space: CoordinateSpace, points: Sequence[Point], boxes: Sequence[Box], rule: str, sizes: Iterable[int],
              *, routes: int, seed: int, probes: int = 4) -> list[Stats]:
-    """Grow one overlay to each size in turn (data stored first) and measure it at each."""
+    """Grow one overlay to each size in turn (data stored first) and measure it at each. With
+    `annexes`, balanced joins climbing by host load plus the peers' annex rule
+    (experiments/annex_study.py, `--peers-rule --host-climb`): sizes count hosts."""
+    if rule == "annexes":
+        return _simulate_annexes(space, points, boxes, sizes, routes=routes, seed=seed, probes=probes)
     overlay = SimOverlay(space, points, random.Random(seed), rule=rule, probes=probes)
     results = []
     started = time.perf_counter()
@@ -243,6 +256,31 @@ def simulate(space: CoordinateSpace, points: Sequence[Point], boxes: Sequence[Bo
         while len(overlay) < size:
             overlay.join()
         stats = overlay.measure(boxes, routes, len(overlay) - 1)
+        stats.seconds = time.perf_counter() - started
+        results.append(stats)
+    return results
+
+
+def _simulate_annexes(space: CoordinateSpace, points: Sequence[Point], boxes: Sequence[Box], sizes: Iterable[int],
+                      *, routes: int, seed: int, probes: int) -> list[Stats]:
+    from experiments.annex_study import AnnexOverlay   # it builds on SimOverlay
+
+    overlay = AnnexOverlay(space, points, random.Random(seed), rule="after", probes=probes)
+    overlay.peers_rule = overlay.host_climb = True
+    rng = random.Random(seed + 7)
+    results = []
+    started = time.perf_counter()
+    for size in sorted(sizes):
+        while len(overlay.zones_of) < size:
+            overlay.grow_one(NEIGHBOUR_LIMIT, HOST_CAP, rng)
+        overlay.settle(HOST_CAP, rng, passes=False)
+        stats = overlay.measure(boxes, routes, len(overlay.zones_of) - 1)
+        hosts = list(overlay.zones_of)
+        counts = [overlay.host_count(h) for h in hosts]
+        loads = [overlay.host_load(h) for h in hosts]
+        stats = replace(stats, peers=len(hosts), zones=len(overlay.zones),
+                        neighbours=(max(counts), statistics.mean(counts)),
+                        load=(max(loads), statistics.mean(loads), sum(1 for x in loads if x == 0) / len(hosts)))
         stats.seconds = time.perf_counter() - started
         results.append(stats)
     return results
@@ -318,8 +356,9 @@ def table(rows: list[tuple[str, str, Stats]]) -> str:
         worst, mean, empty = s.load
         ratio = worst / mean if mean else 0.0
         failed = f", {s.hops_data[2]} over {MAX_HOPS}" if s.hops_data[2] else ""
+        peers = f"{s.peers:,} ({s.zones:,} zones)" if s.zones else f"{s.peers:,}"
         lines.append(
-            f"| {label} | {rule} | {s.peers:,} | {s.hops_data[0]:.1f} ({s.hops_data[1]}{failed}) | "
+            f"| {label} | {rule} | {peers} | {s.hops_data[0]:.1f} ({s.hops_data[1]}{failed}) | "
             f"{s.hops_uniform[0]:.1f} ({s.hops_uniform[1]}) | {can_bound(s.peers):.1f} | "
             f"{s.neighbours[0]} / {s.neighbours[1]:.1f} | {worst:,} / {mean:,.1f} ({ratio:.1f}×) | {100 * empty:.1f}% | "
             f"{s.fanout:,.0f} | {s.box_messages:,.0f} | {s.subscribe_today:,.0f} | {s.join_messages:.1f} |")
@@ -334,7 +373,7 @@ def plot(results: dict[tuple[str, str, str], list[Stats]], path: Path) -> None:
     axes = figure.subplots(1, 3)
     for (dataset, mapping, rule), stats in results.items():
         sizes = [s.peers for s in stats]
-        style = "-" if rule == "after" else "--"
+        style = {"after": "-", "annexes": "-."}.get(rule, "--")
         label = f"{dataset.split(' (')[0]} · {mapping} · {rule}"
         axes[0].plot(sizes, [s.load[0] / s.load[1] for s in stats], style, marker="o", label=label)
         axes[1].plot(sizes, [s.hops_data[0] for s in stats], style, marker="o", label=label)
@@ -356,14 +395,14 @@ def plot(results: dict[tuple[str, str, str], list[Stats]], path: Path) -> None:
 
 
 def run(datasets: Sequence[Dataset], mappings: Sequence[str], sizes: Sequence[int], *, routes: int, seed: int,
-        probes: int = 4, out=sys.stdout) -> dict[tuple[str, str, str], list[Stats]]:
+        probes: int = 4, out=sys.stdout, rules: Sequence[str] = RULES) -> dict[tuple[str, str, str], list[Stats]]:
     results: dict[tuple[str, str, str], list[Stats]] = {}
     for dataset in datasets:
         for mapping in mappings:
             space = CoordinateSpace(mapping=mapping)
             points = place(space, dataset.quads)
             boxes = [space.pattern_box(p) for p in dataset.patterns]
-            for rule in RULES:
+            for rule in rules:
                 stats = simulate(space, points, boxes, rule, sizes, routes=routes, seed=seed, probes=probes)
                 results[(dataset.name, mapping, rule)] = stats
                 print(f"{dataset.name} · {mapping} · {rule}: {stats[-1].seconds:.0f} s", file=sys.stderr, flush=True)
@@ -371,7 +410,7 @@ def run(datasets: Sequence[Dataset], mappings: Sequence[str], sizes: Sequence[in
     for dataset in datasets:
         for mapping in mappings:
             for i in range(len(sizes)):
-                for rule in RULES:
+                for rule in rules:
                     rows.append((f"{dataset.name} ({len(dataset.quads):,} quads) · {mapping}", rule,
                                  results[(dataset.name, mapping, rule)][i]))
     print(table(rows), file=out)
@@ -388,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probes", type=int, default=4, help="random points a joiner probes (after)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--plot", type=Path, help="write the figure (PNG) here")
+    parser.add_argument("--rules", default=",".join(RULES),
+                        help="join rules: before (midpoint), after (balanced), annexes (balanced, by host, "
+                             "with the peers' annexes)")
     args = parser.parse_args(argv)
     sizes = sorted(int(x) for x in args.sizes.split(","))
     datasets = []
@@ -406,7 +448,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             parser.error(f"unknown dataset {name!r}")
     mappings = args.mappings.split(",")
-    results = run(datasets, mappings, sizes, routes=args.routes, seed=args.seed, probes=args.probes)
+    rules = args.rules.split(",")
+    if not set(rules) <= set(RULES):
+        parser.error(f"unknown rule in {args.rules!r} (known: {', '.join(RULES)})")
+    results = run(datasets, mappings, sizes, routes=args.routes, seed=args.seed, probes=args.probes, rules=rules)
     if args.plot:
         plot(results, args.plot)
     return 0

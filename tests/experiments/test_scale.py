@@ -50,5 +50,16 @@ def test_the_report_prints_both_rules_side_by_side(paper):
     small = Dataset(paper.name, paper.quads[:2000], paper.patterns[:2])
     results = run([small], ["local-name"], [16, 32], routes=50, seed=1, out=out)
     text = out.getvalue()
-    assert text.count("| before |") == 2 and text.count("| after |") == 2
-    assert set(results) == {(small.name, "local-name", "before"), (small.name, "local-name", "after")}
+    assert text.count("| before |") == 2 and text.count("| after |") == 2 and text.count("| annexes |") == 2
+    assert set(results) == {(small.name, "local-name", rule) for rule in ("before", "after", "annexes")}
+
+
+@pytest.mark.parametrize("mapping", ["local-name", "identity"])
+def test_the_annex_rule_counts_hosts_and_keeps_their_targets(paper, mapping):
+    space = CoordinateSpace(mapping=mapping)
+    points = place(space, paper.quads)
+    boxes = [space.pattern_box(p) for p in paper.patterns]
+    annexes, = simulate(space, points, boxes, "annexes", [256], routes=300, seed=3)
+    worst, mean, empty = annexes.load
+    assert annexes.peers == 256 and annexes.zones >= 256 and empty == 0.0 and worst <= 5 * mean
+    assert annexes.neighbours[0] <= 64 and annexes.hops_data[0] <= 1.5 * can_bound(256)

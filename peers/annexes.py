@@ -60,6 +60,9 @@ RANDOM_HOSTS = 8
 MAX_ANNEXES = 64
 #: Seconds an adoption may take (the annex's join) before the peer gives up on it.
 ADOPT_TIMEOUT = 60.0
+#: After a look that found no cut or no host, the next one waits this many rounds unless the
+#: zone or its neighbours change.
+FRUITLESS_ROUNDS = 10
 
 class Annexes:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, membership: Membership,
@@ -78,6 +81,9 @@ class Annexes:
         self.rng = rng
         self.ready = ready
         self.retire = retire              # ends this runtime once it handed its zone on
+        #: the neighbourhood in which the last look found no cut or no host, and until when
+        #: that stands (a look reads the whole store: not again every round for nothing)
+        self._fruitless: tuple[Any, frozenset[str], float] | None = None
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.ANNEX_OFFER: self._on_offer, Op.ANNEX_ADOPT: self._on_adopt}
@@ -107,10 +113,14 @@ class Annexes:
         if len(state.neighbours) <= self.limit:
             return None
         zone = state.zone
+        if self._fruitless is not None and self._fruitless[:2] == (zone, frozenset(state.neighbours)) \
+                and trio.current_time() < self._fruitless[2]:
+            return None
         held = await self.store.find(None, None, None, None)
         cut = crowd_cut(zone, state.neighbour_zones(), data_ranges(state.space.point(q) for q in held))
         if cut is None:
             self.counters["annex_no_cut"] += 1
+            self._fruitless = (zone, frozenset(state.neighbours), trio.current_time() + FRUITLESS_ROUNDS * self.every)
             return None
         plan = split_for_join(state.id, state.address, zone, state.neighbours, "annex?", "",
                               cut=(cut.dim, cut.at), newcomer_lower=not cut.annex_upper)
@@ -121,6 +131,7 @@ class Annexes:
             self.counters["annex_no_host"] += 1
             log.info("peer %s has %d neighbours: no host takes the side that would leave it %d (%d asked)",
                      state.id, len(state.neighbours), cut.kept, len(offers))
+            self._fruitless = (zone, frozenset(state.neighbours), trio.current_time() + FRUITLESS_ROUNDS * self.every)
             return None
         if state.zone != zone:   # changed while we asked
             return None

@@ -101,6 +101,7 @@ class Report:
     status_max: float = 0.0     # slowest `status` while peers were being killed (seconds)
     count_max: float = 0.0      # slowest whole-space COUNT meanwhile
     probe_failures: int = 0
+    peers_at_end: int = 0       # zones served at the end (more than --peers: annexes, stand-ins)
 
     @property
     def ok(self) -> bool:
@@ -113,7 +114,10 @@ async def run_once(algorithm: str, args: argparse.Namespace) -> Report:
     expected = expected_pairs(evs)
     rng = random.Random(args.seed)
     cluster = LocalCluster(args.peers, algorithm=algorithm, seed=args.seed, replicas=args.replicas,
-                           log_level=args.log_level, extra=["--failure-timeout", str(args.failure_timeout)])
+                           log_level=args.log_level, extra=["--failure-timeout", str(args.failure_timeout),
+                                                            "--neighbour-limit", str(args.neighbour_limit),
+                                                            "--host-neighbour-cap", str(args.host_neighbour_cap),
+                                                            "--annex-every", str(args.annex_every)])
     started = time.monotonic()
     await trio.to_thread.run_sync(cluster.start)
     try:
@@ -211,6 +215,7 @@ async def run_once(algorithm: str, args: argparse.Namespace) -> Report:
                 nursery.cancel_scope.cancel()
 
             counts = await _stored_counts(publisher)
+            report.peers_at_end = len((await publisher.status()).peers)
             report.acknowledged, report.failed = len(acked), len(failed)
             report.sdk_retries = publisher.retries
             for graph, size in acked.items():
@@ -247,7 +252,7 @@ def table(reports: list[Any], keys: list[str] | None = None) -> str:
     """One markdown row per report (an algorithm's): `keys` as columns, then the seconds it took."""
     keys = keys or ["acknowledged", "failed", "stored_whole", "lost", "partial", "failed_visible", "expected",
                     "notified", "missing", "duplicated", "unacknowledged", "sdk_retries", "status_max", "count_max",
-                    "probe_failures"]
+                    "probe_failures", "peers_at_end"]
     lines = ["| algorithm | " + " | ".join(k.replace("_", " ") for k in keys) + " | seconds |",
              "|---" * (len(keys) + 2) + "|"]
     for r in reports:
@@ -268,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lose-disk", action="store_true", help="a killed peer comes back without its data")
     parser.add_argument("--replicas", type=int, default=2, choices=(1, 2))
     parser.add_argument("--failure-timeout", type=float, default=3.0)
+    parser.add_argument("--neighbour-limit", type=int, default=48,
+                        help="peers' --neighbour-limit: a low one (2, 3) makes annexes start under the faults [48]")
+    parser.add_argument("--host-neighbour-cap", type=int, default=64)
+    parser.add_argument("--annex-every", type=float, default=30.0)
     parser.add_argument("--concurrency", type=int, default=4, help="publications in flight [4]")
     parser.add_argument("--rate", type=float, default=0, help="events per second (0: as fast as it goes)")
     parser.add_argument("--publish-retry", type=float, default=60.0, help="seconds the SDK retries one publication")

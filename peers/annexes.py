@@ -64,6 +64,7 @@ ADOPT_TIMEOUT = 60.0
 #: zone or its neighbours change.
 FRUITLESS_ROUNDS = 10
 
+
 class Annexes:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, membership: Membership,
                  process: ProcessPeers, counters: Counter[str], *, limit: int, cap: int,
@@ -107,8 +108,7 @@ class Annexes:
         state = self.state
         if not state.has_zone or self.membership.leaving:
             return None
-        if state.annex and len(self.process.neighbours()) > self.cap:
-            await self._hand_on()
+        if state.annex and len(self.process.neighbours()) > self.cap and await self._hand_on():
             return None
         if len(state.neighbours) <= self.limit:
             return None
@@ -146,25 +146,26 @@ class Annexes:
         self.counters["annexes_handed"] += 1
         return PeerId.from_wire(reply).id
 
-    async def _hand_on(self) -> None:
+    async def _hand_on(self) -> bool:
         """Hand this empty annex on: its host has more than `cap` neighbours (cuts around it
         since it took the annex added some). One annex per host at a time, the one with the
         most neighbours, and only if another host would take it: it leaves to its sibling
         (a graceful leave; it holds no data), and the sibling, crowded again, cuts it off at its
-        next look for the host it costs least then (no longer this one, over its cap)."""
+        next look for the host it costs least then (no longer this one, over its cap). Whether
+        it did (this runtime then ends)."""
         state, process = self.state, self.process
         if process.handing_on or process.most_crowded_empty_annex() != state.id or self.store.held() > 0:
-            return
+            return False
         if not heirs(state.zone, state.neighbours, tree_only=True):
             self.counters["annex_no_heir"] += 1
-            return
+            return False
         process.handing_on = True
         try:
             offers = await self._offers(set(state.neighbours), [n.address for n in state.neighbours.values()])
             best = choose_host(offers, self.cap, self.headroom)
             if best is None:
                 self.counters["annex_no_host"] += 1
-                return
+                return False
             log.info("peer %s: its host has %d neighbours, over %d: this empty annex hands its zone back to its "
                      "sibling, for host %s (%d -> %d)", state.id, len(process.neighbours()), self.cap, best.host,
                      best.now, best.after)
@@ -174,6 +175,7 @@ class Annexes:
         finally:
             process.handing_on = False
         self.retire()
+        return True
 
     async def _offers(self, around: set[str], addresses: list[str]) -> list[HostOffer]:
         """Offers of the hosts at `addresses` and of a few random points' owners, one per host,

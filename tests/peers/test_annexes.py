@@ -154,6 +154,42 @@ async def test_a_host_over_its_cap_hands_an_empty_annex_on_and_joins_climb_by_ho
             assert sum(p.quads for p in status.peers) == total
 
 
+async def test_annexes_come_back_with_their_host(autojump_clock, tmp_path):
+    """Peers with data directories: a host running annexes stops and starts again from its
+    directory before any replica notices; its annexes come back from `<data-dir>/annexes/`
+    with the same ids and zones, and nothing is lost."""
+    events = readings(60)
+    total = sum(len(e.quads) for e in events)
+    async with open_overlay(1, space=CoordinateSpace(mapping="local-name"), seed=3, failure_timeout=600.0,
+                            **KNOBS) as overlay:   # replicas wait long: the restart is what is tested
+        for index in range(1, 10):
+            await overlay.add_peer(data_dir=tmp_path / f"p{index}")
+        async with overlay.client(0) as client:
+            for event in events:
+                await client.publish(event)
+            for peer in list(overlay.peers):
+                await peer.annexes.once()
+            hosts = [p for p in overlay.peers[1:] if _annexes(p)]
+            assert hosts, "no host on disk runs an annex"
+            host = hosts[0]
+            annexes = {ident: r.state.zone for ident, r in _annexes(host).items()}
+            on_disk = list((tmp_path / f"p{overlay.peers.index(host)}" / "annexes").glob("*/peer.json"))
+            assert len(on_disk) == len(annexes)
+            host.stop()
+            for address in [host.address] + [r.address for r in _annexes(host).values()]:
+                await overlay.network.kill(address)
+            await trio.sleep(0.5)
+            again = await overlay.add_peer(data_dir=tmp_path / f"p{overlay.peers.index(host)}")
+            assert again.id == host.id
+            await trio.sleep(2)
+            assert {ident: r.state.zone for ident, r in _annexes(again).items()} == annexes
+            status = await client.status()
+            assert not any(p.down for p in status.peers) and set(annexes) <= {p.id for p in status.peers}
+            assert sum(r.counters["takeovers"] for r in _everyone(overlay) if not r.stopped.is_set()) == 0
+            assert_exact_neighbour_tables(status)
+            assert sum(p.quads for p in status.peers) == total == count_of(await client.query(COUNT))
+
+
 @pytest.mark.parametrize("what", ["changed", "not-a-side"])
 async def test_an_annex_for_a_zone_that_changed_or_no_side_of_it_is_refused(autojump_clock, what):
     async with open_overlay(3, seed=5, **KNOBS) as overlay:

@@ -58,6 +58,10 @@ class _Copy:
     stale_since: float | None = None   # since when the owner names another peer as its replica
 
 
+#: Seconds the copies' writes under way may take to finish when the runtime ends.
+CLOSE_WAIT = 10.0
+
+
 class Replicas:
     def __init__(self, state: PeerState, router: Router, host: Host, counters: Counter[str], *,
                  data_dir: Path | None, durable: bool, offload: Offload, heartbeat: float, failure_timeout: float,
@@ -75,6 +79,7 @@ class Replicas:
         self._copies: dict[str, _Copy] = {}
         self._taken: dict[str, int] = {}   # owners taken over here -> the stand-in's incarnation
         self._locks: dict[str, trio.Lock] = {}  # one change of an owner's copy at a time
+        self._closing = False                   # the runtime ends: copies take no more writes
         self._load()
 
     def handlers(self) -> dict[Op, Any]:
@@ -138,6 +143,7 @@ class Replicas:
     # --- the owner's writes ---------------------------------------------------------------------
 
     def _copy_of(self, owner: str, incarnation: int) -> _Copy:
+        self._refuse_if_closing()
         copy = self._copies.get(owner)
         if copy is None or copy.incarnation != incarnation:
             raise RequestError(f"peer {self.state.id} holds no replica of peer {owner} (incarnation {incarnation}); "
@@ -159,7 +165,13 @@ class Replicas:
         async with self._lock(body.owner):
             return await self._sync(body)
 
+    def _refuse_if_closing(self) -> None:
+        if self._closing:
+            raise RequestError(f"peer {self.state.id} is stopping: it takes no copy now; choose another replica",
+                               ErrorCode.UNAVAILABLE)
+
     async def _sync(self, body: ReplicaSync) -> Empty:
+        self._refuse_if_closing()
         if body.owner == self.state.id:
             raise RequestError(f"peer {self.state.id} cannot hold the copy of its own zone (the sender's entry for "
                                f"this address is stale)", ErrorCode.FORBIDDEN)
@@ -249,18 +261,34 @@ class Replicas:
                             copy.watching = True
                             nursery.start_soon(self._watch, copy)
         finally:
-            self._close()
+            with trio.CancelScope(shield=True):
+                await self._close()
 
-    def _close(self) -> None:
+    async def _close(self) -> None:
         """The runtime ends: close every copy's store. Left open, the next runtime of the same
         process (a restart, a moved peer's next attempt) could not open the same directories
         ("lock hold by current process") and dropped the copies as unreadable, and each
-        runtime leaked its stores."""
-        for copy in self._copies.values():
-            try:
-                copy.store.close()
-            except Exception:  # noqa: BLE001 - closing on the way out: nothing more to do with it
-                pass
+        runtime leaked its stores.
+
+        Writes under way finish first (each holds its owner's lock; the thread it runs in cannot
+        be cancelled), and none starts after (`_refuse_if_closing`): a copy closed under a
+        write in a moving peer failed that `replica_sync` with "write to closed file"
+        (query_bench with the rebalancer, 2026-11-27), and its checkpoint ran beside the write."""
+        self._closing = True
+        held: list[trio.Lock] = []
+        with trio.move_on_after(CLOSE_WAIT):
+            for owner in list(self._copies):
+                await self._lock(owner).acquire()
+                held.append(self._lock(owner))
+        try:
+            for copy in self._copies.values():
+                try:
+                    copy.store.close()
+                except Exception:  # noqa: BLE001 - closing on the way out: nothing more to do with it
+                    pass
+        finally:
+            for lock in held:
+                lock.release()
 
     async def _watch(self, copy: _Copy) -> None:
         try:

@@ -43,6 +43,38 @@ async def test_a_replica_refuses_writes_for_a_zone_it_does_not_hold(autojump_clo
             assert info.value.code is ErrorCode.FORBIDDEN and "holds no replica" in info.value.message
 
 
+async def test_a_stopping_replica_closes_copies_after_the_writes_under_way_and_refuses_new_ones(autojump_clock):
+    """A peer whose runtime ends (a stop, a rebalancer's move) closed the copies it held while a
+    `replica_sync` wrote into one: "write to closed file", an internal error (query_bench with
+    the rebalancer). Now a write under way finishes first, and later ones get a typed refusal."""
+    async with open_overlay(2) as overlay:
+        async with overlay.client() as client:
+            for event in spread_events(10, "r"):
+                await client.publish(event)
+            await trio.sleep(2)
+        owner, holder = overlay.peers
+        copy = holder.replicas._copies[owner.id]
+        released = []
+
+        async def writing() -> None:   # what a write under way holds: the owner's lock
+            async with holder.replicas._lock(owner.id):
+                await trio.sleep(1)
+                copy.store.count()      # still open
+                released.append(trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writing)
+            await trio.sleep(0.1)
+            started = trio.current_time()
+            holder.stop()
+        await holder.stopped.wait()
+        assert released and released[0] >= started + 0.9   # the store was open all along the write
+        assert not hasattr(copy.store, "_store")   # closed, after it
+        with pytest.raises(RequestError) as refused:
+            await holder.replicas._on_replicate(None, Replicate(owner.id, copy.incarnation, ([["commit", "http://g"]],)))
+        assert refused.value.code is ErrorCode.UNAVAILABLE and "stopping" in refused.value.message
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 async def test_a_crashed_peer_is_taken_over_and_nothing_acknowledged_is_lost(autojump_clock, algorithm):
     async with open_overlay(6, algorithm, seed=2) as overlay:

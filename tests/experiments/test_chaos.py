@@ -15,11 +15,14 @@ from experiments.chaos import run_once
 pytestmark = pytest.mark.processes
 
 
-@pytest.mark.parametrize("algorithm", ["osma", "csma"])
-async def test_killed_peers_lose_nothing_acknowledged_and_notify_each_pair_once(algorithm):
+@pytest.mark.parametrize(("algorithm", "limit"), [("osma", 3), ("csma", 3), ("csma", 0)])
+async def test_killed_peers_lose_nothing_acknowledged_and_notify_each_pair_once(algorithm, limit):
+    """With a neighbour limit of 3, annexes start (and are handed on) while peers are killed;
+    with 0, none does."""
     args = argparse.Namespace(peers=6, events=250, kills=2, every=3.0, down=4.0, never_restart=True,
                               lose_disk=False, replicas=2, failure_timeout=2.0, concurrency=4, rate=20,
-                              publish_retry=60.0, seed=7, log_level="error")
+                              publish_retry=60.0, seed=7, log_level="error",
+                              neighbour_limit=limit, host_neighbour_cap=12, annex_every=2.0)
     report = await run_once(algorithm, args)
     print(report)
     assert len(report.kills) == 2, "the chaos task killed peers while publications went on"
@@ -27,3 +30,7 @@ async def test_killed_peers_lose_nothing_acknowledged_and_notify_each_pair_once(
     assert report.stored_whole == 250 and report.lost == 0 and report.partial == 0, report.problems
     assert report.expected > 100 and report.notified == report.expected and report.missing == 0, report.problems
     assert report.duplicated == 0
+    if limit:   # 6 peers, a stand-in and a rejoin make 8 at most
+        assert report.peers_at_end > 8, "no annex started"
+    else:
+        assert report.peers_at_end <= 8

@@ -16,11 +16,15 @@ def paper() -> Dataset:
     return paper_dataset(3000, seed=1)
 
 
+def _placed(paper: Dataset, mapping: str):
+    """The workload's space, quads' points and subscription boxes under `mapping`."""
+    space = CoordinateSpace(mapping=mapping)
+    return space, place(space, paper.quads), [space.pattern_box(p) for p in paper.patterns]
+
+
 @pytest.mark.parametrize("mapping", ["local-name", "identity"])
 def test_balanced_joins_meet_the_targets_where_midpoint_joins_leave_peers_empty(paper, mapping):
-    space = CoordinateSpace(mapping=mapping)
-    points = place(space, paper.quads)
-    boxes = [space.pattern_box(p) for p in paper.patterns]
+    space, points, boxes = _placed(paper, mapping)
     before, = simulate(space, points, boxes, "before", [256], routes=300, seed=3)
     after, = simulate(space, points, boxes, "after", [256], routes=300, seed=3)
     worst, mean, empty = after.load
@@ -56,9 +60,7 @@ def test_the_report_prints_both_rules_side_by_side(paper):
 
 @pytest.mark.parametrize("mapping", ["local-name", "identity"])
 def test_the_annex_rule_counts_hosts_and_keeps_their_targets(paper, mapping):
-    space = CoordinateSpace(mapping=mapping)
-    points = place(space, paper.quads)
-    boxes = [space.pattern_box(p) for p in paper.patterns]
+    space, points, boxes = _placed(paper, mapping)
     annexes, = simulate(space, points, boxes, "annexes", [256], routes=300, seed=3)
     worst, mean, empty = annexes.load
     assert annexes.peers == 256 and annexes.zones >= 256 and empty == 0.0 and worst <= 5 * mean

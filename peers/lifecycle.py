@@ -6,19 +6,22 @@ port, its caller's handle and its stop request across runtimes.
 
 from __future__ import annotations
 
+import errno
 import shutil
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from eventcloud.errors import EventCloudError
 from eventcloud.overlay import Point
 from eventcloud.wire.hlc import HybridClock
 from peers.async_store import Offload
 from peers.replication import Replication
 from peers.state import PeerState, save_state
 
-__all__ = ["REJOIN_FOR", "Superseded", "StartedOnce", "Lifetime", "Persistence", "drop_stale"]
+__all__ = ["REJOIN_FOR", "Superseded", "StartedOnce", "Lifetime", "Persistence", "drop_stale", "why_ended",
+           "port_taken", "one_typed"]
 
 
 #: Seconds a peer rejoining as a new peer tries the addresses it knows before it gives up.
@@ -113,3 +116,34 @@ class Lifetime:
         self.stopping.set()
         if self.scope is not None:
             self.scope.cancel()
+
+
+# --- how a runtime ended ---------------------------------------------------------------------
+
+def why_ended(exc: BaseException) -> str:
+    """Why a runtime ended, for its log line (a group's errors joined)."""
+    if isinstance(exc, Superseded):
+        return "superseded (moved, or taken over)"
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(why_ended(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def port_taken(exc: BaseException) -> bool:
+    """Whether `exc` (or one of a group's) is a listen refused because the port is in use."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(lambda e: isinstance(e, OSError) and e.errno == errno.EADDRINUSE) is not None
+    return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
+
+
+def one_typed(group: BaseExceptionGroup) -> BaseException:
+    """The peer's own error out of its nursery's group (e.g. a refused join), or the group itself
+    when something else failed too."""
+    typed, rest = group.split((EventCloudError, Superseded))
+    # the condition sees the nested groups too: true for a group would keep the whole of it
+    if typed is not None and (rest is None or rest.subgroup(
+            lambda e: not isinstance(e, (trio.Cancelled, BaseExceptionGroup))) is None):
+        while isinstance(typed, BaseExceptionGroup):
+            typed = typed.exceptions[0]
+        return typed
+    return group

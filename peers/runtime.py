@@ -27,7 +27,6 @@ outlives one runtime).
 
 from __future__ import annotations
 
-import errno
 import logging
 import random
 import time
@@ -61,7 +60,9 @@ from peers.matcher import Matcher
 from peers.operators import OperatorRunner, load_operators
 from peers.statistics import load_statistics
 from peers.load_survey import LoadSurvey
-from peers.lifecycle import REJOIN_FOR, Lifetime, Persistence, StartedOnce, Superseded, drop_stale
+from peers.lifecycle import (
+    REJOIN_FOR, Lifetime, Persistence, StartedOnce, Superseded, drop_stale, one_typed, port_taken, why_ended,
+)
 from peers.membership import Membership
 from peers.queries import Queries
 from peers.rebalancer import Rebalancer
@@ -193,7 +194,7 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                 except (OSError, BaseExceptionGroup) as exc:
                     # The port it kept for its clients was taken while it was away (the OS hands
                     # free ports to outgoing connections too): any free port, rather than no peer.
-                    if listen == config.listen or not _port_taken(exc):
+                    if listen == config.listen or not port_taken(exc):
                         raise
                     log.warning("port %s was taken while this peer was away; listening on another one",
                                 listen.rpartition(":")[2])
@@ -214,7 +215,7 @@ async def _run_once(runtime: "_PeerRuntime", once: StartedOnce) -> None:
     try:
         await runtime.run(once)  # type: ignore[arg-type]
     except BaseExceptionGroup as group:  # a step failed inside the peer's nursery
-        raise _one_typed(group) from None
+        raise one_typed(group) from None
 
 
 async def _for_the_peers_lifetime(run: Callable[..., Awaitable[None]], *,
@@ -233,34 +234,6 @@ def _tcp(config: PeerConfig) -> TcpTransport:
         return TcpTransport()
     return TcpTransport(server_tls=server_context(config.tls_cert, config.tls_key),
                         client_tls=client_context(config.tls_ca), handshake_timeout=config.frame_timeout)
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, Superseded):
-        return "superseded (moved, or taken over)"
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_why(e) for e in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _port_taken(exc: BaseException) -> bool:
-    """Whether `exc` (or one of a group's) is a listen refused because the port is in use."""
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.subgroup(lambda e: isinstance(e, OSError) and e.errno == errno.EADDRINUSE) is not None
-    return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
-
-
-def _one_typed(group: BaseExceptionGroup) -> BaseException:
-    """The peer's own error out of its nursery's group (e.g. a refused join), or the group itself
-    when something else failed too."""
-    typed, rest = group.split((EventCloudError, Superseded))
-    # the condition sees the nested groups too: true for a group would keep the whole of it
-    if typed is not None and (rest is None or rest.subgroup(
-            lambda e: not isinstance(e, (trio.Cancelled, BaseExceptionGroup))) is None):
-        while isinstance(typed, BaseExceptionGroup):
-            typed = typed.exceptions[0]
-        return typed
-    return group
 
 
 class _PeerRuntime:
@@ -491,7 +464,7 @@ class _PeerRuntime:
         except BaseException as exc:
             if state.has_zone:   # a zone's owner ends: say why, naming it (a moved peer's id is a new one)
                 log.info("peer %s (%s): its runtime ends holding zone %s: %s", state.id, state.address,
-                         state.zone, _why(exc))
+                         state.zone, why_ended(exc))
             raise
         finally:
             self.runner.close()

@@ -32,9 +32,8 @@ class ProcessPeers:
     """The peers running in this process (the top-level peer, its stand-ins and annexes)."""
 
     def __init__(self) -> None:
-        self.ids: set[str] = set()
-        self.states: dict[str, Any] = {}      # id -> PeerState, of those serving a zone
-        self.held: dict[str, Callable[[], int]] = {}   # id -> the quads it holds
+        #: id -> (PeerState, the quads it holds) of each peer serving a zone here
+        self._peers: dict[str, tuple[Any, Callable[[], int]]] = {}
         self.host = uuid.uuid4().hex[:12]      # this process, as a host owning zones
         self.handing_on = False                # one of its annexes is leaving for another host
         #: where annexes start: the top-level peer's (an annex started by another annex or a
@@ -43,40 +42,37 @@ class ProcessPeers:
         self.adopting = trio.Semaphore(1)      # one annex started at a time
         self.warned_open = False  # the "no cluster secret" warning is said once per process
 
+    @property
+    def ids(self) -> set[str]:
+        return set(self._peers)
+
     def __call__(self) -> set[str]:
         return self.ids
 
     def add(self, state: Any, held: Callable[[], int]) -> None:
-        self.ids.add(state.id)
-        self.states[state.id] = state
-        self.held[state.id] = held
+        self._peers[state.id] = (state, held)
 
     def discard(self, state: Any) -> None:
-        self.ids.discard(state.id)
-        if self.states.get(state.id) is state:
-            del self.states[state.id]
-            del self.held[state.id]
+        if state.id in self._peers and self._peers[state.id][0] is state:
+            del self._peers[state.id]
 
     def load(self) -> tuple[int, str]:
         """The host's load: the quads all its peers hold, and the address of the one holding most."""
-        total, busiest = 0, ("", -1)
-        for ident, held in self.held.items():
-            quads = held()
-            total += quads
-            busiest = max(busiest, (self.states[ident].address, quads), key=lambda b: (b[1], b[0]))
-        return total, busiest[0]
+        loads = [(held(), state.address) for state, held in self._peers.values()]
+        return sum(quads for quads, _ in loads), max(loads, default=(0, ""))[1]
 
     def most_crowded_empty_annex(self) -> str | None:
         """The id of the empty annex with the most neighbours (the one a host over its cap hands on)."""
-        empty = [(len(s.neighbours), ident) for ident, s in self.states.items() if s.annex and self.held[ident]() == 0]
+        empty = [(len(state.neighbours), ident) for ident, (state, held) in self._peers.items()
+                 if state.annex and held() == 0]
         return max(empty)[1] if empty else None
 
     def neighbours(self) -> set[str]:
         """The host's neighbours: every peer next to one of its zones, its own excepted."""
         found: set[str] = set()
-        for state in self.states.values():
+        for state, _ in self._peers.values():
             found.update(state.neighbours)
-        return found - self.ids
+        return found - self._peers.keys()
 
 
 #: Starts a peer in a nursery: (data_dir, state, store, task_status) -> runs until cancelled.

@@ -15,7 +15,7 @@ result per distinct (operator, arguments). Cheap operators (declared cost at mos
 (at most `threads` in flight: a CapacityLimiter), the calling task looking every POLL seconds
 whether the call is done, for at most `budget` seconds of real time. Polling rather than
 sleeping until a thread reports keeps the budget a real-time one and, under a test's autojumping
-MockClock, keeps virtual time from leaping ahead (and tripping RPC timeouts) while a call runs. A
+MockClock, keeps virtual time in step with real time while a call runs (`_finished`). A
 call that raises, returns garbage or runs past its budget is recorded as failed: the FILTER is
 false for that event and `operator_errors` / `operator_timeouts` count it. A call past its
 budget is abandoned (Python cannot stop a thread): it keeps its pool thread until it returns,
@@ -31,7 +31,8 @@ import importlib.metadata
 import logging
 import time
 from collections import Counter, OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import Any, Callable, Iterable, TypeVar
 
 import trio
@@ -137,6 +138,26 @@ def _invoke(op: Operator, values: tuple) -> tuple[bool, Any, float]:
         return False, f"{type(exc).__name__}: {exc}", time.perf_counter() - started
 
 
+async def _finished(future: Future, deadline: float) -> bool:
+    """Whether `future` finished before `deadline` (real time), looking every POLL seconds.
+
+    Under a test's autojumping MockClock a `trio.sleep(POLL)` takes no real time, so polling
+    alone would let the trio clock run far ahead of the thread (RPC deadlines and the test's own
+    waits expiring while the call is still computing). When the trio clock is ahead of real time
+    since the wait began, the loop waits on the call itself (GIL released) for the difference, so
+    a call costs virtual time what it costs in real time. Under a real clock both clocks advance
+    alike and that wait never happens."""
+    real_start, trio_start = time.monotonic(), trio.current_time()
+    while not future.done():
+        if time.monotonic() > deadline:
+            return False
+        await trio.sleep(POLL)
+        ahead = (trio.current_time() - trio_start) - (time.monotonic() - real_start)
+        if ahead > POLL / 10:
+            wait_futures([future], timeout=min(ahead, POLL))
+    return True
+
+
 class OperatorRunner:
     """Per-event call tables and the off-loop evaluation of expensive operator calls."""
 
@@ -214,15 +235,11 @@ class OperatorRunner:
                 future = self._pool.submit(_invoke, op, values)
             except RuntimeError:  # the pool was shut down: the peer is stopping
                 future = None
-            deadline = time.monotonic() + self.budget
-            while future is not None:
-                if future.done():
+            if future is not None:
+                if await _finished(future, time.monotonic() + self.budget):
                     done = future.result()
-                    break
-                if time.monotonic() > deadline:
+                else:
                     future.cancel()
-                    break
-                await trio.sleep(POLL)
         if done is None:
             self.counters["operator_calls"] += 1
             self.counters["operator_timeouts"] += 1

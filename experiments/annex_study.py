@@ -7,7 +7,7 @@
 Issue 11 asks for at most 64 neighbours per peer at 10,000 peers. With one zone per peer, every
 zone holding data and the zones a guillotine partition, CityBench leaves zones with 161–463
 neighbours (docs/overlay.md, "Scale simulation"). This study asks whether letting a *host* (a
-daemon process, which can already run several peer runtimes: peers/host.py) own empty "annex"
+daemon process, which can already run several peer runtimes: peers/process/launcher.py) own empty "annex"
 zones besides its data zone meets every target; the peers do not do this yet.
 
 `build` grows an overlay exactly as `experiments.scale.simulate(rule="after")` does (one host,
@@ -86,7 +86,7 @@ class AnnexOverlay(SimOverlay):
         self.piece_depth = 2
         self.headroom = 4
         self.host_climb = False   # joins climb by zone load (today's rule), or by host load
-        #: exactly what peers/annexes.py does: no cut through data, 8 random hosts asked besides
+        #: exactly what peers/membership/annexes.py does: no cut through data, 8 random hosts asked besides
         #: the annex's neighbours' (the host cutting never keeps it), no pass handing annexes on
         self.peers_rule = False
         self.kept_home = 0        # annexes no other host could take
@@ -257,7 +257,7 @@ class AnnexOverlay(SimOverlay):
                         self.moves += 1
 
     def hand_on(self, hosts, cap: int, rng: random.Random) -> None:
-        """What peers/annexes.py does for a host over the cap: its empty annex with the most
+        """What peers/membership/annexes.py does for a host over the cap: its empty annex with the most
         neighbours goes to the host it costs least (one per host and round)."""
         for h in sorted(hosts):
             if h not in self.zones_of or self.host_count(h) <= cap or len(self.zones_of[h]) == 1:
@@ -536,7 +536,7 @@ def main(argv=None) -> int:
     p.add_argument("--cache", default=str(CACHE), help="where snapshots and placed points are kept")
     p.add_argument("--host-climb", action="store_true", help="grow: joins climb by host load, not zone load")
     p.add_argument("--peers-rule", action="store_true",
-                   help="grow: what peers/annexes.py does (no cut through data, 8 random hosts asked, a host "
+                   help="grow: what peers/membership/annexes.py does (no cut through data, 8 random hosts asked, a host "
                         "over the cap hands its most crowded empty annex on after each join near it)")
     p.add_argument("--hand-on", action="store_true", help="grow with --peers-rule: instead, hosts over the "
                                                           "cap hand annexes on every 500 joins (the study's pass)")

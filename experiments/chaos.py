@@ -42,7 +42,7 @@ import trio
 
 from eventcloud.client import ClientError, connect
 from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 EX = "http://chaos.example/"
 ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

@@ -47,7 +47,7 @@ import trio
 from eventcloud.client import ClientError, connect
 from eventcloud.testing.processes import CliSubscriber
 from experiments.chaos import FILTERED, events, expected_pairs, table
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 
 @dataclass

@@ -14,7 +14,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from peers.cluster import ClusterError, LocalCluster
+from peers.supervisor import ClusterError, LocalCluster
 
 
 def read_hosts(path: str | Path) -> list[str]:

@@ -33,7 +33,7 @@ from eventcloud.client import connect
 from eventcloud.rdf.model import IRI, CompoundEvent, Literal, Quad
 from experiments.benchkit import percentile, table as markdown_table
 from experiments.clusterkit import baseline_tree, peak_rss_mb
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 EX = "http://example.org/load/"
 PREDICATES = [IRI(f"{EX}p{k}") for k in range(4)]

@@ -25,7 +25,7 @@ from eventcloud.client import ClientError, connect
 from eventcloud.overlay.coordinates import CoordinateSpace
 from eventcloud.rdf.citybench import sample_events, synthetic_events
 from experiments.benchkit import table as markdown_table
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
 

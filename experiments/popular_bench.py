@@ -10,11 +10,11 @@ few texts are held by thousands; kinds alternate signal / bindings / event. Even
 workload's, one matching chain each, drawn so that popular chains come up as often as they are
 held (an event matching a subscription picked at random).
 
-Measured in one process, as one peer holds them (`peers.subscriptions.Subscriptions` with its
+Measured in one process, as one peer holds them (`peers.matching.registry.Subscriptions` with its
 `SubscriptionIndex`): memory per stored subscription (tracemalloc: the registry's records and
 parsed forms with its index, and the index's entries apart, measured in a second index), the index's entries, and OSMA's matching work
 per event (the index's match, then the notifier rule and solutions of every matched
-subscription, as `peers.matcher` does), in microseconds. With `--baseline COMMIT` the same script
+subscription, as `peers.matching.matcher` does), in microseconds. With `--baseline COMMIT` the same script
 runs first on that commit's code (a temporary worktree), so both rows come from one run.
 """
 
@@ -60,10 +60,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from eventcloud.wire.messages import SubscriptionRecord
     from eventcloud.wire.parsed import subscription_to_wire
     from experiments.benchkit import memory_of, percentile
-    from peers.async_store import AsyncStore
-    from peers.state import PeerState
+    from peers.store import AsyncStore
+    from peers.store import PeerState
     from peers.store import PeerStore
-    from peers.subscriptions import Subscriptions
+    from peers.matching import Subscriptions
 
     subscribers, events = workload(args)
     parsed = {text: subscription_to_wire(parse_subscription(text)) for _, text, _ in subscribers}

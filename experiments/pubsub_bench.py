@@ -32,7 +32,7 @@ import trio
 from eventcloud.client import connect
 from experiments.workloads import generate
 from experiments.clusterkit import baseline_tree, cpu_seconds
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 
 async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeout: float,

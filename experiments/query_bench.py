@@ -23,8 +23,8 @@ from eventcloud.cli.demo import citybench_dir
 from eventcloud.client import ClientError, connect
 from eventcloud.overlay import Neighbour, heirs, is_guillotine, room_faces
 from eventcloud.rdf.citybench import read_stream
-from peers.cluster import LocalCluster
-from peers.task_dump import serve_task_dumps
+from peers.supervisor import LocalCluster
+from peers.runtime import serve_task_dumps
 
 # $EVENTCLOUD_CITYBENCH, or shared/data/citybench beside the checkout (as the demo finds it)
 DATA = citybench_dir() or Path(__file__).resolve().parents[2] / "shared" / "data" / "citybench"

@@ -29,13 +29,13 @@ from eventcloud.cli.demo import citybench_dir
 from eventcloud.client import ClientError, connect
 from eventcloud.rdf.citybench import sample_events, synthetic_events
 from experiments.benchkit import table as markdown_table
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
 
 
 def dump_tasks(cluster: LocalCluster, why: str) -> None:
-    """Each peer logs its task tree (SIGUSR1, peers/task_dump.py): what a stuck move waits for."""
+    """Each peer logs its task tree (SIGUSR1, peers/runtime/task_dump.py): what a stuck move waits for."""
     print(f"  {why}: asking every peer for a task dump (SIGUSR1, in the peers' log)", file=sys.stderr)
     for proc in cluster.processes:
         if proc.poll() is None:

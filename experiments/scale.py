@@ -8,7 +8,7 @@ Every overlay is built with the peers' own pure code from `eventcloud.overlay`: 
 `split_for_join` on the owner's zone and table, the old neighbours update their tables with
 `announced`, routes are `next_hop` hop by hop, probes and subscriptions are routed and
 multicast with `multicast_root` / `multicast_children`, and the data-aware cut is
-`median_split`, the very function the daemon calls (peers/membership.py). Nothing is sent
+`median_split`, the very function the daemon calls (peers/membership/membership.py). Nothing is sent
 over a socket; a "message" is one request a peer sends.
 
 Three join rules are compared on the same data, side by side:

@@ -33,7 +33,7 @@ from eventcloud.wire.hlc import unpack
 from experiments import logs
 from experiments.hosts import SshCluster, read_hosts
 from experiments.workloads import Workload, generate
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from eventcloud.client import connect
 from experiments.benchkit import percentile, table as markdown_table
 from experiments.clusterkit import baseline_tree, cpu_seconds, rss_mb
 from experiments.workloads import generate
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 
 def subscriptions(n: int, mix: str) -> list[str]:
@@ -120,10 +120,10 @@ def memory_per_subscription(texts: list[str]) -> dict[str, float]:
     from eventcloud.wire.messages import SubscriptionRecord
     from eventcloud.wire.parsed import subscription_to_wire
     from experiments.benchkit import memory_of
-    from peers.state import PeerState
-    from peers.async_store import AsyncStore
+    from peers.store import PeerState
+    from peers.store import AsyncStore
     from peers.store import PeerStore
-    from peers.subscriptions import Subscriptions
+    from peers.matching import Subscriptions
 
     frames = [msgpack.packb(SubscriptionRecord(f"{i:032x}", text, "signal", "127.0.0.1:7000", 10 ** 15 + i,
                                                parsed=subscription_to_wire(parse_subscription(text))).to_wire())

@@ -1,5 +1,6 @@
-"""The house rules, checked on the source: pure packages stay pure, no import cycles, only the
-daemon's edges import `peers`, modules stay small.
+"""The house rules, checked on the source: pure packages stay pure and layered, the daemon's
+folders import downward only, no import cycles, only the daemon's edges import `peers`, channels
+are bounded, modules stay small.
 
 The pure packages (rdf, overlay, sparql, matching, wire, and the error hierarchy) decide and
 compute; they never touch a socket, trio, the daemon, the CLI or the peer store, and never
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,16 @@ CLOCK_READS = re.compile(r"\b(datetime\.(now|utcnow|today)|date\.today|time\.(ti
 #: The only modules outside `peers` that may import it: the daemon commands, the demo's local
 #: cluster, and the in-process overlay of eventcloud.testing.
 MAY_IMPORT_PEERS = {"eventcloud.cli.daemon", "eventcloud.cli.demo", "eventcloud.testing.overlay"}
+#: The pure packages bottom to top (docs/architecture.md): each may import only those below it.
+PURE_ORDER = ("eventcloud.errors", "eventcloud.rdf", "eventcloud.overlay", "eventcloud.sparql", "eventcloud.matching",
+              "eventcloud.wire")
+#: The daemon's base modules (imported by any folder, importing no other part of `peers`) and its
+#: folders bottom to top: a module may import its own folder and the folders below it, never one
+#: above (docs/architecture.md, "The daemon").
+PEERS_BASE = ("peers.config", "peers.tasks")
+PEERS_FOLDERS = ("store", "net", "process", "replication", "matching", "publish", "queries", "delivery", "membership",
+                 "runtime", "supervisor")
+#: A module past this many lines is a warning, not a failure, when it is one concept (LONG_ON_PURPOSE).
 MAX_LINES = 620
 #: Modules allowed past MAX_LINES, and why.
 LONG_ON_PURPOSE: dict[str, str] = {}
@@ -77,6 +89,89 @@ def test_pure_modules_import_no_io_no_trio_no_daemon(name):
     source = MODULES[name].read_text()
     assert not CLOCK_READS.search(source), f"{name} is pure but reads a clock: {CLOCK_READS.search(source).group()}"
     assert "Store(" not in source, f"{name} is pure but opens a store"
+
+
+def _pure_rank(name: str) -> int | None:
+    for rank, package in enumerate(PURE_ORDER):
+        if _within(name, (package,)):
+            return rank
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _pure_rank(n) is not None))
+def test_pure_packages_import_only_the_ones_below(name):
+    own = _pure_rank(name)
+    above = sorted(i for i in IMPORTS[name] if (rank := _pure_rank(i)) is not None and rank > own)
+    assert not above, f"{name} imports {above}, which sit above it ({' < '.join(PURE_ORDER)})"
+
+
+def peers_folder_rank(name: str) -> int | None:
+    """The layer of a `peers` module: -1 for the base modules, its folder's index, None outside."""
+    if name in PEERS_BASE:
+        return -1
+    parts = name.split(".")
+    if parts[0] == "peers" and len(parts) > 1 and parts[1] in PEERS_FOLDERS:
+        return PEERS_FOLDERS.index(parts[1])
+    return None
+
+
+def upward_imports(name: str, imported: set[str]) -> list[str]:
+    """The `peers` modules `name` imports from a folder above its own."""
+    own = peers_folder_rank(name)
+    return sorted(i for i in imported if (rank := peers_folder_rank(i)) is not None and own is not None and rank > own)
+
+
+def test_every_daemon_module_sits_in_a_folder():
+    loose = sorted(n for n in MODULES if n.startswith("peers.") and peers_folder_rank(n) is None)
+    assert not loose, f"{loose}: put each in the folder of its concept ({', '.join(PEERS_FOLDERS)})"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if peers_folder_rank(n) is not None))
+def test_daemon_folders_import_downward_only(name):
+    above = upward_imports(name, IMPORTS[name])
+    assert not above, f"{name} imports {above} from a folder above its own ({' < '.join(PEERS_FOLDERS)})"
+
+
+def _exported_names(package: str) -> set[str]:
+    """The names a package lists in its `__all__`."""
+    for node in ast.parse(MODULES[package].read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {e.value for e in node.value.elts}  # type: ignore[attr-defined]
+    return set()
+
+
+def reaches_inside(name: str, imported: set[str]) -> list[str]:
+    """Inner modules of another daemon folder that `name` imports, when that folder's package does
+    not offer them as modules."""
+    folder = name.split(".")[1]
+    found = []
+    for i in imported:
+        parts = i.split(".")
+        if (len(parts) > 2 and parts[0] == "peers" and parts[1] in PEERS_FOLDERS and parts[1] != folder
+                and ".".join(parts[:3]) in MODULES and parts[2] not in _exported_names(f"peers.{parts[1]}")):
+            found.append(i)
+    return sorted(found)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if (peers_folder_rank(n) or -1) >= 0))
+def test_daemon_folders_use_each_others_public_surface(name):
+    """Another folder is reached through its package (`from peers.store import AsyncStore`), which
+    lists what it offers in `__all__`; its inner modules stay free to change."""
+    inside = reaches_inside(name, IMPORTS[name])
+    assert not inside, f"{name} reaches into {inside}: import what it needs from the folder's package"
+
+
+def test_the_folder_rule_catches_an_import_pointing_up(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from peers.membership import Membership\nfrom peers.store import AsyncStore\nimport peers.config\n")
+    imported = imports_of("peers.store.bad", bad)
+    assert upward_imports("peers.store.bad", imported) == ["peers.membership", "peers.membership.Membership"]
+    assert upward_imports("peers.membership.bad", imported) == []
+    inner = tmp_path / "inner.py"
+    inner.write_text("from peers.store.wal import WriteAheadLog\nfrom peers.store import mailboxes\n")
+    assert reaches_inside("peers.net.inner", imports_of("peers.net.inner", inner)) == [
+        "peers.store.wal", "peers.store.wal.WriteAheadLog"]
+    assert reaches_inside("peers.store.inner", imports_of("peers.store.inner", inner)) == []
 
 
 def test_only_the_daemon_edges_import_peers():
@@ -156,10 +251,40 @@ def test_the_contract_catches_a_pure_module_importing_trio(tmp_path):
     assert CLOCK_READS.search("stamp = time.time_ns() // 1000")
 
 
+def unbounded_channels(source: str) -> list[int]:
+    """Lines opening a memory channel with an infinite buffer."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func.value if isinstance(node.func, ast.Subscript) else node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name == "open_memory_channel" and node.args and "inf" in ast.unparse(node.args[0]):
+            found.append(node.lineno)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, ("eventcloud", "peers"))))
+def test_channels_are_bounded(name):
+    lines = unbounded_channels(MODULES[name].read_text())
+    assert not lines, f"{name} opens a memory channel with no bound (lines {lines}): give it a size"
+
+
+def test_the_channel_rule_catches_an_infinite_buffer():
+    assert unbounded_channels("s, r = trio.open_memory_channel[int](math.inf)\n") == [1]
+    assert unbounded_channels("s, r = trio.open_memory_channel(float('inf'))\n") == [1]
+    assert unbounded_channels("s, r = trio.open_memory_channel[int](64)\n") == []
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_modules_stay_small(name):
+    """A module past MAX_LINES is a warning: split it by concept if it holds two, else list it in
+    LONG_ON_PURPOSE with why. Far past it (1.5×) it fails: no concept needs that much."""
     lines = MODULES[name].read_text().count("\n")
-    assert lines <= MAX_LINES or name in LONG_ON_PURPOSE, f"{name} has {lines} lines (over {MAX_LINES})"
+    if name in LONG_ON_PURPOSE or lines <= MAX_LINES:
+        return
+    assert lines <= MAX_LINES * 3 // 2, f"{name} has {lines} lines (over {MAX_LINES * 3 // 2})"
+    warnings.warn(f"{name} has {lines} lines (over {MAX_LINES}): one concept? list it in LONG_ON_PURPOSE with why")
 
 
 def test_test_modules_share_helpers_not_each_other():

@@ -49,7 +49,7 @@ async def main(address: str) -> int:
 if __name__ == "__main__":
     if len(sys.argv) > 1:
         raise SystemExit(trio.run(main, sys.argv[1]))
-    from peers.cluster import LocalCluster
+    from peers.supervisor import LocalCluster
 
     with LocalCluster(3) as cluster:
         raise SystemExit(trio.run(main, cluster.entry))

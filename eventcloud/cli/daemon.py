@@ -45,7 +45,7 @@ def peer(args: argparse.Namespace) -> int:
     from eventcloud.overlay import CoordinateSpace
     from peers.config import PeerConfig
     from peers.runtime import run_peer
-    from peers.task_dump import describe_peer, serve_task_dumps
+    from peers.runtime import describe_peer, serve_task_dumps
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -145,7 +145,7 @@ async def stop_when_stdin_closes(stop: Callable[[], None]) -> None:
 
 
 def cluster(args: argparse.Namespace) -> int:
-    from peers.cluster import ClusterError, LocalCluster
+    from peers.supervisor import ClusterError, LocalCluster
 
     cluster = LocalCluster(args.peers, data_dir=args.data_dir, port=args.port, algorithm=args.algorithm,
                            mapping=args.mapping, host=args.host, replicas=args.replicas, fsync=not args.no_fsync,

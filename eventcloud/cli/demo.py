@@ -41,7 +41,7 @@ def demo_events(n: int) -> list[CompoundEvent]:
 
 
 async def demo(args: argparse.Namespace) -> int:
-    from peers.cluster import LocalCluster
+    from peers.supervisor import LocalCluster
 
     events = demo_events(args.events)
     what = ("Aarhus sensor observations (CityBench)" if citybench_dir() is not None else

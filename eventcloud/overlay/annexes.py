@@ -12,7 +12,7 @@ may own empty "annex" zones besides its data zone (docs/overlay.md, "Annex zones
   hosts that stay within the cap with it (`HEADROOM` below it, for the cuts to come); none
   such, the zone is not cut.
 
-The membership service (peers/annexes.py) and the design study (experiments/annex_study.py)
+The membership service (peers/membership/annexes.py) and the design study (experiments/annex_study.py)
 both decide with these.
 """
 

@@ -134,7 +134,7 @@ def climb(current: K, load: int, neighbour_loads: Mapping[K, int]) -> K:
 
 
 def should_move(own: int, busiest: int, *, ratio: float, min_quads: int) -> bool:
-    """The rebalancer's rule (peers/rebalancer.py): a peer holding `own` quads hands its zone to
+    """The rebalancer's rule (peers/membership/rebalancer.py): a peer holding `own` quads hands its zone to
     its sibling and rejoins at the busiest peer it found, which holds `busiest`, when that one
     holds at least `min_quads` (smaller loads are not worth moving data for) and at least
     `ratio` times its own (an empty peer counts as holding one). With `ratio` ≥ 2 a move never

@@ -1,6 +1,6 @@
 """Membership as pure plans: what a split, a merge or an announcement does to zones and tables.
 
-The membership service (peers/membership.py) does the talking; these functions decide. Each
+The membership service (peers/membership/membership.py) does the talking; these functions decide. Each
 takes the current zone and neighbour table of one peer and returns the new ones (and whom to
 tell), so every rule of CAN membership is tested here without a network:
 

@@ -16,7 +16,7 @@ pattern's box can run the query on its own quads and the entry peer only merges:
 
 Anything else (joins of several patterns, `ORDER BY`, `OFFSET`, `CONSTRUCT`, property paths,
 sub-queries, …) gets `None`: the entry peer gathers the candidate quads and evaluates the query
-itself (`peers.queries`).
+itself (`peers.queries.operations`).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def evaluate_partition(events: Iterable[Any], texts: list[str], modules: list[st
     from eventcloud.sparql.filters.operators import CallTable, active, call_operator
     from eventcloud.sparql.filters.values import ExprError
     from eventcloud.sparql.subscription import parse_subscription
-    from peers.operators import load_operators
+    from peers.matching import load_operators
 
     operators = load_operators(modules, plugins=False)
     index = SubscriptionIndex(order="naive", containment=False)

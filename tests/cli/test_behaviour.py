@@ -21,7 +21,7 @@ import pytest
 import rdflib
 from rdflib.query import Result
 
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 pytestmark = pytest.mark.processes
 

@@ -15,7 +15,7 @@ import trio
 
 from eventcloud.client import connect
 from eventcloud.testing.processes import CliSubscriber as Subscriber
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 from tests.helpers import spread_events
 
 pytestmark = pytest.mark.processes

@@ -13,7 +13,7 @@ import trio
 from eventcloud.client import connect
 from eventcloud.rdf.model import IRI, RDF, XSD, CompoundEvent, Literal, event_graph, make_quad
 from eventcloud.sparql.taxonomy import Taxonomy
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 from tests.helpers import (
     ALGORITHMS, EX, EXT, check_delivered, ft_function, ft_render, isa_functions, oracle_with, random_ft_text,
     random_ft_tree, random_taxonomy_edges, sparql_string,

@@ -16,7 +16,7 @@ import trio
 from eventcloud.client import connect
 from eventcloud.testing.logged_operators import LOG_VARIABLE
 from eventcloud.testing.operator_workload import overlapping_workload, reading
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 from tests.helpers import ALGORITHMS, expected_of, notification_solutions
 
 pytestmark = pytest.mark.processes

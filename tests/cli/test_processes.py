@@ -14,7 +14,7 @@ import trio
 
 from eventcloud.client import connect
 from eventcloud.rdf.files import write_nquads
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 from tests.helpers import COUNT, count_of, sample_events
 
 pytestmark = pytest.mark.processes

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 
 pytestmark = pytest.mark.processes
 EX = "http://ex.org/"

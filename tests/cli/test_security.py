@@ -17,7 +17,7 @@ from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode
 from eventcloud.wire import messages as m
 from eventcloud.wire.ops import Op
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 from tests.helpers import sample_events
 from tests.net.certificates import make_certificates
 

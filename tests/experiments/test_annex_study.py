@@ -40,7 +40,7 @@ def test_the_de_crowding_pass_bounds_hosts_neighbours_and_keeps_the_partition():
 
 
 def test_the_peers_rule_keeps_every_host_within_the_cap_without_moving_data():
-    """What peers/annexes.py does, grown join by join (`--peers-rule --host-climb`): no cut
+    """What peers/membership/annexes.py does, grown join by join (`--peers-rule --host-climb`): no cut
     through data, a host over the cap hands its most crowded empty annex on."""
     space = CoordinateSpace(mapping="identity")
     points = place(space, paper_dataset(3000, seed=1).quads)

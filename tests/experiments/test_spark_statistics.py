@@ -11,7 +11,7 @@ from eventcloud.matching.statistics import Statistics
 from eventcloud.rdf.files import write_nquads
 from eventcloud.testing.operator_workload import overlapping_workload, reading
 from experiments.spark import statistics as job
-from peers.statistics import load_statistics
+from peers.matching import load_statistics
 
 pytestmark = pytest.mark.spark
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
 from experiments.zone_coverage import coverage, main, read_states
-from peers.state import PeerState, save_state
+from peers.store import PeerState, save_state
 
 
 def _states(tmp_path, *, drop_upper: bool = False):

@@ -116,7 +116,7 @@ def test_room_faces_are_tiled_within_the_zone_and_stepping_aside_empties_the_tub
 
 
 def _step_for(zones: dict[str, Zone], key: str, depth: int) -> tuple[str, str] | None:
-    """The rebalancer's search for one neighbour to step aside (peers/rebalancer.py): across the
+    """The rebalancer's search for one neighbour to step aside (peers/membership/rebalancer.py): across the
     zone's room face, one whose sibling (inside the tube) is a single zone; else, one level down,
     the same search from each of those neighbours, whose sibling subtree lies in the tube too."""
     faces = room_faces(zones[key], _table(zones, key), WHOLE.bounds)

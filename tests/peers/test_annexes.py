@@ -1,5 +1,5 @@
 """Annexes in the real daemon: a peer with too many neighbours hands the empty side of its zone
-to another host, which runs it as one more peer (peers/annexes.py).
+to another host, which runs it as one more peer (peers/membership/annexes.py).
 
 In-process peers each have a process of their own (a host). With a neighbour limit of 3, the
 crowded peers cut: each annex runs in another host's process, the peer that cut keeps exactly
@@ -222,7 +222,7 @@ async def test_real_peer_processes_run_annexes_and_lose_nothing_when_one_is_kill
     import signal
 
     from eventcloud.client import ClientError, connect
-    from peers.cluster import LocalCluster
+    from peers.supervisor import LocalCluster
 
     events = readings(200)
     total = sum(len(e.quads) for e in events)

@@ -161,7 +161,7 @@ async def test_an_event_reaching_an_owner_in_two_parts_keeps_its_whole_copy_for_
 async def test_a_resolve_asking_too_much_at_once_is_refused_by_name(autojump_clock):
     from eventcloud.errors import BadRequest
     from eventcloud.wire.messages import Resolve
-    from peers.commits import RESOLVE_BATCH
+    from peers.publish import RESOLVE_BATCH
 
     async with open_overlay(1) as overlay:
         commits = overlay.peers[0].storage.commits

@@ -77,9 +77,8 @@ async def test_joins_into_an_empty_overlay_keep_the_midpoint_rule(autojump_clock
 
 
 async def test_a_join_hands_a_large_zone_over_in_chunks(autojump_clock, monkeypatch):
-    import peers.handover
-
-    monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 2000)  # bytes of text: a few quads a chunk
+    import peers.membership.handover
+    monkeypatch.setattr(peers.membership.handover, "HANDOVER_CHUNK", 2000)  # bytes of text: a few quads a chunk
     events = readings(60)
     total = sum(len(e.quads) for e in events)
     async with open_overlay(1, seed=9) as overlay:
@@ -125,11 +124,10 @@ async def test_a_leave_hands_a_zone_larger_than_a_frame_over_in_chunks(autojump_
     """A leave sent its whole zone in one `take_over`: with 8 real peers on CityBench, peers
     holding 34 and 45 MB could never leave or make room (refused at the 32 MiB frame limit).
     The heir now fetches the quads past the first chunk with `leave_data`."""
-    import peers.handover
-    import peers.replication
-
-    monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 4000)
-    monkeypatch.setattr(peers.replication, "CHUNK_QUADS", 50)   # a replica's copy fits the small frames too
+    import peers.membership.handover
+    import peers.replication.owner
+    monkeypatch.setattr(peers.membership.handover, "HANDOVER_CHUNK", 4000)
+    monkeypatch.setattr(peers.replication.owner, "CHUNK_QUADS", 50)   # a replica's copy fits the small frames too
     events = readings(240)
     total = sum(len(e.quads) for e in events)
     async with open_overlay(1, seed=9, max_frame=FRAME) as overlay:
@@ -151,11 +149,10 @@ async def test_a_take_over_whose_fetch_fails_leaves_the_zone_with_its_owner_and_
         autojump_clock, monkeypatch):
     """The leaver stops serving chunks halfway: the heir drops what it installed and refuses,
     the leaver keeps its zone and data, every quad is counted once, and a later leave works."""
-    import peers.handover
-    import peers.replication
-
-    monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 4000)
-    monkeypatch.setattr(peers.replication, "CHUNK_QUADS", 50)
+    import peers.membership.handover
+    import peers.replication.owner
+    monkeypatch.setattr(peers.membership.handover, "HANDOVER_CHUNK", 4000)
+    monkeypatch.setattr(peers.replication.owner, "CHUNK_QUADS", 50)
     events = readings(240)
     total = sum(len(e.quads) for e in events)
     async with open_overlay(1, seed=9, max_frame=FRAME) as overlay:
@@ -163,7 +160,7 @@ async def test_a_take_over_whose_fetch_fails_leaves_the_zone_with_its_owner_and_
         zone = leaving.state.zone
         served = []
 
-        chunk = peers.handover.Outgoing.chunk
+        chunk = peers.membership.handover.Outgoing.chunk
 
         def failing_chunk(outgoing, offset):
             served.append(offset)
@@ -171,7 +168,7 @@ async def test_a_take_over_whose_fetch_fails_leaves_the_zone_with_its_owner_and_
                 raise RequestError("the leave ended", ErrorCode.NOT_FOUND)
             return chunk(outgoing, offset)
 
-        monkeypatch.setattr(peers.handover.Outgoing, "chunk", failing_chunk)
+        monkeypatch.setattr(peers.membership.handover.Outgoing, "chunk", failing_chunk)
         with pytest.raises(RequestError) as refused:
             await leaving.membership.leave()
         assert refused.value.code is ErrorCode.CANNOT_LEAVE
@@ -181,7 +178,7 @@ async def test_a_take_over_whose_fetch_fails_leaves_the_zone_with_its_owner_and_
         async with overlay.client(0, "checker") as client:
             assert count_of(await client.query(COUNT)) == total
             assert sum(p.quads for p in (await client.status()).peers) == total
-        monkeypatch.setattr(peers.handover.Outgoing, "chunk", chunk)
+        monkeypatch.setattr(peers.membership.handover.Outgoing, "chunk", chunk)
         assert await leaving.membership.leave() == overlay.peers[0].id
         leaving.stop()
         await overlay.network.kill(leaving.address)
@@ -210,11 +207,10 @@ async def test_a_zone_whose_decisions_outgrow_a_frame_is_still_split_copied_and_
     """A zone keeps the decision of every publication attempt made in it, for good: a join's
     grant, a take-over and a replica's copy each carried all of them in one message, which a
     long-running zone outgrows (about 200 bytes each). They go in chunks now, like the quads."""
-    import peers.handover
-    import peers.replication
-
-    monkeypatch.setattr(peers.handover, "HANDOVER_CHUNK", 2000)
-    monkeypatch.setattr(peers.replication, "CHUNK_QUADS", 5)
+    import peers.membership.handover
+    import peers.replication.owner
+    monkeypatch.setattr(peers.membership.handover, "HANDOVER_CHUNK", 2000)
+    monkeypatch.setattr(peers.replication.owner, "CHUNK_QUADS", 5)
     frame = 6 * 1024
     events = readings(240)
     total = sum(len(e.quads) for e in events)

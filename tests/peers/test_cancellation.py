@@ -20,14 +20,14 @@ from eventcloud.client import connect
 from eventcloud.errors import ErrorCode, EventCloudError
 from eventcloud.testing import open_overlay, trio_ms
 from eventcloud.wire.messages import Notification
-from peers.async_store import AsyncStore
-from peers.homes import _Pending
-from peers.zone_guard import ZoneGuard
-from peers.matcher import Matcher
-from peers.mutations import commit, decide
-from peers.runtime import _for_the_peers_lifetime
+from peers.store import AsyncStore
+from peers.delivery.homes import _Pending
+from peers.store import ZoneGuard
+from peers.matching import Matcher
+from peers.store import commit, decide
+from peers.runtime.peer_runtime import _for_the_peers_lifetime
 from peers.store import PeerStore, StoreError
-from peers.task_dump import dump_tasks
+from peers.runtime import dump_tasks
 
 
 class _SlowStore(AsyncStore):
@@ -209,7 +209,7 @@ async def test_the_task_dump_names_the_peer_and_operation_a_hung_call_waits_on()
 
 
 async def test_the_task_dump_is_headed_by_the_peer_and_its_neighbour_table(autojump_clock):
-    from peers.task_dump import describe_peer
+    from peers.runtime import describe_peer
 
     async with open_overlay(3, seed=1) as overlay:
         peer = overlay.peers[0]

@@ -99,7 +99,7 @@ async def test_pushed_down_and_gathered_queries_answer_like_the_oracle(autojump_
 
 
 async def test_a_huge_select_is_refused_with_advice_and_a_limit_answers(autojump_clock, monkeypatch):
-    monkeypatch.setattr("peers.queries.MAX_ROWS", 10)
+    monkeypatch.setattr("peers.queries.operations.MAX_ROWS", 10)
     rng = random.Random(1)
     async with open_overlay(2, "osma", seed=1) as overlay:
         async with overlay.client(0) as client:

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from eventcloud.client import connect
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 from tests.helpers import assert_exact_neighbour_tables, spread_events
 
 pytestmark = pytest.mark.processes

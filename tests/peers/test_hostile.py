@@ -146,7 +146,7 @@ async def test_an_event_in_a_graph_the_peers_keep_their_records_in_is_refused(au
     from eventcloud.errors import ErrorCode
     from eventcloud.rdf.model import CompoundEvent, make_quad
     from eventcloud.testing import open_overlay
-    from peers.mutations import RESERVED_GRAPHS
+    from peers.store import RESERVED_GRAPHS
 
     async with open_overlay(3) as overlay:
         async with overlay.client() as client:

@@ -4,7 +4,7 @@ result on every copy."""
 
 from __future__ import annotations
 
-from peers import mailboxes as mb
+from peers.store import mailboxes as mb
 from peers.store import PeerStore
 
 RECORD = {"sparql": "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }", "kind": "signal", "ticket": "h", "home": ["0"] * 4,
@@ -79,7 +79,7 @@ def test_malformed_mailbox_mutations_are_refused():
     import pytest
 
     from eventcloud.errors import BadRequest
-    from peers.mutations import check_mutation
+    from peers.store import check_mutation
 
     for bad in (["box", "a", {"sparql": 1}], ["put", "a", "1", "g", 1, b""], ["install", b"\x00garbage"],
                 ["ack", "a"], ["end", "a", "why", "when"]):

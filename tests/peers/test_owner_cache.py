@@ -9,7 +9,7 @@ import trio
 from eventcloud.client import ClientError
 from eventcloud.overlay import Zone
 from eventcloud.testing import open_overlay
-from peers.owner_cache import OwnerCache
+from peers.publish import OwnerCache
 from tests.helpers import sample_events
 
 FULL = 1 << 64

@@ -1,4 +1,4 @@
-"""rdflib's SPARQL parser used from several threads at once (peers/parsing.py).
+"""rdflib's SPARQL parser used from several threads at once (peers/matching/parsing.py).
 
 pyparsing's parse actions learn their arity on first use without a lock: in a fresh process,
 four threads parsing subscriptions and one-time queries at once broke nearly every parse, for
@@ -14,7 +14,7 @@ import sys
 
 SCRIPT = r'''
 import threading
-from peers.parsing import analyse_locked, parse_subscription_locked
+from peers.matching import analyse_locked, parse_subscription_locked
 EX = "http://ex.org/"
 QUERIES = [f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p0> ?v . ?s <{EX}p1> ?w }} }}",
            "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g1 { ?a ?b ?c } GRAPH ?g2 { ?d ?e ?f } }",

@@ -3,7 +3,7 @@
 Eight peers join an empty overlay (midpoint zones), then the data is published: most of it
 lands on a few peers. With `rebalance_every` set, light peers that can leave gracefully hand
 their zone to a neighbour and rejoin as new peers at the busiest one, and empty peers that
-cannot leave have neighbours step aside until they can (peers/rebalancer.py). Publications go
+cannot leave have neighbours step aside until they can (peers/membership/rebalancer.py). Publications go
 on meanwhile. Afterwards the busiest peer's share of the load is down by a fifth at least and
 no peer is empty with CityBench (busiest / mean 8.0 → 1.1, and 2.9 → 1.2 where the events
 published meanwhile pile onto one peer; the synthetic readings used when the data is absent
@@ -115,7 +115,7 @@ async def test_peers_joined_before_the_data_move_to_it(autojump_clock, algorithm
 async def test_real_peer_processes_move_to_the_data(tmp_path):
     """The same with `eventcloud peer --rebalance-every` processes over TCP: a light peer
     process hands its zone over and rejoins on the same port, splitting the busiest zone."""
-    from peers.cluster import LocalCluster
+    from peers.supervisor import LocalCluster
 
     events = readings(200)
     total = sum(len(e.quads) for e in events)
@@ -533,7 +533,7 @@ async def test_light_peers_do_not_all_move_to_the_same_busiest_peer_at_once(auto
     refused). The busiest now keeps itself for the first mover a join would be worth it for;
     the others asking within PROMISED_FOR seconds stay, and look again later."""
     from eventcloud.overlay import heirs
-    from peers.load_survey import PROMISED_FOR
+    from peers.membership import PROMISED_FOR
 
     async with open_overlay(8, seed=3, rebalance_ratio=4.0, rebalance_min_quads=100) as overlay:
         async with overlay.client(0, "loader") as client:

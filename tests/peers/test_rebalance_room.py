@@ -13,8 +13,8 @@ from collections import Counter
 import trio
 
 from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
-from peers.rebalancer import Rebalancer
-from peers.state import PeerState
+from peers.membership import Rebalancer
+from peers.store import PeerState
 
 SPACE = CoordinateSpace(mapping="identity")
 EVERY = 5.0

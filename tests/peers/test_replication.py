@@ -319,7 +319,7 @@ async def test_a_peer_whose_stand_in_serves_its_zone_copies_it_nowhere_else_and_
     "taken over here; it must rejoin", and copied its zone to the next neighbour instead: two
     owners of one zone, and the durable notifications its mailbox took (38–98 of 297) were lost
     when it stepped down at last. Now such an answer is the step-down itself."""
-    from peers.mutations import add
+    from peers.store import add
     from peers.store import StoreError
 
     async with open_overlay(4, seed=2) as overlay:

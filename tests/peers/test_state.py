@@ -9,7 +9,7 @@ import pytest
 from eventcloud.errors import Unavailable
 from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
 from peers.config import PeerConfig, advertised_address
-from peers.state import PeerState, StateError, load_state, save_state
+from peers.store import PeerState, StateError, load_state, save_state
 
 SPACE = CoordinateSpace(mapping="identity")
 ZONE = Zone(SPACE.whole_space())

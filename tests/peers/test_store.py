@@ -6,9 +6,9 @@ import pytest
 
 from eventcloud.rdf.model import IRI, XSD, Literal
 from eventcloud.rdf.oxigraph import quad_to_ox
-from peers.async_store import AsyncStore
+from peers.store import AsyncStore
 from peers.store import EventInfo, PeerStore, StoreError, abort, add, commit, decide, delete, notified, remove
-from peers.wal import WriteAheadLog
+from peers.store import WriteAheadLog
 from tests.helpers import sample_events
 
 
@@ -248,7 +248,7 @@ def test_attempts_written_by_an_earlier_version_read_as_one_attempt_after_a_rest
 @pytest.mark.parametrize("tx", [["e:1"], [1, ["0"]], [["e:1", ["0"]], "x"], {"e": 1}, ["e:1", "0"]])
 def test_a_mutation_with_a_malformed_attempt_is_refused_by_name(tx):
     from eventcloud.errors import BadRequest
-    from peers.mutations import check_mutation
+    from peers.store import check_mutation
 
     (a,) = sample_events(1)
     mutation = add(a.graph.value, a.quads, 5, 9, committed=False)
@@ -434,7 +434,7 @@ def test_an_estimate_counts_every_stored_match_pending_included_and_no_literal_s
 
 
 def test_the_stores_records_stay_out_of_every_query_and_an_older_layout_is_carried_over(tmp_path):
-    """Events' states and decisions live apart from the data (peers/records.py), so a query with
+    """Events' states and decisions live apart from the data (peers/store/records.py), so a query with
     nothing pending reads the data store whole instead of naming every event graph (0.13–0.2 s
     per query at 20,000 events). A store written by an older version, with its records in named
     graphs of the data store, is carried over on opening; a crash during that is carried over again."""

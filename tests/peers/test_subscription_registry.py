@@ -8,10 +8,10 @@ from collections import Counter
 from eventcloud.rdf.model import IRI, RDF, XSD, CompoundEvent, Literal
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import SubscriptionRecord
-from peers.async_store import AsyncStore
-from peers.state import PeerState
+from peers.store import AsyncStore
+from peers.store import PeerState
 from peers.store import PeerStore
-from peers.subscriptions import Subscriptions
+from peers.matching import Subscriptions
 from tests.helpers import EXT
 
 EX = "http://ex.org/"

@@ -6,7 +6,7 @@ import pytest
 import trio
 
 from eventcloud.errors import ErrorCode, Unavailable
-from peers.zone_guard import ZoneGuard
+from peers.store import ZoneGuard
 
 
 async def test_a_change_waits_for_stores_under_way_and_new_stores_wait_for_it(autojump_clock):
@@ -36,22 +36,22 @@ async def test_a_change_waits_for_stores_under_way_and_new_stores_wait_for_it(au
 
 async def test_a_cancelled_change_lets_stores_through_again(autojump_clock):
     guard = ZoneGuard()
-    await guard.enter()
+    await guard.acquire_store()
     with trio.move_on_after(1):
         await guard.acquire_change()  # waits for the store above, then gives up
     with trio.fail_after(1):
         async with guard.store():     # not held off by the change that gave up
             pass
-    guard.leave()
+    guard.release_store()
     with trio.fail_after(1):
         async with guard.change():    # nothing under way: at once
             pass
 
 
-async def test_enter_within_waits_for_a_change_at_most_that_long_and_refuses_a_zone_handed_over(autojump_clock):
+async def test_store_within_waits_for_a_change_at_most_that_long_and_refuses_a_zone_handed_over(autojump_clock):
     guard = ZoneGuard()
-    assert await guard.enter_within(1)  # no change under way: at once
-    guard.leave()
+    assert await guard.store_within(1)  # no change under way: at once
+    guard.release_store()
     held = trio.Event()
 
     async def handed_over() -> None:  # a leave: takes the gate and ends without giving it back
@@ -63,9 +63,9 @@ async def test_enter_within_waits_for_a_change_at_most_that_long_and_refuses_a_z
         nursery.start_soon(handed_over)
         await held.wait()
         started = trio.current_time()
-        assert not await guard.enter_within(2)  # the change outlasts the wait
+        assert not await guard.store_within(2)  # the change outlasts the wait
         assert trio.current_time() - started == 2
-    assert not await guard.enter_within(2)  # its task ended holding the gate: handed over for good
+    assert not await guard.store_within(2)  # its task ended holding the gate: handed over for good
 
 
 async def test_a_zone_change_after_the_zone_was_handed_over_is_refused_as_unavailable(autojump_clock):

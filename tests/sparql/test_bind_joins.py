@@ -125,13 +125,13 @@ def _gather(quads, patterns, **limits):
 
 
 def _gathered_by_a_peer(quads, shape, cost):
-    """What an entry peer gathers (peers/query_candidates.py, the code itself) when its finds,
+    """What an entry peer gathers (peers/queries/candidates.py, the code itself) when its finds,
     lookups and estimates read `quads`: the quads, and its counters."""
     from collections import Counter
 
     import trio
 
-    from peers.query_candidates import QueryCandidates
+    from peers.queries import QueryCandidates
 
     async def find(pattern):
         return _matching(quads, pattern)
@@ -236,7 +236,7 @@ def test_a_query_of_very_many_patterns_is_fetched_whole_without_estimates():
 
     import trio
 
-    from peers.query_candidates import MAX_PLANNED, QueryCandidates
+    from peers.queries import MAX_PLANNED, QueryCandidates
 
     quads = _quads(10)
     body = " . ".join(f"?o <{EX}p{i}> ?v{i}" for i in range(MAX_PLANNED + 1))

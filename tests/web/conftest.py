@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from peers.cluster import LocalCluster
+from peers.supervisor import LocalCluster
 from tests.web.support import Served, serve
 
 

@@ -309,7 +309,7 @@ async def test_a_peer_down_is_502_and_health_503(nursery, cluster):
 async def test_the_gateway_outlives_its_overlay(nursery, tmp_path):
     """Its one peer stopped: 502 naming it, the health check 503; restarted: served again,
     without restarting the gateway."""
-    from peers.cluster import LocalCluster
+    from peers.supervisor import LocalCluster
 
     single = LocalCluster(1, data_dir=tmp_path / "one", secure=False)
     await trio.to_thread.run_sync(single.start)

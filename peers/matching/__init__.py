@@ -1,0 +1,10 @@
+"""TODO docstring for peers.matching."""
+
+from peers.matching.matcher import Matcher
+from peers.matching.operators import ENTRY_POINT_GROUP, OperatorLoadError, OperatorRunner, check_same_operators, load_operators
+from peers.matching.parsing import analyse_locked, parse_subscription_locked
+from peers.matching.registry import Stored, Subscriptions, indexing_box, parse_cached
+from peers.matching.schema import Schema, load_taxonomy
+from peers.matching.statistics import StatisticsError, load_statistics
+
+__all__ = ["ENTRY_POINT_GROUP", "Matcher", "OperatorLoadError", "OperatorRunner", "Schema", "StatisticsError", "Stored", "Subscriptions", "analyse_locked", "check_same_operators", "indexing_box", "load_operators", "load_statistics", "load_taxonomy", "parse_cached", "parse_subscription_locked"]

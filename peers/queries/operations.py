@@ -1,0 +1,371 @@
+"""Client operations on stored data: find, count, one-time SPARQL, delete and status.
+
+Each runs as a multicast over the box its pattern covers (the whole space for status), and
+each peer answers for the quads of its own zone. One-time SPARQL over one triple pattern
+(SELECT with FILTERs, DISTINCT and LIMIT, ASK, COUNT/SUM/MIN/MAX/AVG with GROUP BY) runs at
+the peers of the pattern's box, each over its own quads, and the entry peer merges their
+answers (eventcloud.sparql.distributed): no data crosses the network for an aggregate, and a
+LIMIT stops each peer early. Any other query gathers, for each triple pattern, the candidate
+quads of the zones covering the pattern's box (a join's later patterns bound to what the
+earlier ones found, where that moves fewer quads: peers/queries/candidates.py), loads them into
+an in-memory store and evaluates the query there (pyoxigraph), so every SPARQL 1.1 form is
+available.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from typing import Any, Awaitable, Callable, TypeVar
+
+import pyoxigraph as ox
+import trio
+
+from eventcloud.errors import ErrorCode, EventCloudError, RequestError
+from eventcloud.overlay import Neighbour, lowest_corner
+from eventcloud.net.rpc import RpcConnection
+from eventcloud.rdf.model import Quad, Term
+from eventcloud.rdf.oxigraph import quad_to_ox
+from eventcloud.sparql.bind_joins import join_shape
+from eventcloud.sparql.distributed import Pushdown, merge_aggregates, merge_select, plan_pushdown
+from eventcloud.sparql.query_plan import QueryPlanError
+from eventcloud.wire.codec import quad_from_wire, quad_to_wire
+from eventcloud.wire.messages import (
+    Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Route, Routed, Sparql, SparqlLocal, SparqlResult,
+    Status, Table,
+)
+from eventcloud.wire.ops import Op
+from peers.net import Router
+from peers.store import PeerState
+from peers.publish import COMMIT, Commits
+from peers.queries.candidates import QueryCandidates
+from peers.store import AsyncStore, Offload
+from peers.matching import analyse_locked
+from peers.queries.child_process import QueryBudget, evaluate_in_child
+from peers.store import EventInfo, delete, query_rows
+from peers.matching import Subscriptions
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Queries"]
+
+Pattern = tuple[Term | None, Term | None, Term | None, Term | None]
+T = TypeVar("T")
+
+#: Rows one peer sends for one pushed-down SELECT without LIMIT (more: the query is refused).
+MAX_ROWS = 20_000
+#: A status asked peer by peer (its multicast's root is down): at most this many asked at once,
+#: and this many in all.
+CRAWL_AT_ONCE = 32
+MAX_CRAWLED = 100_000
+
+
+class Queries:
+    def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
+                 commits: Commits, counters: Counter[str], *, offload: Offload,
+                 budget: QueryBudget | None = None, holds_foreign: Callable[[], bool] = lambda: False,
+                 foreign_epoch: Callable[[], int] = lambda: 0) -> None:
+        self.state = state
+        self.budget = budget               # gathered queries run in a child process under it (None: a thread)
+        self.holds_foreign = holds_foreign   # the store may hold quads outside our zone (a split, a take-over)
+        self.foreign_epoch = foreign_epoch   # how many times it began to
+        self.commits = commits
+        self.offload = offload
+        self.router = router
+        self.store = store
+        self.subscriptions = subscriptions
+        self.counters = counters
+        self.candidates = QueryCandidates(self.find, self.find_each, self.estimate, counters)
+
+    def handlers(self) -> dict[Op, Any]:
+        return {Op.FIND: self._on_find, Op.COUNT: self._on_count, Op.SPARQL: self._on_sparql,
+                Op.DELETE: self._on_delete, Op.STATUS: self._on_status}
+
+    def routed(self) -> dict[Op, Any]:
+        return {Op.FIND_LOCAL: self._local_find, Op.COUNT_LOCAL: self._local_count,
+                Op.DELETE_LOCAL: self._local_delete, Op.STATUS_LOCAL: self._local_status,
+                Op.SPARQL_LOCAL: self._local_sparql}
+
+    # --- finding and counting -----------------------------------------------------------------
+
+    async def find(self, pattern: Pattern) -> list[Quad]:
+        """Every stored quad matching the pattern, from every zone its box meets."""
+        box = self.state.space.pattern_box(pattern)
+        results = await self.router.multicast(box, Op.FIND_LOCAL, Find(pattern))
+        return [quad_from_wire(q, trusted=True) for chunk in results for q in chunk]
+
+    async def find_each(self, patterns: list[Pattern]) -> list[list[Quad]]:
+        """`find` of each pattern, all in one multicast tree over their hull (`Router.multicast_each`)."""
+        space = self.state.space
+        outcome = await self.router.multicast_each(Op.FIND_LOCAL, [(space.pattern_box(p), Find(p)) for p in patterns])
+        for result in outcome:
+            if isinstance(result, EventCloudError):
+                raise result
+        return [[quad_from_wire(q, trusted=True) for chunk in result for q in chunk] for result in outcome]  # type: ignore[union-attr]
+
+    async def _on_find(self, conn: RpcConnection, body: Find) -> Quads:
+        return Quads(tuple(await self.find(body.pattern)))
+
+    async def _mine(self, pattern: Pattern, pending: bool = False) -> list[Quad]:
+        """This zone's quads matching `pattern` that readers may see: those of committed events,
+        and of pending events whose attempt is decided commit (all asked at once)."""
+        zone, space = self.state.zone, self.state.space
+        quads = [q for q in await self.store.find(*pattern) if zone.contains(space.point(q))]
+        return quads if pending else (await self._visible([quads]))[0]
+
+    async def _visible(self, found: list[list[Quad]]) -> list[list[Quad]]:
+        """Each list of quads without those readers may not see yet: quads of pending events not
+        decided commit (the decisions of all of them asked at once)."""
+        infos = {graph: self.store.event_info(graph) for quads in found for graph in {q.g.value for q in quads}}
+        visible = {graph for graph, info in infos.items() if info is not None and info.committed}
+        visible.update(await self._decided([(g, i) for g, i in infos.items() if i is not None and not i.committed]))
+        return [[q for q in quads if q.g.value in visible] for quads in found]
+
+    async def _decided(self, pending: list[tuple[str, EventInfo]]) -> list[str]:
+        """Those of these pending events whose attempt is decided commit (one request per entry)."""
+        decisions = await self.commits.resolve_many([info for _, info in pending])
+        return [graph for (graph, _), decision in zip(pending, decisions) if decision == COMMIT]
+
+    async def _local_find(self, body: Find) -> list[Any]:
+        return [quad_to_wire(q) for q in await self._mine(body.pattern, body.pending)]
+
+    def routed_batches(self) -> dict[Op, Any]:
+        return {Op.FIND_LOCAL: self._local_find_many}
+
+    async def _local_find_many(self, bodies: list[Find]) -> list[Any]:
+        """Many finds of one multicast tree (a join's bound lookups) in one pass over the store:
+        a thread call and a decision round each cost more than a small lookup."""
+        zone, space = self.state.zone, self.state.space
+
+        def read() -> list[list[Quad]]:
+            return [[q for q in self.store.sync.find_list(*b.pattern) if zone.contains(space.point(q))] for b in bodies]
+
+        found = await self.store.run(read)
+        seen = await self._visible(found)
+        return [[quad_to_wire(q) for q in (quads if body.pending else shown)]
+                for body, quads, shown in zip(bodies, found, seen)]
+
+    async def count(self, pattern: Pattern, *, estimate: bool = False) -> int:
+        """How many stored quads match the pattern (each peer counts its own; no quad moves).
+        `estimate`: about how many, counted in the peers' stores without a look at each match
+        (pending events and, during a split, quads handed over included)."""
+        box = self.state.space.pattern_box(pattern)
+        return sum(await self.router.multicast(box, Op.COUNT_LOCAL, Find(pattern, estimate=estimate)))
+
+    async def estimate(self, pattern: Pattern) -> int:
+        return await self.count(pattern, estimate=True)
+
+    async def _on_count(self, conn: RpcConnection, body: Find) -> Counted:
+        return Counted(await self.count(body.pattern))
+
+    async def _own_only(self, whole: Callable[[], Awaitable[T]], own: Callable[[], Awaitable[T]]) -> T:
+        """`whole()`, an answer read from the whole store, if the store held only this zone's
+        quads from before it to after it; else `own()`, read from this zone's quads only. A
+        take-over's install or a split can begin while `whole` awaits (a decision asked for, a
+        query in a worker thread): the store then holds quads another peer answers for too."""
+        epoch = self.foreign_epoch()
+        if not self.holds_foreign():
+            answer = await whole()
+            if not self.holds_foreign() and self.foreign_epoch() == epoch:
+                return answer
+            self.counters["reads_redone_for_foreign_quads"] += 1
+        return await own()
+
+    async def _local_count(self, body: Find) -> int:
+        async def from_counters() -> int:
+            # a counter kept up to date by every write, plus the pending events decided commit,
+            # both read at once: a commit arriving while decisions are asked for moves an event
+            # from one to the other (read after the asking, the counter counted it twice)
+            committed, pending = self.store.count(), self.store.sync.pending()
+            decided = set(await self._decided(list(pending.items()))) if pending else set()
+            return committed + sum(pending[g].held for g in decided)
+
+        async def scanned() -> int:
+            return len(await self._mine(body.pattern))
+
+        if body.estimate:
+            return await self.store.run(self.store.sync.estimate, *body.pattern)
+        if body.pattern == (None, None, None, None):
+            return await self._own_only(from_counters, scanned)
+        return await scanned()
+
+    # --- one-time SPARQL ----------------------------------------------------------------------
+
+    async def _on_sparql(self, conn: RpcConnection, body: Sparql) -> SparqlResult:
+        text = body.query
+        started = time.perf_counter()
+        try:
+            patterns, algebra = await self.offload.run(analyse_locked, text)
+        except QueryPlanError as exc:
+            raise RequestError(exc.message, ErrorCode.BAD_QUERY) from None
+        plan = plan_pushdown(text, algebra) if len(patterns) == 1 else None
+        if plan is not None:
+            self.counters["sparql_pushed_down"] += 1
+            return await self._pushdown(plan, patterns[0], started)
+        self.counters["sparql_gathered"] += 1
+        if not patterns or any(p == (None, None, None, None) for p in patterns):
+            patterns = [(None, None, None, None)]
+        gathered = await self.candidates.gather(patterns, join_shape(algebra))
+        fetched = time.perf_counter()
+        if self.budget is None:
+            result = await self.offload.run(_evaluate, text, gathered, started)
+        else:
+            try:
+                form, out = await evaluate_in_child(text, gathered, self.budget)
+            except RequestError:
+                self.counters["sparql_stopped"] += 1
+                raise
+            result = SparqlResult(form, out, len(gathered), time.perf_counter() - started)
+        log.info("peer %s: a gathered query: %d candidate quads fetched in %.3f s, evaluated in %.3f s", self.state.id,
+                 len(gathered), fetched - started, time.perf_counter() - fetched)
+        return result
+
+    async def _pushdown(self, plan: Pushdown, pattern: Pattern, started: float) -> SparqlResult:
+        box = self.state.space.pattern_box(pattern)
+        answers = await self.router.multicast(box, Op.SPARQL_LOCAL, SparqlLocal(plan.texts, plan.limit))
+        if plan.form == "ask":
+            out: dict[str, Any] = {"head": {}, "boolean": any(a[0] for a in answers)}
+            return SparqlResult("boolean", json.dumps(out), 0, time.perf_counter() - started)
+        if plan.form == "select":
+            rows = merge_select(plan, [a[0] for a in answers])
+        else:
+            rows = merge_aggregates(plan, answers)
+        out = {"head": {"vars": list(plan.variables)}, "results": {"bindings": rows}}
+        return SparqlResult("solutions", json.dumps(out), 0, time.perf_counter() - started)
+
+    async def _local_sparql(self, body: SparqlLocal) -> list[Any]:
+        """This peer's answers to pushed-down queries, over its visible quads of its own zone."""
+        async def in_store() -> list[Any]:
+            # Every event graph, unless some pending event is not decided commit: then the
+            # visible ones, named (which costs oxigraph time per graph held)
+            pending = list(self.store.sync.pending().items())
+            decided = await self._decided(pending) if pending else []
+            visible = None
+            if len(decided) < len(pending):
+                visible = [g for g, info in self.store.events().items() if info.committed] + decided
+            return [await self.store.run(self.store.sync.query_rows, text, visible, body.limit,
+                                         MAX_ROWS if body.limit is None else body.limit)
+                    for text in body.texts]
+
+        async def on_a_copy() -> list[Any]:
+            # the store holds quads another peer answers for: query a copy of our zone's own
+            quads = []
+            for pattern in analyse_locked(body.texts[0])[0]:
+                quads += await self._mine(pattern)
+            return [await self.offload.run(_evaluate_rows, text, quads, body.limit) for text in body.texts]
+
+        return await self._own_only(in_store, on_a_copy)
+
+    # --- deleting -----------------------------------------------------------------------------
+
+    async def _on_delete(self, conn: RpcConnection, body: Delete) -> Deleted:
+        box = self.state.space.pattern_box((body.graph, None, None, None))
+        removed = await self.router.multicast(box, Op.DELETE_LOCAL, body)
+        return Deleted(sum(removed))
+
+    async def _local_delete(self, body: Delete) -> int:
+        (removed,) = await self.store.write([delete(body.graph.value)])
+        return removed
+
+    # --- status -------------------------------------------------------------------------------
+
+    async def _on_status(self, conn: RpcConnection, body: Empty) -> Status:
+        """Every peer's status; a peer that does not answer is listed as down (status never waits
+        for the whole retry window). A multicast starts at the owner of the space's lowest corner
+        (the overlay's first peer, as a rule): when that one is down, the peers are asked one by
+        one along their tables instead (it failed with "… unreachable" until its replica took
+        over, 2026-11-26)."""
+        try:
+            peers, down = await self.router.multicast_partial(self.state.space.whole_space(), Op.STATUS_LOCAL,
+                                                              Empty())
+        except RequestError as exc:
+            if exc.code is not ErrorCode.UNREACHABLE:
+                raise
+            self.counters["status_crawled"] += 1
+            peers, down = await self._crawl_status()
+        statuses = [PeerStatus.from_wire(p, trusted=True) for p in peers]
+        statuses += [PeerStatus(ident, n.address, n.zone, 0, 0, 0, {}, {}, down=True) for ident, n in down]
+        return Status(tuple(sorted(statuses, key=lambda p: p.id)), self.state.space, self.state.algorithm)
+
+    async def _crawl_status(self) -> tuple[list[Any], list[tuple[str, Neighbour]]]:
+        """Each peer's status asked directly (a route to a point of its zone, sent to it), from
+        this peer along the tables of those that answer; one that does not answer within
+        `partial_wait` is down, with the zone the table naming it gives. A stale entry answered
+        by the zone's live owner is not listed down."""
+        state, whole = self.state, self.state.space.whole_space()
+        answers: dict[str, Any] = {state.id: await self._local_status(Empty())}
+        known: dict[str, Neighbour] = dict(state.neighbours)
+        silent: dict[str, Neighbour] = {}
+        limiter = trio.CapacityLimiter(CRAWL_AT_ONCE)
+
+        async def ask(ident: str, neighbour: Neighbour) -> None:
+            async with limiter:
+                with trio.move_on_after(self.router.partial_wait):
+                    try:
+                        routed = await self.router.call(neighbour.address, Op.ROUTE, Route(
+                            lowest_corner(neighbour.zone, whole), Op.STATUS_LOCAL.value, {}, to=ident))
+                        table = Table.from_wire(await self.router.call(neighbour.address, Op.TABLE, Empty()))
+                    except EventCloudError:
+                        pass
+                    else:
+                        status = Routed.from_wire(routed).result
+                        answers[PeerStatus.from_wire(status, trusted=True).id] = status
+                        known.update((k, n) for k, n in table.neighbours.items() if k not in known)
+                        return
+                silent[ident] = neighbour
+
+        while len(answers) + len(silent) < MAX_CRAWLED:
+            todo = [(k, n) for k, n in known.items() if k not in answers and k not in silent]
+            if not todo:
+                break
+            async with trio.open_nursery() as nursery:
+                for ident, neighbour in todo[:MAX_CRAWLED]:
+                    nursery.start_soon(ask, ident, neighbour)
+        zones = [PeerStatus.from_wire(a, trusted=True).zone for a in answers.values()]
+        down = [(k, n) for k, n in silent.items() if k not in answers and
+                not any(z.intersects(n.zone.bounds) for z in zones)]
+        return list(answers.values()), down
+
+    async def _held(self) -> int:
+        """The quads this peer holds (a counter), or while its store holds quads outside its zone
+        (a split or a take-over under way), those of its own zone only (a scan, for that while)."""
+        if not self.holds_foreign():
+            return self.store.held()
+        return len(await self._mine((None, None, None, None), pending=True))
+
+    async def _local_status(self, body: Empty) -> dict[str, Any]:
+        state = self.state
+        quads = await self._held()
+        return PeerStatus(
+            id=state.id, address=state.address, zone=state.zone, quads=quads,
+            pending=min(self.store.sync.pending_quads, quads),
+            events=len(self.store.events()), subscriptions=len(self.subscriptions),
+            neighbours={k: n.address for k, n in sorted(state.neighbours.items())},
+            counters={**{k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},
+                      "regex_timeouts": self.subscriptions.regex_timeouts()},
+        ).to_wire()
+
+
+def _evaluate(text: str, gathered: set[Quad], started: float) -> SparqlResult:
+    """Evaluate a query over the gathered quads (blocking: runs in a worker thread)."""
+    store = ox.Store()
+    store.extend([quad_to_ox(q) for q in gathered])
+    try:
+        result = store.query(text, use_default_graph_as_union=True)
+        if isinstance(result, ox.QueryTriples):
+            form, out = "graph", result.serialize(format=ox.RdfFormat.N_TRIPLES).decode()
+        else:
+            form = "boolean" if isinstance(result, ox.QueryBoolean) else "solutions"
+            out = result.serialize(format=ox.QueryResultsFormat.JSON).decode()
+    except (SyntaxError, ValueError, OSError) as exc:
+        raise RequestError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
+    return SparqlResult(form, out, len(gathered), time.perf_counter() - started)
+
+
+def _evaluate_rows(text: str, quads: list[Quad], limit: int | None) -> list[Any] | bool:
+    """`PeerStore.query_rows` over a copy of some quads (blocking: runs in a worker thread)."""
+    copy = ox.Store()
+    copy.extend([quad_to_ox(q) for q in quads])
+    return query_rows(copy, text, None, limit, MAX_ROWS if limit is None else limit)

@@ -1,0 +1,149 @@
+"""What outlives one runtime of a peer, and what ends one: the runtime (peers/runtime/peer_runtime.py) runs
+a peer until it stops or steps down; a peer that steps down (its zone taken over while it was
+away, or moved by the rebalancer) drops its stale copy and rejoins as a new peer, keeping its
+port, its caller's handle and its stop request across runtimes.
+"""
+
+from __future__ import annotations
+
+import errno
+import shutil
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from eventcloud.errors import EventCloudError
+from eventcloud.overlay import Point
+from eventcloud.wire.hlc import HybridClock
+from peers.store import Offload
+from peers.replication import OwnerReplication
+from peers.store import PeerState, save_state
+
+__all__ = ["REJOIN_FOR", "Superseded", "StartedOnce", "Lifetime", "Persistence", "drop_stale", "why_ended",
+           "port_taken", "one_typed"]
+
+
+#: Seconds a peer rejoining as a new peer tries the addresses it knows before it gives up.
+REJOIN_FOR = 120.0
+
+
+class Superseded(Exception):
+    """A replica took this peer's zone over while it was down (or frozen, or cut off), or the
+    rebalancer moved it: it must rejoin as a new peer, through one of `rejoin`, listening on
+    `listen` if given, splitting the zone at point `at` if given (else the busiest it finds), not
+    before `after` seconds (a peer that stepped aside for another waits for that one to move)."""
+
+    def __init__(self, rejoin: list[str], listen: str | None = None, at: Point | None = None,
+                 after: float = 0.0) -> None:
+        super().__init__("superseded")
+        self.rejoin = rejoin
+        self.listen = listen
+        self.at = at
+        self.after = after
+
+
+class StartedOnce:
+    """`task_status` for a peer that may rejoin after it started: the caller hears once."""
+
+    def __init__(self, task_status: trio.TaskStatus[Any]) -> None:
+        self._task_status = task_status
+        self.done = False
+
+    def started(self, value: Any) -> None:
+        if not self.done:
+            self.done = True
+            self._task_status.started(value)
+
+
+def drop_stale(data_dir: Path) -> None:
+    """The copy a superseded peer held is stale: keep its state file for inspection, drop its
+    store and the replicas it held for others (they choose new ones). The stand-ins and annexes
+    it hosted are other peers' zones, not its own: they stay, and the peer's next runtime starts
+    them again from `standins/` and `annexes/` (each first checks that nobody took its zone over
+    meanwhile). A rebalancer move used to delete them, which made every move a crash of those zones."""
+    state = data_dir / "peer.json"
+    if state.exists():
+        state.rename(data_dir / "peer.json.superseded")
+    for name in ("store", "replicas"):
+        shutil.rmtree(data_dir / name, ignore_errors=True)
+
+
+class Persistence:
+    """Saves the peer's state (offloaded: it fsyncs), tells the replica, and retires a peer that left."""
+
+    def __init__(self, state: PeerState, clock: HybridClock, data_dir: Path | None, offload: Offload,
+                 replication: OwnerReplication) -> None:
+        self.state = state
+        self.clock = clock
+        self.data_dir = data_dir
+        self.offload = offload
+        self.replication = replication
+
+    async def save(self) -> None:
+        self.state.clock = self.clock.last
+        if self.data_dir is not None:
+            await self.offload.run(save_state, self.data_dir, self.state.to_json())  # a snapshot
+        await self.replication.state_changed()
+
+    def retire(self) -> None:
+        """This peer owns nothing any more: its state must not bring the zone back on a
+        restart (the file is kept, renamed, for inspection)."""
+        self.state.zone = None
+        if self.data_dir is not None:
+            path = self.data_dir / "peer.json"
+            if path.exists():
+                path.rename(self.data_dir / "peer.json.left")
+        self.data_dir = None
+
+
+class Lifetime:
+    """What outlives one runtime of a peer: a stop asked of whichever runtime is current, and
+    `stopped`, set when the peer ends (not when it steps down to rejoin as a new peer)."""
+
+    def __init__(self) -> None:
+        self.scope: trio.CancelScope | None = None
+        self.state: PeerState | None = None   # the current runtime's PeerState (a moved peer has a new one)
+        self.store: Any = None                # and its store (tests read what a moved peer holds)
+        self.stopped = trio.Event()
+        self.stopping = trio.Event()   # a stop was asked: also wakes a peer waiting to rejoin
+
+    @property
+    def stop_asked(self) -> bool:
+        return self.stopping.is_set()
+
+    def cancel(self) -> None:
+        self.stopping.set()
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+# --- how a runtime ended ---------------------------------------------------------------------
+
+def why_ended(exc: BaseException) -> str:
+    """Why a runtime ended, for its log line (a group's errors joined)."""
+    if isinstance(exc, Superseded):
+        return "superseded (moved, or taken over)"
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(why_ended(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def port_taken(exc: BaseException) -> bool:
+    """Whether `exc` (or one of a group's) is a listen refused because the port is in use."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(lambda e: isinstance(e, OSError) and e.errno == errno.EADDRINUSE) is not None
+    return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
+
+
+def one_typed(group: BaseExceptionGroup) -> BaseException:
+    """The peer's own error out of its nursery's group (e.g. a refused join), or the group itself
+    when something else failed too."""
+    typed, rest = group.split((EventCloudError, Superseded))
+    # the condition sees the nested groups too: true for a group would keep the whole of it
+    if typed is not None and (rest is None or rest.subgroup(
+            lambda e: not isinstance(e, (trio.Cancelled, BaseExceptionGroup))) is None):
+        while isinstance(typed, BaseExceptionGroup):
+            typed = typed.exceptions[0]
+        return typed
+    return group

@@ -1,0 +1,590 @@
+"""The trio runtime of one peer: builds its services, owns every nursery, listens, joins and serves.
+
+Construction is the wiring diagram (each service receives what it calls):
+
+    state, clock, dispatcher, host (stand-ins of crashed peers)
+    router(state, transport, clock, dispatcher)
+    replication(state, router)                   owner side: the zone's copy on a replica
+    store = ReplicatedStore(peer store, replication)
+    replicas(state, router, host)                replica side: copies, failure detection, takeover
+    subscriptions(state, store)                  the registry and its shared index
+    commits(state, router, store)                publication decisions
+    queries(state, router, store, subscriptions, commits)
+    delivery(state, router, queries, clock)      entry side: sessions, dedup, reconstruction
+    attachments(state, router, delivery, clock)  entry side of durable subscriptions
+    homes(state, router, store, subscriptions, queries)   their mailboxes, leases, forwarding
+    matcher(state, router, store, subscriptions, delivery.accept, clock)
+    storage(state, router, store, commits, matcher, clock)
+    membership(state, router, store, subscriptions, transport, clock, replication)
+
+Everything runs under one nursery opened here: the listener, one task per connection (its
+RPC reader owns its request handlers), and each service's `run()`. Cancelling it (SIGTERM,
+Ctrl-C, a test's cancel scope) stops the peer; its state and store are on disk, so the same
+command brings it back. A peer restarted after a replica took its zone over finds out before
+it serves, drops its stale copy and joins again as a new peer (peers/runtime/lifecycle.py: what
+outlives one runtime).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Awaitable, Callable, NoReturn
+
+import trio
+
+from eventcloud.errors import EventCloudError
+from eventcloud.net.rpc import ConnectionLimits, RpcConnection, open_connection
+from eventcloud.net.tls import client_context, server_context
+from eventcloud.net.transport import TcpTransport, Transport
+from eventcloud.overlay import Point, Zone
+from eventcloud.sparql.taxonomy import Taxonomy
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.messages import Empty, OverlayInfo, Pong, ReplicaOf, ReplicaStatus, Table
+from eventcloud.wire.ops import Op
+from peers.membership import Annexes
+from peers.delivery import Attachments
+from peers.net import PeerAuth
+from peers.publish import Commits
+from peers.config import PeerConfig, advertised_address
+from peers.delivery import Subscribers
+from peers.net import Dispatcher
+from peers.delivery import Homes
+from peers.process import PeerLauncher, ProcessPeers
+from peers.matching import Matcher
+from peers.matching import OperatorRunner, load_operators
+from peers.matching import load_statistics
+from peers.membership import LoadSurvey
+from peers.runtime.lifecycle import (
+    REJOIN_FOR, Lifetime, Persistence, StartedOnce, Superseded, drop_stale, one_typed, port_taken, why_ended,
+)
+from peers.membership import Membership
+from peers.queries import Queries
+from peers.membership import Rebalancer
+from peers.delivery import Gatherer
+from peers.publish import RecentPublications
+from peers.replication import ReplicaKeeper
+from peers.replication import ReplicatedStore, OwnerReplication
+from peers.net import RetryPolicy, Router
+from peers.matching import Schema, load_taxonomy
+from peers.store import PeerState, StateError, load_state
+from peers.publish import Publishing
+from peers.store import AsyncStore, Offload
+from peers.queries import QueryBudget
+from peers.store import PeerStore
+from peers.matching import Subscriptions
+from peers.store import ZoneGuard
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PeerConfig", "RunningPeer", "run_peer", "wall_clock_ms"]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class RunningPeer:
+    """A handle on a serving peer (what `run_peer` reports once it serves)."""
+
+    state: PeerState
+    counters: Counter[str]
+    router: Router
+    subscriptions: Subscriptions
+    queries: Queries
+    delivery: Subscribers
+    matcher: Matcher
+    storage: Publishing
+    membership: Membership
+    replication: OwnerReplication
+    replicas: ReplicaKeeper
+    host: PeerLauncher
+    runtime_limits: ConnectionLimits
+    cancel_scope: Any      # stop() cancels whichever runtime of the peer is current
+    stopped: trio.Event
+    homes: Homes
+    attachments: Attachments
+    schema: Schema
+    rebalancer: Rebalancer
+    annexes: Annexes
+
+    @property
+    def id(self) -> str:
+        return self.state.id
+
+    @property
+    def current(self) -> PeerState:
+        """The state of the peer's current runtime: after a move it is a new peer (`state` is the first's)."""
+        return getattr(self.cancel_scope, "state", None) or self.state
+
+    @property
+    def current_store(self) -> AsyncStore:
+        """The store of the peer's current runtime (a moved peer has a new one)."""
+        return getattr(self.cancel_scope, "store", None) or self.rebalancer.store
+
+    @property
+    def address(self) -> str:
+        return self.state.address
+
+    def stop(self) -> None:
+        self.cancel_scope.cancel()
+
+
+async def run_peer(config: PeerConfig, transport: Transport | None = None, *, physical_ms=wall_clock_ms,
+                   task_status: trio.TaskStatus[RunningPeer] = trio.TASK_STATUS_IGNORED,
+                   process: ProcessPeers | None = None, state: PeerState | None = None,
+                   store: PeerStore | None = None, taxonomy: Taxonomy | None = None,
+                   join_annex: tuple[Zone, Zone] | None = None) -> None:
+    """Run one peer until cancelled; `task_status.started` gets a handle once it serves.
+
+    `state` and `store` start an in-memory stand-in from a replica's copy (tests); with a data
+    directory they come from its files. `taxonomy`: the class taxonomy to start with when the
+    data directory holds none (a stand-in starts with its launcher's)."""
+    transport = transport or _tcp(config)
+    once = StartedOnce(task_status)
+    lifetime = Lifetime()
+    top_level = process is None   # its process's first peer: annexes start under it
+    process = process if process is not None else ProcessPeers()
+    try:
+        await _run_once(_PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime,
+                                     join_annex=join_annex, top_level=top_level), once)
+        return
+    except Superseded as first:
+        superseded: Superseded | None = first
+    # Rejoin as a new peer, for as long as each runtime ends superseded (taken over, or moved
+    # by the rebalancer): through the addresses the last one gave, keeping its port for clients.
+    while superseded is not None:
+        if config.data_dir is not None:
+            drop_stale(config.data_dir)
+        listen = config.listen
+        if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
+            listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
+        addresses, at, after, superseded = superseded.rejoin, superseded.at, superseded.after, None
+        if after > 0:
+            with trio.move_on_after(after):
+                await lifetime.stopping.wait()
+        # The peers it knows may be moving or rejoining too: round after round, pausing longer
+        # each time, for REJOIN_FOR seconds at most.
+        give_up, pause = trio.current_time() + REJOIN_FOR, config.retry_window / 10
+        while superseded is None and trio.current_time() < give_up:
+            for address in addresses:
+                if lifetime.stop_asked:
+                    lifetime.stopped.set()
+                    return
+                fresh = replace(config, join=address, listen=listen)
+                ident = "?"
+                try:
+                    attempt = _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy, lifetime,
+                                           join_at=at, rejoining=True, top_level=top_level)
+                    ident = attempt.state.id
+                    log.info("peer %s (listening on %s): rejoining through %s", ident, listen, address)
+                    await _run_once(attempt, once)
+                    lifetime.stopped.set()   # stopped: set already, unless a stop came before it served
+                    return
+                except Superseded as again:
+                    superseded = again
+                    break
+                except EventCloudError as exc:
+                    log.warning("peer %s: rejoining through %s failed: %s", ident, address, exc)
+                except (OSError, BaseExceptionGroup) as exc:
+                    # The port it kept for its clients was taken while it was away (the OS hands
+                    # free ports to outgoing connections too): any free port, rather than no peer.
+                    if listen == config.listen or not port_taken(exc):
+                        raise
+                    log.warning("port %s was taken while this peer was away; listening on another one",
+                                listen.rpartition(":")[2])
+                    listen = config.listen
+                    break
+            else:
+                await trio.sleep(pause)
+                pause = min(pause * 2, config.retry_window * 2)
+        if superseded is None:
+            lifetime.stopped.set()
+            raise StateError("this peer left its zone to rejoin as a new peer (taken over by its replica, or "
+                             "moved by the rebalancer), and no peer it knew lets it rejoin; start it with "
+                             "--join ADDRESS of a live peer") from None
+
+
+async def _run_once(runtime: "_PeerRuntime", once: StartedOnce) -> None:
+    """One runtime of a peer; the peer's own error, not its nursery's group, when it fails."""
+    try:
+        await runtime.run(once)  # type: ignore[arg-type]
+    except BaseExceptionGroup as group:  # a step failed inside the peer's nursery
+        raise one_typed(group) from None
+
+
+async def _for_the_peers_lifetime(run: Callable[..., Awaitable[None]], *,
+                                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Run a service, which ends only when the peer stops (cancelled). One that returns leaves
+    the peer serving without it (a nursery that met a stray trio.Cancelled ends quietly: a
+    matcher did so once, and its peer went on storing events it never matched): the peer stops
+    instead, loudly, and its replica takes its zone over."""
+    await run(task_status=task_status)
+    raise RuntimeError(f"{getattr(run, '__qualname__', run)} ended while the peer was running")
+
+
+def _tcp(config: PeerConfig) -> TcpTransport:
+    """TCP, with TLS on every connection when the peer has a certificate."""
+    if not config.tls:
+        return TcpTransport()
+    return TcpTransport(server_tls=server_context(config.tls_cert, config.tls_key),
+                        client_tls=client_context(config.tls_ca), handshake_timeout=config.frame_timeout)
+
+
+class _PeerRuntime:
+    def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
+                 state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None,
+                 lifetime: Lifetime | None = None, join_at: Point | None = None, rejoining: bool = False,
+                 join_annex: tuple[Zone, Zone] | None = None, top_level: bool = False) -> None:
+        self.lifetime = lifetime = lifetime or Lifetime()
+        self.join_at = join_at    # a rejoin moved by the rebalancer splits the zone holding this point
+        self.join_annex = join_annex  # an annex takes this side of this zone (peers/membership/annexes.py)
+        self.rejoining = rejoining  # one attempt of run_peer's rejoin loop: failing, it lets the loop go on
+        self.stepping_down = False
+        self.config = config
+        self.transport = transport
+        data_dir = config.data_dir
+        restored = state if state is not None else (load_state(data_dir) if data_dir is not None else None)
+        self.restored = restored
+        self.state = state = restored or PeerState(space=config.space, algorithm=config.algorithm,
+                                                   replicas=config.replicas)
+        if not state.overlay and restored is None and not config.join:
+            state.overlay = uuid.uuid4().hex  # a new overlay's id
+        lifetime.state = state
+        self.process = process
+        self.clock = clock = HybridClock(physical_ms, state.clock)
+        self.counters = counters = Counter[str]()
+        offload = Offload(config.offloaded, 1)
+        self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters)
+        self.dispatcher = dispatcher = Dispatcher(counters, self.auth, ready_wait=config.retry_window)
+        self.host = PeerLauncher(self._launch_peer, data_dir)
+        self.annex_host = PeerLauncher(self._launch_peer, data_dir, "annexes")
+        if top_level:
+            process.annex_host = self.annex_host
+        self.physical_ms = physical_ms
+        self.router = router = Router(state, transport, clock, dispatcher, counters,
+                                      retry=RetryPolicy(config.retry_window), max_hops=config.max_hops,
+                                      max_frame=config.max_frame, auth=self.auth)
+        self.replication = replication = OwnerReplication(state, router, counters, local_peers=process,
+                                                     retry_window=config.retry_window, heartbeat=config.heartbeat)
+        peer_store = store if store is not None else PeerStore(data_dir / "store" if data_dir is not None else None,
+                                                               durable=config.fsync)
+        self.store = store_ = ReplicatedStore(peer_store, config.offloaded, replication)
+        lifetime.store = store_
+        self.operators = operators = load_operators(config.operators, plugins=config.operator_plugins)
+        self.statistics = statistics = load_statistics(config.statistics_file)
+        self.runner = runner = OperatorRunner(operators, counters, statistics, budget=config.operator_budget,
+                                              threads=config.operator_threads, inline_cost=config.operator_inline_cost)
+        self.subscriptions = subscriptions = Subscriptions(state, store_, counters, tombstone_ttl=config.tombstone_ttl,
+                                                           taxonomy=load_taxonomy(data_dir) or taxonomy,
+                                                           operators=operators, order=config.evaluation_order,
+                                                           statistics=statistics)
+        # A restarted peer or a stand-in started from a replica's copy stamps what arrives after
+        # every event and subscription it holds (matching compares those stamps).
+        held = [s.t for s in subscriptions] + [i.published for i in store_.events().values()]
+        if held:
+            clock.observe(max(held))
+        self.schema = Schema(state, router, clock, subscriptions, counters, data_dir=data_dir, offload=offload,
+                             sync_every=config.schema_sync_every,
+                             rng=random.Random(None if config.seed is None else config.seed + 1))
+        self.commits = commits = Commits(state, router, store_, counters)
+        self.queries = queries = Queries(state, router, store_, subscriptions, commits, counters,
+                                         offload=Offload(config.offloaded, 2),
+                                         budget=QueryBudget(config.query_budget, config.query_memory_mb,
+                                                            config.max_frame // 2)
+                                         if config.offloaded else None,
+                                         holds_foreign=lambda: self.membership.holds_foreign,
+                                         foreign_epoch=lambda: self.membership.foreign_epoch)
+        self.published = published = RecentPublications()
+        gatherer = Gatherer(queries, counters, state=state, router=router, published=published)
+        self.delivery = delivery = Subscribers(
+            state, router, gatherer, clock, counters, physical_ms=physical_ms, leases=config.leases,
+            is_admin=self.auth.is_admin, retry_window=config.retry_window,
+            subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
+            reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline,
+            taxonomy=lambda: subscriptions.taxonomy, operators=operators, runner=runner)
+        self.attachments = attachments = Attachments(state, router, delivery, clock, counters,
+                                                     attach_refresh=config.attach_refresh,
+                                                     retry_window=config.retry_window)
+        guard = ZoneGuard()
+        self.homes = homes = Homes(
+            state, router, store_, subscriptions, gatherer, counters, physical_ms=physical_ms,
+            retry_window=config.retry_window, attach_refresh=config.attach_refresh,
+            lease_check_every=config.lease_check_every, ended_ttl=config.ended_ttl, lease_grace=config.lease_grace,
+            reconstruct_deadline=config.reconstruct_deadline, guard=guard, runner=runner)
+        self.matcher = matcher = Matcher(
+            state, router, store_, subscriptions, delivery.accept, clock, counters, runner, workers=config.workers,
+            work_queue=config.work_queue, enqueue_timeout=config.retry_window, outbox_every=config.outbox_every,
+            give_up_after=config.give_up_after, contained_chains=config.contained_chains, guard=guard)
+        self.storage = storage = Publishing(state, router, store_, commits, matcher, clock, counters, guard,
+                                         retry_window=config.retry_window, commit_later=config.commit_later,
+                                         resolve_after=config.resolve_after,
+                                         abort_after=config.abort_after, admit_backlog=config.admit_backlog,
+                                         backlog=lambda: max(matcher.backlog, delivery.backlog),
+                                         published=published)
+        self.persistence = Persistence(state, clock, data_dir, offload, replication)
+        self.scope = lifetime.scope = trio.CancelScope()
+        if lifetime.stop_asked:
+            self.scope.cancel()
+        self.stopped = lifetime.stopped
+        self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
+        self._nursery: trio.Nursery | None = None
+        joins_rng = random.Random(config.seed)   # the join's random point and its probes: one sequence
+        self.survey = survey = LoadSurvey(state, router, store_, joins_rng, process)
+        self.membership = membership = Membership(
+            state, router, store_, subscriptions, transport, clock, counters, replication=replication,
+            persist=self.persistence.save, retire=self._retire, rng=joins_rng,
+            join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, operators=operators,
+            rematch=matcher.rematch, survey=survey)
+        self.rebalancer = Rebalancer(state, membership, survey, router, store_, counters, every=config.rebalance_every,
+                                     ratio=config.rebalance_ratio, min_quads=config.rebalance_min_quads,
+                                     make_room=config.rebalance_make_room,
+                                     rng=random.Random(None if config.seed is None else config.seed + 2),
+                                     table_of=membership.stabiliser.table_of, ready=dispatcher.ready,
+                                     step_down=self._move)
+        self.annexes = Annexes(state, router, store_, membership, process, counters,
+                               limit=config.neighbour_limit, cap=config.host_neighbour_cap, every=config.annex_every,
+                               rng=random.Random(None if config.seed is None else config.seed + 3),
+                               ready=dispatcher.ready, retire=self._retire_now)
+        self.replicas = replicas = ReplicaKeeper(
+            state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
+                config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
+            departed=membership.departed)
+        dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
+        for service in (router, queries, delivery, attachments, storage, membership, survey, replicas, self.schema,
+                        self.rebalancer, self.annexes):
+            dispatcher.register(service.handlers(), getattr(service, "routed", dict)(),
+                                getattr(service, "pushes", dict)(), getattr(service, "routed_batches", dict)())
+        dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()},
+                            batches=matcher.routed_batches())
+
+    async def _ping(self, conn: RpcConnection, body: Empty) -> Pong:
+        replica = self.state.replica
+        return Pong(self.state.id, self.state.address, replica[0] if replica else "")
+
+    async def _retire(self, conn: RpcConnection) -> None:
+        self.persistence.retire()
+        assert self._nursery is not None
+        self._nursery.start_soon(_stop_after_reply, conn, self.scope)
+
+    def _retire_now(self) -> None:
+        """This peer handed its zone over on its own (an annex handed on): it stops."""
+        self.persistence.retire()
+        self.scope.cancel()
+
+    async def _launch_peer(self, *, task_status: Any, data_dir: Path | None = None, state: PeerState | None = None,
+                           store: PeerStore | None = None, annex: tuple[str, Zone, Zone] | None = None) -> None:
+        """Another peer in this process: a stand-in, or an annex (`annex`: its owner's address,
+        the zone and the side to take)."""
+        host = self.config.listen.rpartition(":")[0]
+        config = replace(self.config, listen=f"{host}:0", join=annex[0] if annex else None, data_dir=data_dir,
+                         seed=None)
+        await run_peer(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
+                       process=self.process, state=state, store=store, taxonomy=self.subscriptions.taxonomy,
+                       join_annex=annex[1:] if annex else None)
+
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+        config, limits = self.config, self.limits
+        if not limits.admit():
+            self.counters["connections_refused"] += 1
+            await _refuse(stream, self.clock, f"peer {self.state.id} serves {limits.max_connections} connections "
+                                              f"already; try another peer or later")
+            return
+        conn = RpcConnection(stream, self.clock, on_request=self.dispatcher.handle, on_push=self.dispatcher.handle_push,
+                             max_frame=config.max_frame,
+                             accepted_ops=self.dispatcher.request_ops, max_inflight=config.max_inflight,
+                             max_outbox=config.max_outbox, name=f"{self.state.address}<-client",
+                             counters=self.counters, limits=limits, idle_timeout=config.idle_timeout,
+                             frame_timeout=config.frame_timeout)
+        try:
+            await conn.run()
+        finally:
+            limits.release()
+            self.auth.forget(conn)
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(config.retry_window):
+                    await self.attachments.connection_closed(conn)
+                    await self.delivery.connection_closed(conn)
+
+    async def run(self, task_status: trio.TaskStatus[RunningPeer]) -> None:
+        state, config = self.state, self.config
+        if self.restored is not None and self.restored.has_zone:
+            try:
+                if config.join:
+                    await self._check_same_overlay(config.join)
+                await self._check_not_superseded()  # before anything serves the restored zone
+            except BaseException:
+                self.store.sync.close()
+                raise
+        try:
+            with self.scope:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    await self._listen(nursery)
+                    for service in (self.router, self.matcher, self.delivery, self.attachments, self.homes, self.host,
+                                    self.annex_host):
+                        await nursery.start(_for_the_peers_lifetime, service.run)
+                    if self.restored is not None and self.restored.has_zone:
+                        await self.persistence.save()
+                        self.dispatcher.ready.set()
+                        await self.membership.announce_self()
+                        if state.replicas >= 2:
+                            await self.replication.ensure(replace=True)  # the copy may miss our last writes
+                    elif config.join:
+                        await self._check_same_overlay(config.join)
+                        state.annex = self.join_annex is not None
+                        await self.membership.join(config.join, at=self.join_at, annex=self.join_annex)
+                        await self.schema.sync_from(config.join)   # before matching anything
+                        self.dispatcher.ready.set()
+                    else:
+                        state.zone = Zone(state.space.whole_space())
+                        await self.persistence.save()
+                        self.dispatcher.ready.set()
+                    self.process.add(state, self.store.held)
+                    if self.auth.open and not self.process.warned_open:
+                        self.process.warned_open = True
+                        log.warning("peer %s: no cluster secret is set, so any client can use peer operations "
+                                    "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
+                    await nursery.start(_run_membership, self.membership, config.stabilise_every)
+                    for service in (self.storage, self.replication, self.replicas, self.schema, self.rebalancer,
+                                    self.annexes):
+                        await nursery.start(_for_the_peers_lifetime, service.run)
+                    nursery.start_soon(self._step_down_when_superseded)
+                    task_status.started(RunningPeer(
+                        state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,
+                        self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
+                        self.limits, self.lifetime, self.stopped, self.homes, self.attachments, self.schema, self.rebalancer,
+                        self.annexes))
+                    await trio.sleep_forever()
+        except BaseException as exc:
+            if state.has_zone:   # a zone's owner ends: say why, naming it (a moved peer's id is a new one)
+                log.info("peer %s (%s): its runtime ends holding zone %s: %s", state.id, state.address,
+                         state.zone, why_ended(exc))
+            raise
+        finally:
+            self.runner.close()
+            self.process.discard(state)
+            with trio.CancelScope(shield=True):
+                if state.has_zone:
+                    try:
+                        await self.persistence.save()
+                    except (OSError, EventCloudError) as exc:
+                        log.warning("peer %s: could not save its state on the way out: %s", state.id, exc)
+                self.store.sync.close()
+            # A rejoin attempt that failed before serving leaves the peer to run_peer's loop,
+            # which tries the next address (it used to end the peer process: `stopped` was set).
+            if not self.stepping_down and not (self.rejoining and not self.dispatcher.ready.is_set()):
+                self.stopped.set()
+
+    async def _listen(self, nursery: trio.Nursery) -> None:
+        config, restored = self.config, self.restored
+        bound = None
+        if restored is not None and restored.address and config.listen.endswith(":0"):
+            # Come back on the same port if it is free, so clients' addresses stay valid;
+            # otherwise any port will do: neighbours learn it when we announce ourselves.
+            previous = config.listen.rpartition(":")[0] + ":" + restored.address.rpartition(":")[2]
+            try:
+                bound = await nursery.start(self.transport.serve, previous, self._serve_connection)
+            except OSError:
+                bound = None
+        if bound is None:
+            bound = await nursery.start(self.transport.serve, config.listen, self._serve_connection)
+        self.state.address = advertised_address(bound, config.advertise)
+
+    async def _check_same_overlay(self, bootstrap: str) -> None:
+        """A data directory of another overlay must not join this one (nor start a new one)."""
+        if self.restored is None or not self.restored.overlay:
+            return
+        try:
+            stream = await self.transport.connect(bootstrap)
+            async with open_connection(stream, self.clock, name=f"check->{bootstrap}") as conn:
+                info = OverlayInfo.from_wire(await conn.call(Op.OVERLAY_INFO, Empty()))
+        except EventCloudError:
+            return  # the join itself will report the unreachable peer
+        if info.overlay and info.overlay != self.restored.overlay:
+            raise StateError(f"the data directory {self.config.data_dir} belongs to overlay {self.restored.overlay}, "
+                             f"but the peer at {bootstrap} is in overlay {info.overlay}; use another --data-dir")
+
+    async def _check_not_superseded(self) -> None:
+        """Before serving a restored zone: did a replica take it over while we were down?"""
+        state = self.state
+        newer = False
+        rejoin = [n.address for n in state.neighbours.values()]
+        if state.replica is not None:
+            reply = await self._ask(state.replica[1], Op.REPLICA_STATUS, ReplicaOf(state.id, state.incarnation))
+            if reply is not None:
+                status = ReplicaStatus.from_wire(reply)
+                newer = status.taken_over and status.incarnation > state.incarnation
+                if status.address:
+                    rejoin.insert(0, status.address)
+        for address in list(rejoin)[:3]:
+            if newer:
+                break
+            reply = await self._ask(address, Op.TABLE, Empty())
+            if reply is not None:
+                mine = Table.from_wire(reply).neighbours.get(state.id)
+                newer = mine is not None and mine.incarnation > state.incarnation
+        if newer:
+            log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", state.id)
+            raise Superseded(rejoin)
+
+    async def _step_down_when_superseded(self) -> None:
+        """A peer frozen or cut off past the failure timeout comes back to find its replica
+        serving its zone: two owners of one zone would split its data, so it stops serving
+        (this runtime ends) and rejoins as a new peer on the same address."""
+        await self.replication.superseded.wait()
+        self.stepping_down = True
+        state = self.state
+        rejoin = [a for a in (self.replication.taken_over_at, *(n.address for n in state.neighbours.values())) if a]
+        raise Superseded(rejoin, listen=state.address)
+
+    async def _move(self, rejoin: list[str], at: Point | None, after: float = 0.0) -> NoReturn:
+        """The rebalancer handed this peer's zone over: this runtime ends and the peer rejoins as
+        a new peer on the same address, through `rejoin` (its heir first), splitting the zone
+        that holds `at` (the busiest peer's; None: the busiest it finds then), `after` seconds on."""
+        self.stepping_down = True
+        address = self.state.address
+        self.persistence.retire()
+        raise Superseded(rejoin, listen=address, at=at, after=after)
+
+    async def _ask(self, address: str, op: Op, body: Any) -> dict[str, Any] | None:
+        """One request on a connection of its own (the router does not run yet); None if it fails."""
+        try:
+            with trio.fail_after(self.config.retry_window / 2):
+                stream = await self.transport.connect(address)
+                async with open_connection(stream, self.clock, name=f"ask->{address}") as conn:
+                    await self.auth.prove(conn)
+                    return await conn.call(op, body)
+        except (EventCloudError, trio.TooSlowError):
+            return None
+
+
+async def _refuse(stream: trio.abc.Stream, clock: HybridClock, why: str) -> None:
+    """One error frame (busy) and the connection closes."""
+    from eventcloud.errors import ErrorCode
+    from eventcloud.wire.frames import Kind, Message, encode
+
+    with trio.move_on_after(1):
+        try:
+            await stream.send_all(encode(Message(Kind.ERROR, None, None, clock.now(),
+                                                 {"code": ErrorCode.BUSY.value, "message": why})))
+            await stream.aclose()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+
+
+async def _run_membership(membership: Membership, stabilise_every: float, *, task_status: Any) -> None:
+    await membership.run(stabilise_every=stabilise_every, task_status=task_status)
+
+
+async def _stop_after_reply(conn: RpcConnection, scope: trio.CancelScope) -> None:
+    """After a graceful leave: stop once the client has the reply (it closes), within 2 s."""
+    with trio.move_on_after(2):
+        await conn.wait_closed()
+    scope.cancel()

@@ -36,7 +36,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -198,19 +198,13 @@ async def run_once(algorithm: str, args: argparse.Namespace) -> Report:
                                 await trio.sleep(1 / args.rate)
                     receive.close()
                 publishing.set()
-                # settle: every expected notification, or no progress for 20 s (at most 180 s)
                 want = {name: expected[name] & set(acked) for name in subs}
-                last, quiet = -1, trio.current_time()
-                with trio.move_on_after(180):
-                    while True:
-                        got = sum(len(set(seen[n]) & want[n]) for n in subs)
-                        if got == sum(len(w) for w in want.values()):
-                            break
-                        if got != last:
-                            last, quiet = got, trio.current_time()
-                        elif trio.current_time() - quiet > 20:
-                            break
-                        await trio.sleep(0.5)
+                total = sum(len(w) for w in want.values())
+
+                def got() -> int:
+                    return sum(len(set(seen[n]) & want[n]) for n in subs)
+
+                await settle(got, lambda: got() == total, quiet=20, at_most=180)
                 await trio.sleep(3)  # late duplicates, if any, arrive too
                 nursery.cancel_scope.cancel()
 
@@ -246,6 +240,20 @@ async def run_once(algorithm: str, args: argparse.Namespace) -> Report:
 async def _stored_counts(client: Any) -> dict[str, int]:
     result = await client.query("SELECT ?g (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g")
     return {b["g"]["value"]: int(b["n"]["value"]) for b in result["results"]["bindings"]}
+
+
+async def settle(progress: Callable[[], int], complete: Callable[[], bool], *, quiet: float, at_most: float) -> None:
+    """Wait for the last notifications: until `complete()`, or `progress()` (what has arrived)
+    has not moved for `quiet` seconds, or `at_most` seconds have passed."""
+    last, since = -1, trio.current_time()
+    with trio.move_on_after(at_most):
+        while not complete():
+            got = progress()
+            if got != last:
+                last, since = got, trio.current_time()
+            elif trio.current_time() - since > quiet:
+                return
+            await trio.sleep(0.5)
 
 
 def table(reports: list[Any], keys: list[str] | None = None) -> str:
@@ -290,12 +298,19 @@ def main(argv: list[str] | None = None) -> int:
     for algorithm in args.algorithms.split(","):
         print(f"== {algorithm}: {args.peers} peers, {args.events} events, {args.kills} kills", file=sys.stderr)
         reports.append(trio.run(run_once, algorithm, args))
-    print(table(reports))
+    return print_reports(reports, None, "kills", args.json)
+
+
+def print_reports(reports: list[Any], keys: list[str] | None, done: str, as_json: bool) -> int:
+    """The reports' table, what the chaos did to each run (its `done` field, a list of lines)
+    and its problems, then with --json each report as a JSON line; the exit code: 1 unless
+    every report is ok."""
+    print(table(reports, keys))
     for r in reports:
-        print(f"{r.algorithm} kills: {'; '.join(r.kills)}")
+        print(f"{r.algorithm} {done}: {'; '.join(getattr(r, done))}")
         for problem in r.problems[:40]:
             print(f"  {r.algorithm}: {problem}")
-    if args.json:
+    if as_json:
         for r in reports:
             print(json.dumps(asdict(r)))
     return 0 if all(r.ok for r in reports) else 1

@@ -1,4 +1,5 @@
-"""What the benchmarks on local peer processes share: their memory, and another commit's code.
+"""What the benchmarks on local peer processes share: their memory, another commit's code, and
+how publishers and listeners run together.
 
 `baseline_tree(commit)` checks a commit out in a temporary worktree, so a benchmark can start
 that code's peers (`LocalCluster(cwd=…)`) and this code's in one run, on the same machine.
@@ -11,9 +12,11 @@ import subprocess
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Awaitable, Callable, Iterable, Iterator
 
-__all__ = ["peak_rss_mb", "rss_mb", "cpu_seconds", "baseline_tree"]
+import trio
+
+__all__ = ["peak_rss_mb", "rss_mb", "cpu_seconds", "baseline_tree", "publish_while_listening"]
 
 
 def _status_mb(pid: int, field: str) -> float:
@@ -56,3 +59,15 @@ def baseline_tree(commit: str) -> Iterator[Path]:
         yield path
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=root, capture_output=True)
+
+
+async def publish_while_listening(nursery: trio.Nursery, subs: Iterable[Any], listen: Callable[[Any], Awaitable[None]],
+                                  publish: Callable[[int], Awaitable[None]], concurrency: int) -> None:
+    """Start `listen(sub)` for each subscription in `nursery`, then run `publish(slot)` for each
+    of `concurrency` slots until every one is done. The listeners go on in `nursery`: the
+    caller decides how long they wait for the last notifications."""
+    for sub in subs:
+        nursery.start_soon(listen, sub)
+    async with trio.open_nursery() as publishers:
+        for slot in range(concurrency):
+            publishers.start_soon(publish, slot)

@@ -32,21 +32,20 @@ The exit code is 1 when anything was missing, duplicated or out of order.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import signal
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
 
 from eventcloud.client import ClientError, connect
 from eventcloud.testing.processes import CliSubscriber
-from experiments.chaos import FILTERED, events, expected_pairs, table
+from experiments.chaos import FILTERED, events, expected_pairs, print_reports, settle
 from peers.supervisor import LocalCluster
 
 
@@ -146,15 +145,8 @@ async def run_once(algorithm: str, args: argparse.Namespace) -> Report:
                     await trio.sleep(1 / args.rate)
             done.set()
             want = matching & acked
-            last, quiet = -1, trio.current_time()
-            with trio.move_on_after(args.settle):
-                while not want <= {n["event"] for n in printed()}:
-                    got = len(printed())
-                    if got != last:
-                        last, quiet = got, trio.current_time()
-                    elif trio.current_time() - quiet > 30:
-                        break
-                    await trio.sleep(0.5)
+            await settle(lambda: len(printed()), lambda: want <= {n["event"] for n in printed()},
+                         quiet=30, at_most=args.settle)
             await trio.sleep(2)   # late repeats, if any, are printed too
             for s in incarnations:
                 s.kill()
@@ -222,16 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {algorithm}: {args.peers} peers, {args.events} events at {args.rate:g}/s, {args.rounds} kills",
               file=sys.stderr)
         reports.append(trio.run(run_once, algorithm, args))
-    print(table(reports, ["acknowledged", "expected", "printed", "missing", "duplicated", "reprinted", "out_of_order",
-                          "gaps", "unexpected", "reconnects"]))
-    for r in reports:
-        print(f"{r.algorithm}: {'; '.join(r.actions)}")
-        for problem in r.problems[:40]:
-            print(f"  {r.algorithm}: {problem}")
-    if args.json:
-        for r in reports:
-            print(json.dumps(asdict(r)))
-    return 0 if all(r.ok for r in reports) else 1
+    return print_reports(reports, ["acknowledged", "expected", "printed", "missing", "duplicated", "reprinted",
+                                   "out_of_order", "gaps", "unexpected", "reconnects"], "actions", args.json)
 
 
 if __name__ == "__main__":

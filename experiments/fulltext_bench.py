@@ -1,4 +1,4 @@
-"""Full-text filtering on one peer (seed 004, RTF): the shared index against evaluating each subscription.
+"""Full-text filtering on one peer (RTF's `ftcontains` trie): the shared index against evaluating each subscription.
 
     python -m experiments.fulltext_bench [--sizes 20000,40000,60000,80000,100000] [--ft 0,50,100]
         [--layouts rtfm,rtfs] [--publications 500] [--baseline-events 5] [--seed 0]

@@ -1,4 +1,4 @@
-"""Expensive operators (seed 001) and overlapping subscriptions (seed 002), measured.
+"""Expensive operators and overlapping subscriptions (shared evaluation, ordering and merging), measured.
 
     python -m experiments.operators_bench                     # everything below, default sizes
     python -m experiments.operators_bench --part paper        # one part: paper | stats | overlap | e2e
@@ -143,7 +143,7 @@ def _events(selectivity: list[float], n: int, seed: int) -> list[list[bool]]:
 
 
 def part_paper(args: argparse.Namespace) -> None:
-    print("## The paper's setting (seed 001, Table 1)\n")
+    print("## The paper's setting (Liu et al., Table 1)\n")
     print("evaluations = distinct predicates evaluated per event; ms = planner wall time per event; "
           f"{args.events} events per row; answers equal brute force on every event; greedy knowing answers "
           "and lower bound: yardsticks (`yardsticks`), not orders\n")

@@ -31,7 +31,7 @@ import trio
 
 from eventcloud.client import connect
 from experiments.workloads import generate
-from experiments.clusterkit import baseline_tree, cpu_seconds
+from experiments.clusterkit import baseline_tree, cpu_seconds, publish_while_listening
 from peers.supervisor import LocalCluster
 
 
@@ -82,11 +82,7 @@ async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeo
 
             with trio.move_on_after(timeout):
                 async with trio.open_nursery() as nursery:
-                    for sub in subs:
-                        nursery.start_soon(listen, sub)
-                    async with trio.open_nursery() as publishers:
-                        for slot in range(concurrency):
-                            publishers.start_soon(publish, slot)
+                    await publish_while_listening(nursery, subs, listen, publish, concurrency)
                     publish_seconds = time.perf_counter() - started
             print(file=sys.stderr)
             cpu = sum(cpu_seconds(p.pid) for p in cluster.processes) - cpu_before

@@ -76,7 +76,7 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     print(f"{len(evs):,} CityBench events, {total:,} quads", file=sys.stderr)
     extra = ["--rebalance-every", str(args.rebalance_every)] if args.rebalance_every > 0 else []
-    if extra:  # explicit either way (on by default since 2026-11-26; older peers took it off by default)
+    if extra:  # explicit either way: the run measures what --make-room says, whatever the peers' default
         extra.append("--rebalance-make-room" if args.make_room else "--no-rebalance-make-room")
     cluster = LocalCluster(args.peers, seed=1, extra=extra, log_level=args.log_level, data_dir=args.keep)
     await trio.to_thread.run_sync(cluster.start)

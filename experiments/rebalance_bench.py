@@ -48,7 +48,7 @@ async def run(args: argparse.Namespace) -> int:
     total = sum(len(e.quads) for e in events)
     extra = ["--rebalance-every", str(args.every), "--rebalance-ratio", str(args.ratio),
              "--rebalance-min-quads", str(args.min_quads)] if args.every > 0 else []
-    if args.every > 0:  # explicit either way (on by default since 2026-11-26)
+    if args.every > 0:  # explicit either way: the run measures what --make-room says, not the peers' default
         extra.append("--rebalance-make-room" if args.make_room else "--no-rebalance-make-room")
     cluster = LocalCluster(args.peers, mapping=args.mapping, seed=1, extra=extra)
     await trio.to_thread.run_sync(cluster.start)

@@ -32,8 +32,8 @@ passes each size: mean/max greedy hops (random start peer to a stored quad's poi
 uniformly random point) against the CAN bound (d/3)·n^(1/4) for d = 4 (no wrap-around);
 neighbours per peer (max/mean); quads per peer (max/mean and the share of empty peers); the
 peers a chain subscription's indexing box meets, the messages of one multicast over that
-box (what a subscribe costs now), and the messages of the subscribe before it (two whole-space
-multicasts, clock then store).
+box (what a subscribe costs: it reaches only the peers its box meets), and, to compare, those
+of a subscribe made of two whole-space multicasts (clock then store), which reach every peer.
 
 Datasets: the paper's workload (experiments/workloads.py: `--events` compound events of 5
 quads, 10 chain subscriptions of k = 5) and CityBench (every stream of shared/data/citybench
@@ -88,7 +88,7 @@ class Stats:
     load: tuple[int, float, float]        # max, mean, share of empty peers
     fanout: float                         # peers a chain subscription's box meets (mean)
     box_messages: float                   # requests of one routed multicast over that box (mean)
-    subscribe_today: float                # requests of the old subscribe: two whole-space multicasts
+    subscribe_today: float                # requests of a subscribe by two whole-space multicasts (the baseline)
     join_messages: float                  # requests per join (probes, climb, the join itself)
     seconds: float = 0.0
     zones: int = 0                        # with annexes: zones (peers count hosts, loads and neighbours theirs)

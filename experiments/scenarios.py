@@ -31,6 +31,7 @@ import trio
 from eventcloud.client import connect
 from eventcloud.wire.hlc import unpack
 from experiments import logs
+from experiments.clusterkit import publish_while_listening
 from experiments.hosts import SshCluster, read_hosts
 from experiments.workloads import Workload, generate
 from peers.supervisor import LocalCluster
@@ -113,11 +114,7 @@ async def run_point(scenario: str, point: Point, run: int, algorithm: str, out: 
             started = time.time()
             with trio.move_on_after(timeout):
                 async with trio.open_nursery() as nursery:
-                    for sub in subs:
-                        nursery.start_soon(listen, sub)
-                    async with trio.open_nursery() as publishers:
-                        for slot in range(concurrency):
-                            publishers.start_soon(publish, slot)
+                    await publish_while_listening(nursery, subs, listen, publish, concurrency)
                     if expected == 0:
                         done.set()
                     await done.wait()

@@ -1,4 +1,4 @@
-"""Is-a matching on one peer (seed 000, G-ToPSS): subscriptions mixing value and class constraints.
+"""Is-a matching on one peer (G-ToPSS's taxonomy constraints): subscriptions mixing value and class constraints.
 
     python -m experiments.taxonomy_bench [--sizes 1000,10000,50000,100000] [--events 300]
         [--baseline-events 5] [--seed 0]

@@ -6,6 +6,7 @@ import json
 from typing import Any, Sequence
 
 from eventcloud.client import Notification
+from eventcloud.overlay.routing import partition_check
 from eventcloud.rdf.model import Quad
 from eventcloud.wire.messages import Status
 
@@ -20,20 +21,12 @@ def root_cause(exc: BaseException) -> BaseException:
 
 
 def notification_json(note: Notification) -> dict[str, Any]:
-    out: dict[str, Any] = {"subscription": note.subscription, "event": note.event, "kind": note.kind}
-    if note.kind == "bindings":
-        out["solutions"] = [{k: v.n3() for k, v in s.items()} for s in note.solutions]
-    if note.kind == "event":
-        out["quads"] = [q.n_quads() for q in note.quads]
-    if note.error:
-        out["error"] = note.error
-    if note.truncated:
-        out["truncated"] = True
+    """A notification as one line of `eventcloud subscribe`: solutions as N3 terms by variable."""
+    head: dict[str, Any] = {"subscription": note.subscription, "event": note.event, "kind": note.kind}
     if note.seq:
-        out["seq"] = note.seq
-    if note.gap:
-        out["gap"] = list(note.gap)
-    return out
+        head["seq"] = note.seq
+    return {**head, **note.json_fields(lambda solutions: {
+        "solutions": [{k: v.n3() for k, v in s.items()} for s in solutions]})}
 
 
 _XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -76,13 +69,5 @@ def table(columns: list[str], rows: list[list[str]]) -> None:
 
 def partition_report(status: Status) -> tuple[bool, str]:
     """Do the peers' zones partition the space exactly? (volumes add up, none overlap)"""
-    zones = [p.zone for p in status.peers]
-    volume = 0
-    for zone in zones:
-        v = 1
-        for lo, hi in zone.bounds:
-            v *= hi - lo
-        volume += v
-    overlaps = sum(1 for i, a in enumerate(zones) for b in zones[i + 1:] if a.intersects(b.bounds))
-    ok = volume == status.space.top ** 4 and overlaps == 0
-    return ok, f"zones partition the space: {'yes' if ok else 'NO'} ({len(zones)} zones, {overlaps} overlaps)"
+    ok, overlaps = partition_check(status.space.whole_space(), [p.zone.bounds for p in status.peers])
+    return ok, f"zones partition the space: {'yes' if ok else 'NO'} ({len(status.peers)} zones, {overlaps} overlaps)"

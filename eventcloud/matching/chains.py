@@ -1,7 +1,8 @@
 """Which CSMA chains a peer starts from one quad, and which subscriptions ride along.
 
 At CSMA's first step a peer holds, for one quad, the subscriptions whose first pattern it
-matches. Running one chain each repeats work when they overlap (seed 002):
+matches. Running one chain each repeats work when they overlap (identical and contained
+subscriptions, as in RSS filtering on a cluster):
 
 * *identical* ones (same `chain_key`: graph term, patterns in order, FILTERs) rewrite
   identically, so one chain serves them all;

@@ -1,6 +1,6 @@
 """Constraint tables: simple FILTER comparisons `?x op constant`, held in sorted per-operator lists.
 
-The idea is the one of the RSS-filtering cluster paper (seed 002, §4.1 and §4.5): subscriptions
+The idea is the one of RSS filtering on a cluster (Liu et al.: constraint tables): subscriptions
 that share a pattern and constrain one of its variables with a constant are kept, per operator,
 in a list sorted by the constant, so that one binary search per bound value yields every
 subscription whose constraint holds — without evaluating any of them.

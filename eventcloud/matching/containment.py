@@ -1,4 +1,4 @@
-"""Subscription containment (seed 002): does every event matching S2 match S1?
+"""Subscription containment (as RSS filtering on a cluster uses it): does every event matching S2 match S1?
 
 `contains(s1, s2)` is sound and conservative: True only when it can prove S1 ⊇ S2, False when
 unsure. The proof is a homomorphism h from S1's variables to S2's terms such that

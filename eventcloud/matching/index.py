@@ -1,6 +1,7 @@
 """The per-peer shared subscription index: which stored subscriptions does an event match?
 
-Structure (G-ToPSS's "subscription matrix", seed 000, with the constraint tables of seed 002):
+Structure (G-ToPSS's per-peer "subscription matrix", with the constraint tables of RSS filtering
+on a cluster, after Liu et al.):
 
 * A *pattern node* is one distinct triple pattern together with the subscription's graph term,
   up to variable names: `GRAPH ?g { ?x ex:p ?y }` and `GRAPH ?h { ?a ex:p ?b }` are one node,
@@ -41,7 +42,7 @@ Structure (G-ToPSS's "subscription matrix", seed 000, with the constraint tables
   the taxonomy's closure (eventcloud.matching.tables says which table holds what). A pattern
   binding a variable so constrained counts as selective when the trigger is chosen.
 
-* FILTERs calling registered operators (seed 001) are left out of the joins: a subscription
+* FILTERs calling registered (maybe expensive) operators are left out of the joins: a subscription
   with one is a candidate when its join has a solution, and all its FILTER conjuncts become
   residual predicates, shared across subscriptions and evaluated in the chosen order
   (eventcloud.matching.residual, .ordering, .predicates). A subscription contained in another

@@ -1,4 +1,5 @@
-"""Is-a tables (seed 000, G-ToPSS): entries constrained by a class relation, looked up through the closure.
+"""Is-a tables (G-ToPSS's class-taxonomy constraints): entries constrained by a class relation, looked up
+through the closure.
 
 An entry whose FILTER has the conjunct `ec:descendantOf(?c, C)` (also what `?x rdf:type/
 rdfs:subClassOf* C` becomes), `ec:ancestorOf(?c, C)` or `ec:childOf(?c, C)` is stored under its

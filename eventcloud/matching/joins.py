@@ -8,6 +8,10 @@ sequence of steps (node, positions to check against bound variables, positions t
 the functions here run one over the binding tables: enumerate its solutions, test that one
 exists, or test it with FILTERs applied as soon as their variables are bound.
 
+The runners repeat the same few lines inline (check a quad against the bound variables, then
+bind the rest) rather than call a helper: it is the innermost loop of matching, run for every
+candidate quad of every step, and a call per quad costs about a third more there.
+
 Pure code; split from `eventcloud.matching.index`, which decides which subscriptions use which nodes
 and programs.
 """

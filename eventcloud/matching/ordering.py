@@ -1,4 +1,4 @@
-"""The order residual predicates are evaluated in (seed 001): naive, Sequential and Sub-Order.
+"""The order residual predicates are evaluated in: naive, and Liu et al.'s Sequential and Sub-Order.
 
 After the shared index has found which subscriptions could match an event, what is left of
 some of them is a set of *predicates* whose evaluation costs something (a FILTER conjunct that
@@ -33,7 +33,8 @@ Owners may name a *parent* (a subscription that contains them, eventcloud.matchi
 once a parent is decided false its descendants are false with nothing evaluated (all orders but
 naive); parents are always walked before their children.
 
-`merge(members)` adds seed 002's *merger* of owners often matched together: a synthetic owner
+`merge(members)` adds the *merger* of owners often matched together (as RSS filtering on a
+cluster merges subscriptions): a synthetic owner
 whose one clause is the predicates every clause of every member shares, made the parent of
 the members that have none; it is never reported as matched. (Measured in
 experiments/operators_bench.py: it does not pay here, see docs/matching.md.)

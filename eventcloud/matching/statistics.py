@@ -8,8 +8,9 @@ variable names, named by its SPARQL text, eventcloud.matching.predicates) and pe
   operator's selectivity hint, else 0.5, and w = PRIOR_WEIGHT pseudo-observations;
 * cost of an operator: the measured mean microseconds per call, pulled towards the declared
   cost by w pseudo-calls; a template costs the sum of its operators (BUILTIN_COST without any);
-* co-matching: how often two subscriptions matched the same event (seed 002's access
-  frequencies), kept for the pairs a peer saw; `matched_together` feeds merging decisions.
+* co-matching: how often two subscriptions matched the same event (the access frequencies
+  RSS filtering on a cluster, after Liu et al., merges subscriptions by), kept for the pairs a
+  peer saw; `matched_together` feeds merging decisions.
 
 Statistics are plain counts, so offline figures (experiments/spark/statistics.py writes them in
 `to_dict` form) are merged in as if observed (`absorb`), and online learning goes on from there.

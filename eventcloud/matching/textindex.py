@@ -1,4 +1,4 @@
-"""RTF's trie of full-text constraints (seed 004): which `ftcontains` conjuncts can hold on a literal?
+"""RTF's trie of full-text constraints, shared by subscriptions: which `ftcontains` conjuncts can hold on a literal?
 
 An expression is turned into alternatives (its disjunctive normal form: RTF handles OR by
 splitting a query into several): each alternative is a conjunction of positive atoms (words,

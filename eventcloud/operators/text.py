@@ -3,7 +3,7 @@
     PREFIX txt: <http://eventcloud.io/ns/text#>
     txt:similarity(?a, ?b)    1 - levenshtein(a, b) / max(len a, len b), in [0, 1] (case-folded)
 
-It stands for the costly operators of seed 001 (image or pattern recognisers): a few hundred
+It stands for costly operators such as image or pattern recognisers: a few hundred
 microseconds to milliseconds per call on event titles, so the evaluation order and shared
 evaluation have something to save. Strings longer than MAX_LENGTH are cut (a budget on input).
 """

@@ -86,7 +86,7 @@ def heirs(zone: Zone, table: Mapping[str, Neighbour], within: Box | None = None,
     With `within`, only those whose zone lies inside that box. With `tree_only`, a zone that
     knows its place in the split tree merges with its sibling only (the rebalancer's moves: a
     union of cousins can leave zones no plane cuts in two, where some peer can never leave);
-    zones that do not know it merge with any neighbour that makes a box, as before."""
+    zones that do not know it merge with any neighbour that makes a box, as without `tree_only`."""
     inside = Zone(within) if within is not None else None
     able = [(k, n) for k, n in table.items()
             if n.zone.merge(zone) is not None and (inside is None or inside.covers(n.zone))
@@ -168,27 +168,27 @@ def announced(own_id: str, zone: Zone, table: Mapping[str, Neighbour], records: 
     result = dict(table)
     for ident in removed:
         result.pop(ident, None)
-    for ident, neighbour in records:
-        if ident == own_id or _stale(result.get(ident), neighbour):
-            continue
-        if zone.is_neighbour(neighbour.zone):
-            result[ident] = neighbour
-        else:
-            result.pop(ident, None)
+    _take(zone, result, ((ident, neighbour) for ident, neighbour in records if ident != own_id))
     return result
 
 
 def verified(zone: Zone, table: Mapping[str, Neighbour], authoritative: Mapping[str, Neighbour]) -> Table:
     """`table` after stabilisation: each peer's own report of its zone replaces what we held."""
     result = dict(table)
-    for ident, neighbour in authoritative.items():
+    _take(zone, result, authoritative.items())
+    return result
+
+
+def _take(zone: Zone, result: dict[str, Neighbour], records: Iterable[tuple[str, Neighbour]]) -> None:
+    """Each record into `result`, kept iff its zone abuts `zone` (dropped otherwise), unless it
+    is of an older incarnation than the one held."""
+    for ident, neighbour in records:
         if _stale(result.get(ident), neighbour):
             continue
         if zone.is_neighbour(neighbour.zone):
             result[ident] = neighbour
         else:
             result.pop(ident, None)
-    return result
 
 
 def _stale(held: "Neighbour | None", offered: "Neighbour") -> bool:

@@ -13,7 +13,7 @@ from eventcloud.overlay.coordinates import DIMENSIONS, Box, Point
 from eventcloud.overlay.zones import Zone
 
 __all__ = ["next_hop", "multicast_root", "multicast_children", "neighbours_of", "covering", "lowest_corner",
-           "intersection", "tiles", "hull", "subtree_reach"]
+           "intersection", "tiles", "partition_check", "hull", "subtree_reach"]
 
 K = TypeVar("K")
 
@@ -150,6 +150,15 @@ def disjoint(box: Box, pieces: Sequence[Box]) -> bool:
             if all(max(alo, blo) < min(ahi, bhi) for (alo, ahi), (blo, bhi) in zip(a, b)):
                 return False
     return True
+
+
+def partition_check(box: Box, pieces: Sequence[Box]) -> tuple[bool, int]:
+    """Whether `pieces` partition `box` exactly (they tile it), and how many pairs of them
+    overlap: what `status` reports of the peers' zones over the whole space (the CLI's line,
+    the gateway's `partition` flag), so that a broken partition says how broken it is."""
+    overlaps = sum(1 for i, a in enumerate(pieces) for b in pieces[i + 1:]
+                   if all(max(alo, blo) < min(ahi, bhi) for (alo, ahi), (blo, bhi) in zip(a, b)))
+    return overlaps == 0 and tiles(box, pieces), overlaps
 
 
 def _volume(box: Box) -> int:

@@ -1,6 +1,6 @@
 """Property paths in subscriptions: the one accepted form, `rdf:type/rdfs:subClassOf*`, and the names of the others.
 
-`?x rdf:type/rdfs:subClassOf* ex:C` (seed 000's is-a constraint) means, as if the taxonomy's
+`?x rdf:type/rdfs:subClassOf* ex:C` (an is-a constraint on the class taxonomy) means, as if the taxonomy's
 triples were in the event: ?x has a type that is ex:C or a class below it. A subscription holds
 it as the triple pattern `?x rdf:type ?_:isaN` (a hidden variable, never projected) and the FILTER
 `ec:descendantOf(?_:isaN, ex:C)`, answered from the taxonomy's precomputed closure. Every other

@@ -1,4 +1,4 @@
-"""An RDFS class taxonomy (seed 000, G-ToPSS): `rdfs:subClassOf` edges and their precomputed closure.
+"""An RDFS class taxonomy (after G-ToPSS): `rdfs:subClassOf` edges and their precomputed closure.
 
 Is-a constraints are answered per event from tables computed once per taxonomy: for each class,
 its ancestors and its descendants (both reflexive: a class is its own ancestor and descendant,

@@ -2,7 +2,7 @@
 
 Sensor readings as compound events (a value, a WGS84 position, a kind and a title) and
 subscriptions built from a small pool of conjuncts, so that many of them are identical, contained
-in one another or partially overlapping: the workload of seeds 001 and 002. The operators count
+in one another or partially overlapping: what shared evaluation and subscription merging are for. The operators count
 every call in `calls` ((iri, args) -> count), so tests can check shared evaluation; `fails`
 always raises (its FILTER is an error, false) and `slow` is the deliberately expensive one.
 """

@@ -56,23 +56,20 @@ def term_json(term: Term) -> dict[str, str]:
 
 
 def notification_json(note: Notification) -> dict[str, Any]:
-    out: dict[str, Any] = {"subscription": note.subscription, "sequence": note.seq, "event": note.event,
-                           "kind": note.kind, "published": unpack(note.published)[0] if note.published else 0}
-    if note.kind == "bindings":
-        names: dict[str, None] = {}
-        for solution in note.solutions:
-            names.update(dict.fromkeys(solution))
-        out["head"] = {"vars": list(names)}
-        out["results"] = {"bindings": [{k: term_json(v) for k, v in s.items()} for s in note.solutions]}
-    if note.kind == "event":
-        out["quads"] = [q.n_quads() for q in note.quads]
-    if note.error:
-        out["error"] = note.error
-    if note.truncated:
-        out["truncated"] = True
-    if note.gap:
-        out["gap"] = list(note.gap)
-    return out
+    """A notification as the gateway sends it (an SSE event's data, a WebSocket notification)."""
+    head: dict[str, Any] = {"subscription": note.subscription, "sequence": note.seq, "event": note.event,
+                            "kind": note.kind, "published": unpack(note.published)[0] if note.published else 0}
+    return {**head, **note.json_fields(_sparql_results)}
+
+
+def _sparql_results(solutions: tuple[dict[str, Term], ...]) -> dict[str, Any]:
+    """Solutions in SPARQL 1.1 Query Results JSON form: `head` (every variable, first seen
+    first) and `results`."""
+    names: dict[str, None] = {}
+    for solution in solutions:
+        names.update(dict.fromkeys(solution))
+    return {"head": {"vars": list(names)},
+            "results": {"bindings": [{k: term_json(v) for k, v in s.items()} for s in solutions]}}
 
 
 class WsError(Exception):

@@ -8,22 +8,15 @@ from typing import Any
 
 from eventcloud.overlay.coordinates import DIMENSIONS
 from eventcloud.overlay.labels import coordinate_text
+from eventcloud.overlay.routing import partition_check
 from eventcloud.wire.messages import Status
 
 __all__ = ["status_json", "partition_ok"]
 
 
 def partition_ok(status: Status) -> bool:
-    """Do the live peers' zones partition the space exactly (volumes add up, none overlap)?"""
-    zones = [p.zone for p in status.peers]
-    volume = 0
-    for zone in zones:
-        v = 1
-        for lo, hi in zone.bounds:
-            v *= hi - lo
-        volume += v
-    overlaps = any(a.intersects(b.bounds) for i, a in enumerate(zones) for b in zones[i + 1:])
-    return volume == status.space.top ** len(DIMENSIONS) and not overlaps
+    """Do the peers' zones partition the space exactly (volumes add up, none overlap)?"""
+    return partition_check(status.space.whole_space(), [p.zone.bounds for p in status.peers])[0]
 
 
 def status_json(status: Status, gateway: dict[str, Any]) -> dict[str, Any]:

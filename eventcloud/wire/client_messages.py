@@ -6,7 +6,7 @@ class is refused with a BadRequest naming the class and field (docs/protocol.md)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from eventcloud.errors import BadRequest
 from eventcloud.overlay.coordinates import CoordinateSpace
@@ -352,3 +352,22 @@ class Notification(Body):
     truncated: bool = field(BOOL, default=False)   # more solutions than a notification carries (MAX_SOLUTIONS)
     seq: int = field(INT, default=0)               # durable: its number in the subscription (1, 2, …)
     gap: tuple[int, ...] | None = field(OPT(LIST(INT)), default=None)  # kind "gap": numbers dropped
+
+    def json_fields(self, solutions: Callable[[tuple[dict[str, Term], ...]], dict[str, Any]]) -> dict[str, Any]:
+        """What every JSON form of a notification (the CLI's lines, the gateway's SSE and WebSocket
+        messages) says of its content, in the same words: the solutions as `solutions` renders
+        them (bindings kind: each form writes terms its own way), the quads as N-Quads lines
+        (event kind), and error, truncated and gap only when they apply. The head (ids,
+        numbers, times) is each form's own."""
+        out: dict[str, Any] = {}
+        if self.kind == "bindings":
+            out.update(solutions(self.solutions))
+        if self.kind == "event":
+            out["quads"] = [q.n_quads() for q in self.quads]
+        if self.error:
+            out["error"] = self.error
+        if self.truncated:
+            out["truncated"] = True
+        if self.gap:
+            out["gap"] = list(self.gap)
+        return out

@@ -1,4 +1,4 @@
-"""Spark job: offline statistics for the evaluation order (seed 001) and merging (seed 002).
+"""Spark job: offline statistics for the evaluation order of expensive operators and subscription merging.
 
     python experiments/spark/statistics.py --history events.nq --subscriptions subs.txt \\
         [--operators MODULE ...] [--notifications runs/] --out statistics.json [--master spark://h:7077]

@@ -1,4 +1,4 @@
-"""EventCloud's FILTER functions beyond SPARQL 1.1: full text (seed 004) and class is-a tests (seed 000).
+"""EventCloud's FILTER functions beyond SPARQL 1.1: full text (`ftcontains`) and class is-a tests.
 
 They live under one namespace, written `ec:` in the docs:
 

@@ -1,4 +1,4 @@
-"""Full-text expressions of `ftcontains(?v, "expression")` (seed 004, RTF): tokens, grammar, evaluation.
+"""Full-text expressions of `ftcontains(?v, "expression")` (after RTF): tokens, grammar, evaluation.
 
 A text is cut into *words*: maximal runs of Unicode letters, combining marks and digits
 (`[\\p{L}\\p{M}\\p{N}]+`), each compared after `str.casefold()` (accents are kept: "café" is not

@@ -1,4 +1,4 @@
-"""Pluggable operators (seed 001): Python functions a FILTER calls by IRI, like a SPARQL function.
+"""Pluggable operators: Python functions a FILTER calls by IRI, like a SPARQL function.
 
     PREFIX geo: <http://eventcloud.io/ns/geo#>
     FILTER(geo:withinRadius(?lat, ?long, 56.15, 10.20, 2000))

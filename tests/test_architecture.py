@@ -299,3 +299,101 @@ def test_test_modules_share_helpers_not_each_other():
             if imported.startswith("tests.") and any(p.startswith("test_") or p == "conftest" for p in last[1:]):
                 offending.append(f"{name} imports {imported}")
     assert offending == []
+
+
+# --- the wiring docs/architecture.md shows ---------------------------------------------------
+
+RUNTIME = ROOT / "peers" / "runtime" / "peer_runtime.py"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+WIRING_LINE = re.compile(r"^(\w+)\s+([\w.]+)\((.*)\)$")
+
+
+def runtime_wiring(source: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """What `_PeerRuntime.__init__` builds: each service (the attribute or local it is kept in),
+    the class that builds it, and the services among its arguments."""
+    tree = ast.parse(source)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_PeerRuntime")
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    aliases: dict[str, str] = {}
+    wiring: dict[str, tuple[str, frozenset[str]]] = {}
+
+    def refs(node: ast.AST) -> set[str]:
+        found = set()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in aliases:
+                found.add(aliases[sub.id])
+            elif (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "self"
+                  and f"self.{sub.attr}" in aliases):
+                found.add(aliases[f"self.{sub.attr}"])
+        return found
+
+    statements = [n for n in ast.walk(init) if isinstance(n, ast.Assign)]
+    statements.sort(key=lambda n: (n.lineno, n.col_offset))
+    for node in statements:
+        value = node.value
+        if isinstance(value, ast.BoolOp):   # `given or Built(...)`
+            value = value.values[-1]
+        if isinstance(value, ast.DictComp):
+            value = value.value
+        if (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
+                and value.value.id in aliases):   # a part another service built for itself
+            name, value = f"{aliases[value.value.id]}.{value.attr}", value.value
+        elif not isinstance(value, ast.Call):
+            continue
+        else:
+            func = value.func
+            name = func.id if isinstance(func, ast.Name) else None
+            if not name or not name[0].isupper():
+                continue
+        names = []
+        for target in node.targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                names.append(f"self.{target.attr}")
+            elif isinstance(target, ast.Name):
+                names.append(target.id)
+        if not names:
+            continue
+        service = next((n[5:] for n in names if n.startswith("self.")), names[0])
+        deps = refs(value) - {service}
+        wiring[service] = (name, frozenset(deps))
+        for n in names:
+            aliases[n] = service
+    return wiring
+
+
+def documented_wiring(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """The ```wiring block of docs/architecture.md: `service  Class(dep, dep, ...)` per line."""
+    block = text.split("```wiring\n", 1)[1].split("```", 1)[0]
+    found = {}
+    for line in block.strip().splitlines():
+        match = WIRING_LINE.match(line.strip())
+        assert match, f"docs/architecture.md: a wiring line is not `service  Class(services)`: {line!r}"
+        name, built_by, deps = match.groups()
+        found[name] = (built_by, frozenset(d.strip() for d in deps.split(",") if d.strip()))
+    return found
+
+
+def test_the_documented_wiring_is_what_the_runtime_builds():
+    code = runtime_wiring(RUNTIME.read_text())
+    docs = documented_wiring(ARCHITECTURE.read_text())
+    assert code.keys() == docs.keys(), (f"services built but not documented: {sorted(code.keys() - docs.keys())}; "
+                                        f"documented but not built: {sorted(docs.keys() - code.keys())}")
+    wrong = {name: (docs[name], code[name]) for name in code if docs[name] != code[name]}
+    assert not wrong, f"docs/architecture.md's wiring differs from peers/runtime/peer_runtime.py: {wrong}"
+
+
+def test_the_wiring_reader_sees_a_service_and_what_it_receives():
+    source = """
+class _PeerRuntime:
+    def __init__(self, config):
+        self.state = state = PeerState()
+        self.router = router = Router(state, config.x)
+        self.store = store_ = Store(router, self.state)
+        self.part = store_.part
+        guard = Guard()
+        self.matcher = Matcher(router, store_, guard, self.part, helper(config))
+"""
+    assert runtime_wiring(source) == {
+        "state": ("PeerState", frozenset()), "router": ("Router", frozenset({"state"})),
+        "store": ("Store", frozenset({"router", "state"})), "part": ("store.part", frozenset({"store"})),
+        "guard": ("Guard", frozenset()), "matcher": ("Matcher", frozenset({"router", "store", "guard", "part"}))}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eventcloud.matching.reference import Bindings, match_pattern
+from eventcloud.matching.reference import match_pattern
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.sparql.subscription import Subscription, Var
 
@@ -24,10 +24,6 @@ class PartialMatch:
 
     remaining: tuple[int, ...]
     bindings: tuple[tuple[str, Term], ...]
-
-    def as_dict(self) -> Bindings:
-        return dict(self.bindings)
-
 
 
 def start(sub: Subscription) -> PartialMatch:

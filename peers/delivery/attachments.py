@@ -30,6 +30,7 @@ from eventcloud.wire.ops import Op
 from peers.delivery.subscribers import Subscribers, Session
 from peers.net import Router
 from peers.store import PeerState
+from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,9 @@ class _EntryAttachment:
 
 class Attachments:
     def __init__(self, state: PeerState, router: Router, delivery: Subscribers, clock: HybridClock,
-                 counters: Counter[str], *, attach_refresh: float, retry_window: float) -> None:
+                 counters: Counter[str], tasks: TaskStarter, *, attach_refresh: float, retry_window: float) -> None:
         self.state = state
+        self.tasks = tasks   # each attachment's refresh runs there
         self.router = router
         self.delivery = delivery
         self.clock = clock
@@ -64,17 +66,10 @@ class Attachments:
         self.retry_window = retry_window
         self._by_key: dict[tuple[str, int], _EntryAttachment] = {}
         self._by_conn: dict[RpcConnection, dict[str, _EntryAttachment]] = {}
-        self._nursery: trio.Nursery | None = None
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.ATTACH: self._on_attach, Op.ACK: self._on_ack, Op.RENEW: self._on_renew,
                 Op.SUBSCRIPTIONS: self._on_list, Op.MAILBOX_DELIVER: self._on_deliver}
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
 
     def _home(self, ident: str):  # noqa: ANN202 - a Point
         return self.state.space.key_point(ident)
@@ -82,7 +77,7 @@ class Attachments:
     # --- attaching ----------------------------------------------------------------------------
 
     async def _on_attach(self, conn: RpcConnection, body: Attach) -> Attached:
-        if self._nursery is None:
+        if not self.tasks.open:
             raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE)
         session = self.delivery.session(conn)
         previous = self._by_conn.get(conn, {}).get(body.id)
@@ -98,7 +93,7 @@ class Attachments:
         attachment.last = max(attachment.last, reply.after)
         attachment.acked = attachment.ack_sent = reply.acked
         try:
-            self._nursery.start_soon(self._keep_attached, attachment)
+            self.tasks.start_soon(self._keep_attached, attachment)
         except RuntimeError:
             self._detach(attachment)
             raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE) from None
@@ -118,9 +113,9 @@ class Attachments:
 
     def _detach(self, attachment: _EntryAttachment) -> None:
         attachment.scope.cancel()
-        if attachment.acked > attachment.ack_sent and self._nursery is not None:
+        if attachment.acked > attachment.ack_sent and self.tasks.open:
             try:
-                self._nursery.start_soon(self._last_ack, attachment)  # what was acknowledged is not lost
+                self.tasks.start_soon(self._last_ack, attachment)  # what was acknowledged is not lost
             except RuntimeError:
                 pass  # this peer is stopping: the subscriber gets those again and drops what it has
         if self._by_key.get((attachment.id, attachment.epoch)) is attachment:

@@ -42,11 +42,9 @@ from eventcloud.wire.ops import Op
 from peers.store import mailboxes as mb
 from peers.delivery.reconstruction import Gatherer, reconstruct
 from peers.net import FAILED, Router
-from peers.store import PeerState
-from peers.store import AsyncStore
-from peers.matching import OperatorRunner
-from peers.store import ZoneGuard
-from peers.matching import Stored, Subscriptions, indexing_box
+from peers.store import AsyncStore, PeerState, ZoneGuard
+from peers.matching import OperatorRunner, Stored, Subscriptions, indexing_box
+from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +84,12 @@ class _Pending:
 
 class Homes:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 gatherer: Gatherer, counters: Counter[str], *, physical_ms: Callable[[], int], retry_window: float,
+                 gatherer: Gatherer, counters: Counter[str], tasks: TaskStarter, *, physical_ms: Callable[[], int],
+                 retry_window: float,
                  attach_refresh: float, lease_check_every: float, ended_ttl: float, lease_grace: float,
                  reconstruct_deadline: float, guard: ZoneGuard, runner: OperatorRunner | None = None) -> None:
         self.state = state
+        self.tasks = tasks   # forwarders and mailbox writers run there
         self.guard = guard  # mailbox writes against zone changes (a join's split, a leave)
         self.router = router
         self.store = store
@@ -108,7 +108,6 @@ class Homes:
         self._pending: dict[str, list[_Pending]] = {}
         self._writing: set[str] = set()
         self._unremoved: set[str] = set()   # ended here, not yet removed from every peer
-        self._nursery: trio.Nursery | None = None
 
     @property
     def boxes(self) -> mb.Mailboxes:
@@ -126,10 +125,8 @@ class Homes:
         return self.state.has_zone and self.state.zone.contains(point_from_wire(box.record["home"]))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._lease_loop)
-            task_status.started()
+        task_status.started()
+        await self._lease_loop()
 
     # --- opening, attaching, acknowledging ----------------------------------------------------------
 
@@ -189,9 +186,7 @@ class Homes:
             current = _Forwarding(body.entry, body.epoch, after, trio.current_time())
             self._attachments[body.id] = current
             try:
-                if self._nursery is None:
-                    raise RuntimeError("not started")
-                self._nursery.start_soon(self._forward, body.id, current)
+                self.tasks.start_soon(self._forward, body.id, current)
             except RuntimeError:
                 del self._attachments[body.id]
                 raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE) from None
@@ -253,9 +248,7 @@ class Homes:
         self._pending.setdefault(ident, []).append(pending)
         if ident not in self._writing:
             try:
-                if self._nursery is None:
-                    raise RuntimeError("not started")
-                self._nursery.start_soon(self._writer, ident)
+                self.tasks.start_soon(self._writer, ident)
                 self._writing.add(ident)
             except RuntimeError:
                 self._pending[ident].remove(pending)

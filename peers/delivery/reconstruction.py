@@ -25,11 +25,10 @@ from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import EventGet, Notification, Quads
 from peers.publish import RecentPublications
 from eventcloud.wire.ops import Op
-from peers.matching import OperatorRunner
+from peers.matching import OperatorRunner, Stored
 from peers.queries import Queries
 from peers.net import Router
 from peers.store import PeerState
-from peers.matching import Stored
 
 __all__ = ["Gatherer", "reconstruct"]
 

@@ -44,8 +44,8 @@ from peers.config import LeaseSettings
 from peers.delivery.reconstruction import Gatherer, reconstruct
 from peers.net import Router
 from peers.store import PeerState
-from peers.matching import OperatorRunner
-from peers.matching import Stored, indexing_box, parse_cached
+from peers.matching import OperatorRunner, Stored, indexing_box, parse_cached
+from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +96,11 @@ class _Reconstruction:
 
 class Subscribers:
     def __init__(self, state: PeerState, router: Router, gatherer: Gatherer, clock: HybridClock, counters: Counter[str],
-                 *, physical_ms: Callable[[], int], leases: LeaseSettings, is_admin: Callable[[RpcConnection], bool],
+                 tasks: TaskStarter, *, physical_ms: Callable[[], int], leases: LeaseSettings, is_admin: Callable[[RpcConnection], bool],
                  retry_window: float, subscriber_buffer: int, seen_limit: int, reconstructors: int,
                  reconstruct_deadline: float, taxonomy: Callable[[], Taxonomy],
                  operators: OperatorSet = NO_OPERATORS, runner: OperatorRunner | None = None) -> None:
+        self.tasks = tasks   # sessions' pumps and the reconstructors run there
         self.state = state
         self.taxonomy = taxonomy   # this peer's class taxonomy (rebuilt bindings read it)
         self.operators = operators  # subscriptions may call them; rebuilt bindings evaluate them through runner
@@ -119,7 +120,6 @@ class Subscribers:
         self._sessions: dict[RpcConnection, Session] = {}
         self._by_id: dict[str, Session] = {}
         self._rebuild_send, self._rebuild_receive = trio.open_memory_channel[_Reconstruction](1024)
-        self._nursery: trio.Nursery | None = None
 
     @property
     def backlog(self) -> int:
@@ -135,13 +135,10 @@ class Subscribers:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Pumps and reconstructions run here, owned by the runtime's task for this service."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            for _ in range(self.reconstructors):
-                nursery.start_soon(self._reconstructor, self._rebuild_receive.clone())
-            nursery.start_soon(self.renew_sessions_forever)
-            task_status.started()
-            await trio.sleep_forever()
+        for _ in range(self.reconstructors):
+            self.tasks.start_soon(self._reconstructor, self._rebuild_receive.clone())
+        task_status.started()
+        await self.renew_sessions_forever()
 
     # --- subscribe / unsubscribe --------------------------------------------------------------
 
@@ -336,9 +333,7 @@ class Subscribers:
         if session is None:
             session = Session(conn, self.subscriber_buffer)
             try:
-                if self._nursery is None:
-                    raise RuntimeError("not started")
-                self._nursery.start_soon(self._pump, session)
+                self.tasks.start_soon(self._pump, session)
             except RuntimeError:
                 raise RequestError("this peer is stopping", ErrorCode.UNAVAILABLE) from None
             self._sessions[conn] = session

@@ -49,10 +49,7 @@ from eventcloud.wire.messages import (
 from eventcloud.wire.ops import Op
 from peers.matching.operators import OperatorRunner
 from peers.net import Router
-from peers.store import PeerState
-from peers.store import ZoneGuard
-from peers.store import AsyncStore
-from peers.store import notified
+from peers.store import AsyncStore, PeerState, ZoneGuard, notified
 from peers.matching.registry import Stored, Subscriptions
 from peers.tasks import gather
 

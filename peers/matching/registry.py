@@ -28,10 +28,8 @@ from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.sparql.texts import pack, unpack
 from eventcloud.wire.messages import SubscriptionRecord
 from eventcloud.wire.parsed import subscription_from_wire, subscription_to_wire
-from peers.store import PeerState
-from peers.store import AsyncStore
+from peers.store import AsyncStore, PeerState, drop_subscription, put_subscription
 from peers.matching.parsing import parse_subscription_locked
-from peers.store import drop_subscription, put_subscription
 
 __all__ = ["Stored", "Subscriptions", "parse_cached", "indexing_box"]
 
@@ -197,8 +195,11 @@ class Subscriptions:
         return stored.to_record(subscription_to_wire(stored.sub))
 
     async def remove(self, ident: str) -> bool:
-        """Forget a subscription (a tombstone keeps late copies of it out for a while)."""
-        self._tombstones[ident] = trio.current_time() + self.tombstone_ttl
+        """Forget a subscription (a tombstone keeps late copies of it out for `tombstone_ttl`)."""
+        now = trio.current_time()
+        self._expire_tombstones(now)
+        self._tombstones.pop(ident, None)   # re-added last: the dict stays in the order tombstones expire
+        self._tombstones[ident] = now + self.tombstone_ttl
         found = self._stored.pop(ident, None) is not None
         self.index.remove(ident)
         if found:
@@ -248,7 +249,12 @@ class Subscriptions:
         """How often stored subscriptions' REGEX patterns ran past their time budget."""
         return sum(r.timeouts for s in self._stored.values() for f in s.sub.filters for r in f.regexes)
 
-    def expire_tombstones(self, now: float) -> None:
-        for ident, until in list(self._tombstones.items()):
-            if until <= now:
-                del self._tombstones[ident]
+    def _expire_tombstones(self, now: float) -> None:
+        """Drop the tombstones past their time, oldest first: every removal adds one, so expiring
+        as they are added keeps them to the removals of the last `tombstone_ttl` seconds, at O(1)
+        per removal (they are kept in expiry order: one ttl, a clock that only goes forward)."""
+        while self._tombstones:
+            ident, until = next(iter(self._tombstones.items()))
+            if until > now:
+                return
+            del self._tombstones[ident]

@@ -39,9 +39,7 @@ from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, PeerSchema, SchemaInfo, SchemaLoad, SchemaNewer, SchemaOffer
 from eventcloud.wire.ops import Op
 from peers.net import Router
-from peers.store import PeerState
-from peers.store import Offload
-from peers.store import write_atomically
+from peers.store import Offload, PeerState, write_atomically
 from peers.matching.registry import Subscriptions
 
 __all__ = ["Schema", "load_taxonomy"]

@@ -44,11 +44,10 @@ from eventcloud.overlay import (
 )
 from eventcloud.wire.messages import AdoptAnnex, AnnexAsk, AnnexOffer, Empty, Load, PeerId
 from eventcloud.wire.ops import Op
-from peers.store import AsyncStore
-from peers.process import ProcessPeers
+from peers.store import AsyncStore, Offload, PeerState
+from peers.process import PeerLauncher, ProcessPeers
 from peers.membership.membership import Membership
 from peers.net import Router
-from peers.store import PeerState
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +66,18 @@ FRUITLESS_ROUNDS = 10
 
 class Annexes:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, membership: Membership,
-                 process: ProcessPeers, counters: Counter[str], *, limit: int, cap: int,
+                 process: ProcessPeers, launcher: PeerLauncher, counters: Counter[str], offload: Offload, *,
+                 limit: int, cap: int,
                  every: float, rng: random.Random, ready: trio.Event, retire: Callable[[], None]) -> None:
         self.state = state
         self.router = router
         self.store = store
         self.membership = membership
         self.process = process            # the host: every peer this process runs
+        #: where adopted annexes start: the process's top-level peer's launcher (an annex started
+        #: under another annex or a stand-in would end with it when that one hands its zone on)
+        self.launcher = launcher
+        self.offload = offload            # removing a failed adoption's folder, off the event loop
         self.counters = counters
         self.limit = limit                # more neighbours than this: cut (0: never)
         self.cap = cap                    # a host takes an annex only if it stays within this
@@ -213,9 +217,7 @@ class Annexes:
         return AnnexOffer(process.process_id, len(now), after, len(process.ids))
 
     async def _on_adopt(self, conn: RpcConnection, body: AdoptAnnex) -> PeerId:
-        host = self.process.annex_host
-        if host is None:
-            raise RequestError(f"peer {self.state.id}'s process cannot start peers", ErrorCode.UNAVAILABLE)
+        host = self.launcher
         if len(host.running) >= MAX_ANNEXES:
             raise RequestError(f"the process of peer {self.state.id} runs {MAX_ANNEXES} annexes already",
                                ErrorCode.BUSY)
@@ -226,7 +228,7 @@ class Annexes:
             except BaseException:
                 if directory is not None:   # a join that failed leaves no peer to restore
                     with trio.CancelScope(shield=True):
-                        await trio.to_thread.run_sync(shutil.rmtree, directory, True)
+                        await self.offload.run(shutil.rmtree, directory, True)
                 raise
         log.info("peer %s started annex %s for the peer at %s", self.state.id, running.id, body.owner)
         return PeerId(running.id)

@@ -10,7 +10,7 @@ that much could never leave or make room (2026-11-26).
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Mapping, Sequence
+from typing import Awaitable, Callable, Sequence
 
 from eventcloud.errors import ErrorCode, RequestError
 from eventcloud.overlay import CoordinateSpace, Zone
@@ -19,8 +19,7 @@ from eventcloud.wire.codec import point_from_wire, point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Decision, EventMeta, Handover
 from peers.store import mailboxes as mb
-from peers.store import AsyncStore
-from peers.store import add, decide, notified, remove
+from peers.store import AsyncStore, add, decide, notified, remove
 from peers.matching import Subscriptions
 
 __all__ = ["HANDOVER_CHUNK", "Outgoing", "items", "zone_content", "receive", "install", "drop_outside"]

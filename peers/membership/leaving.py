@@ -25,8 +25,7 @@ from peers.membership.handover import Outgoing, drop_outside, receive
 from peers.replication import OwnerReplication
 from peers.net import FAILED, Router
 from peers.membership.stabiliser import Stabiliser
-from peers.store import PeerState
-from peers.store import ZoneGuard
+from peers.store import ForeignQuads, PeerState, ZoneGuard
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +51,7 @@ class Leaving:
     persist: Callable[[], Awaitable[None]]
     retire: Callable[[RpcConnection], Awaitable[None]]
     leaving: bool
-    foreign_epoch: int
-    _foreign_writes: int
+    foreign: ForeignQuads
     _departed: dict[str, float]
     _held: list[Announce]
     _outgoing: Outgoing | None
@@ -207,13 +205,13 @@ class Leaving:
                 plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
                 if plan is None:
                     raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
-                self._foreign_writes += 1   # the leaver still answers for these quads until the zone is ours
-                self.foreign_epoch += 1
+                self.foreign.writes += 1   # the leaver still answers for these quads until the zone is ours
+                self.foreign.epoch += 1
                 try:
                     await self._install_leaving(body)
                     state.zone = plan.merged
                 finally:
-                    self._foreign_writes -= 1
+                    self.foreign.writes -= 1
                 state.neighbours = plan.table
                 await self.persist()
         except RequestError:  # refused: that peer keeps its zone, and has not departed

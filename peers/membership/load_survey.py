@@ -17,10 +17,9 @@ from eventcloud.overlay import CoordinateSpace, Point, climb, evenly, gains_enou
 from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.messages import Empty, Load, LoadAsk, Routed
 from eventcloud.wire.ops import Op
-from peers.store import AsyncStore
+from peers.store import AsyncStore, PeerState
 from peers.process import ProcessPeers
 from peers.net import Router
-from peers.store import PeerState
 
 log = logging.getLogger(__name__)
 

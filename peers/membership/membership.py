@@ -48,17 +48,15 @@ from eventcloud.wire.messages import (
     OverlayInfo, PeerId, Pong, Routed, Table,
 )
 from eventcloud.wire.ops import Op
-from peers.matching import check_same_operators
+from peers.matching import Subscriptions, check_same_operators
 from peers.replication import OwnerReplication
 from peers.net import Router
 from peers.membership.stabiliser import Stabiliser
-from peers.store import PeerState
-from peers.store import AsyncStore
+from peers.store import AsyncStore, ForeignQuads, PeerState, ZoneGuard
 from peers.membership.handover import Outgoing, drop_outside, install, receive, zone_content
 from peers.membership.leaving import DEPARTED_FOR, Leaving
 from peers.membership.load_survey import LoadSurvey
-from peers.matching import Subscriptions
-from peers.store import ZoneGuard
+from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +77,13 @@ class _PendingJoin:
 
 class Membership(Leaving):
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 transport: Transport, clock: HybridClock, counters: Counter[str], *,
+                 transport: Transport, clock: HybridClock, counters: Counter[str], tasks: TaskStarter, *,
                  replication: OwnerReplication, persist: Callable[[], Awaitable[None]],
                  retire: Callable[[RpcConnection], Awaitable[None]], rng: random.Random, join_timeout: float,
-                 retry_window: float, guard: ZoneGuard, operators: OperatorSet = NO_OPERATORS,
+                 retry_window: float, guard: ZoneGuard, foreign: ForeignQuads, operators: OperatorSet = NO_OPERATORS,
                  rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey) -> None:
         self.state = state
+        self.tasks = tasks               # join timers run there
         self.survey = survey             # whom a join splits: the busiest peer it finds
         self.rematch = rematch           # match events again after a split is undone (the matcher's)
         self.guard = guard               # zone changes wait for the stores decided from the zone
@@ -104,14 +103,8 @@ class Membership(Leaving):
         self.retry_window = retry_window
         self.lock = trio.Lock()          # serialises zone changes on this peer
         self._join_gate = trio.Semaphore(1)
-        self._pending: dict[str, _PendingJoin] = {}
-        #: writes under way after which the store holds quads outside the zone no more (a committed
-        #: split's drop, a take-over's install before the zones merge)
-        self._foreign_writes = 0
-        #: counts the times the store began to hold foreign quads: a reader that saw none before
-        #: and after its evaluation, and the same count, read none (`holds_foreign`)
-        self.foreign_epoch = 0
-        self._nursery: trio.Nursery | None = None
+        self._pending: dict[str, _PendingJoin] = foreign.joins  # a join under way: its quads are foreign here
+        self.foreign = foreign           # quads held here that another peer answers for (queries read it)
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
                                      retry_window=retry_window, rng=rng, leaving=lambda: self.leaving,
@@ -120,15 +113,6 @@ class Membership(Leaving):
         self._held: list[Announce] = []
         #: while our leave hands the zone over: what the heir fetches with `leave_data`
         self._outgoing: Outgoing | None = None
-
-    @property
-    def holds_foreign(self) -> bool:
-        """Does this peer's store hold quads outside its zone right now? Part of it is a joining
-        peer's (a split not yet committed, or committed but those quads not yet dropped: the
-        newcomer answers for them as soon as the commit returns), or a leaving neighbour's being
-        installed before its zone merges into ours (the leaver answers for them until then).
-        Readers then count this zone's own quads only, or both would count them."""
-        return bool(self._pending) or self._foreign_writes > 0
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit,
@@ -141,13 +125,11 @@ class Membership(Leaving):
     async def run(self, *, stabilise_every: float, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
         """Join timers and periodic stabilisation run here."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            if stabilise_every > 0:
-                await self.stabiliser.run(stabilise_every)
-            else:
-                await trio.sleep_forever()
+        task_status.started()
+        if stabilise_every > 0:
+            await self.stabiliser.run(stabilise_every)
+        else:
+            await trio.sleep_forever()
 
     async def _on_info(self, conn: RpcConnection, body: Empty) -> OverlayInfo:
         state = self.state
@@ -232,8 +214,8 @@ class Membership(Leaving):
         # Until it commits, the newcomer serves nothing: this peer must not pick it as its replica
         # (a copy sent there would wait for the join, and the join for the copy).
         self.replication.joining.add(body.id)
-        if self._nursery is not None:
-            self._nursery.start_soon(self._expire_join, body.id, body.address, pending)
+        if self.tasks.open:
+            self.tasks.start_soon(self._expire_join, body.id, body.address, pending)
         return grant.to_wire()
 
     def _annex_cut(self, body: JoinRequest) -> tuple[int, int, bool]:
@@ -266,11 +248,11 @@ class Membership(Leaving):
                 raise RequestError(f"cannot split zone for a join: {exc.message}", ErrorCode.UNAVAILABLE) from None
             pending = _PendingJoin(state.zone, dict(state.neighbours), plan.announce_to)
             # From the moment the zone shrinks, the store holds the newcomer's quads outside it:
-            # readers count this zone's own only (`holds_foreign`). Registered after the persist
+            # readers count this zone's own only (`ForeignQuads`). Registered after the persist
             # below, a status reaching this peer meanwhile counted all of them against the smaller
             # zone, and the newcomer's answer, once joined, tiled with it: 53,492 of 42,000.
             self._pending[new_id] = pending
-            self.foreign_epoch += 1
+            self.foreign.epoch += 1
             # What the newcomer takes, events' states included, is read before the zone shrinks
             # (nothing awaited in between): an event matched here after it skips the quads this
             # peer no longer owns and is marked notified; that mark must not reach the newcomer,
@@ -355,12 +337,12 @@ class Membership(Leaving):
                                ErrorCode.NOT_FOUND)
         pending.timer.cancel()
         self._join_gate.release()
-        self._foreign_writes += 1   # until the write below applies, the store still holds the newcomer's quads
-        self.foreign_epoch += 1
+        self.foreign.writes += 1   # until the write below applies, the store still holds the newcomer's quads
+        self.foreign.epoch += 1
         try:
             await drop_outside(self.store, self.subscriptions, state.zone, pending.outgoing.quads)
         finally:
-            self._foreign_writes -= 1
+            self.foreign.writes -= 1
             self.replication.joining.discard(body.id)
         newcomer = state.neighbours[body.id]
         records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}

@@ -52,11 +52,10 @@ from eventcloud.net.rpc import RpcConnection
 from eventcloud.overlay import Box, Neighbour, Point, Zone, gains_enough, heirs, lowest_corner, room_faces, should_move
 from eventcloud.wire.messages import PeerId, StepAside, Table
 from eventcloud.wire.ops import Op
-from peers.store import AsyncStore
+from peers.store import AsyncStore, PeerState
 from peers.membership.load_survey import LoadSurvey
 from peers.membership.membership import Membership
 from peers.net import FAILED, Router
-from peers.store import PeerState
 
 log = logging.getLogger(__name__)
 

@@ -53,9 +53,9 @@ class Stabiliser:
             with trio.move_on_after(interval * (0.5 + self.rng.random())):  # jittered
                 # sooner when a request meant for another peer reached this one (a stale entry at
                 # its address), or a peer refused one as not serving
-                await self.router.stale_found.wait()
+                await self.router.wait_stale()
                 await trio.sleep(STALE_PAUSE)
-            self.router.stale_found = trio.Event()
+            self.router.stale_seen()
             if self.state.has_zone:
                 try:
                     await self.drop_gone()
@@ -69,7 +69,7 @@ class Stabiliser:
         another one at the address they give, such as this peer itself after it rejoined on its
         old port): that peer is not there, wherever it went; the owner of its zone is learnt
         from the other neighbours' tables (`once`), and routing goes around it meanwhile."""
-        gone, self.router.gone = self.router.gone, {}
+        gone = self.router.take_gone()
         async with self.lock:
             stale = [k for k, address in gone.items()
                      if k in self.state.neighbours and self.state.neighbours[k].address == address]

@@ -36,6 +36,7 @@ from peers.net.auth import PeerAuth
 from peers.net.coalescer import Coalescer
 from peers.net.dispatch import Dispatcher
 from peers.store import PeerState
+from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +89,10 @@ class Router:
     """
 
     def __init__(self, state: PeerState, transport: Transport, clock: HybridClock, dispatcher: Dispatcher,
-                 counters: Counter[str], *, retry: RetryPolicy, max_hops: int, max_frame: int,
+                 counters: Counter[str], tasks: TaskStarter, *, retry: RetryPolicy, max_hops: int, max_frame: int,
                  partial_wait: float = 1.0, auth: PeerAuth | None = None) -> None:
         self.state = state
+        self.tasks = tasks   # pooled connections' readers run there
         self.transport = transport
         self.clock = clock
         self.dispatcher = dispatcher
@@ -110,19 +112,30 @@ class Router:
         #: id reached another peer there. Routing never takes them for an owner, and
         #: stabilisation drops them from our table (peers.membership.stabiliser)
         self.gone: dict[str, str] = {}
-        self._nursery: trio.Nursery | None = None
         self._coalescer = Coalescer(self.call, counters, push=self.push)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started()
-                await trio.sleep_forever()
+            task_status.started()
+            await trio.sleep_forever()
         finally:
-            self._nursery = None
             with trio.CancelScope(shield=True):
                 await self.close_connections()
+
+    async def wait_stale(self) -> None:
+        """Until a request meant for another peer reached this one, or a peer refused one as not
+        serving: a neighbour entry is stale (the stabiliser then looks sooner). Each call waits
+        for a new sign."""
+        await self.stale_found.wait()
+
+    def stale_seen(self) -> None:
+        """The stabiliser took the last sign into account: wait for a new one from now on."""
+        self.stale_found = trio.Event()
+
+    def take_gone(self) -> dict[str, str]:
+        """The entries known wrong since the last call (id -> the address that answered for another peer)."""
+        gone, self.gone = self.gone, {}
+        return gone
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.ROUTE: self._on_route}
@@ -146,9 +159,7 @@ class Router:
             conn = RpcConnection(stream, self.clock, name=f"{self.state.address}->{address}", counters=self.counters,
                                  max_frame=self.max_frame)
             try:
-                if self._nursery is None:
-                    raise RuntimeError("stopped")
-                self._nursery.start_soon(conn.run)
+                self.tasks.start_soon(conn.run)
             except RuntimeError:  # this peer is stopping: no new connection may start
                 await stream.aclose()
                 raise Unreachable(f"cannot reach {address}: peer {self.state.id} is stopping") from None

@@ -21,7 +21,8 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from eventcloud.errors import EventCloudError
-from peers.store import load_state
+from peers.store import Offload, load_state
+from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,6 @@ class ProcessPeers:
         self._peers: dict[str, tuple[Any, Callable[[], int]]] = {}
         self.process_id = uuid.uuid4().hex[:12]      # this process, as a host owning zones
         self.handing_on = False                # one of its annexes is leaving for another host
-        #: where annexes start: the top-level peer's (an annex started by another annex or a
-        #: stand-in would end with it, a crash of the annex, when that one hands its zone on)
-        self.annex_host: PeerLauncher | None = None
         self.adopting = trio.Semaphore(1)      # one annex started at a time
         self.warned_open = False  # the "no cluster secret" warning is said once per process
 
@@ -80,28 +78,29 @@ Launcher = Callable[..., Awaitable[None]]
 
 
 class PeerLauncher:
-    def __init__(self, launch: Launcher, data_dir: Path | None, folder: str = "standins") -> None:
+    def __init__(self, launch: Launcher, data_dir: Path | None, tasks: TaskStarter, offload: Offload,
+                 folder: str = "standins") -> None:
         self._launch = launch
+        self.tasks = tasks       # the peers it starts run there
+        self.offload = offload   # reading their files (inline under a test's mock clock: no thread hop)
         self.data_dir = data_dir / folder if data_dir is not None else None
         self.running: dict[str, Any] = {}     # id -> RunningPeer
-        self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            if self.data_dir is not None and self.data_dir.is_dir():
-                for directory in sorted(self.data_dir.iterdir()):
-                    if (directory / "peer.json").exists():
-                        try:
-                            state = await trio.to_thread.run_sync(load_state, directory)
-                            if state is None or not state.has_zone:   # it never served: nothing to restore
-                                log.warning("peer in %s never served a zone: not started", directory)
-                                continue
-                            await self.start(data_dir=directory)
-                        except EventCloudError as exc:
-                            log.warning("peer in %s did not start: %s", directory, exc)
-            task_status.started()
-            await trio.sleep_forever()
+        """Bring back the peers persisted in its folder, then serve until the peer stops."""
+        if self.data_dir is not None and self.data_dir.is_dir():
+            for directory in sorted(self.data_dir.iterdir()):
+                if (directory / "peer.json").exists():
+                    try:
+                        state = await self.offload.run(load_state, directory)
+                        if state is None or not state.has_zone:   # it never served: nothing to restore
+                            log.warning("peer in %s never served a zone: not started", directory)
+                            continue
+                        await self.start(data_dir=directory)
+                    except EventCloudError as exc:
+                        log.warning("peer in %s did not start: %s", directory, exc)
+        task_status.started()
+        await trio.sleep_forever()
 
     def standin_dir(self, ident: str) -> Path | None:
         return self.data_dir / ident if self.data_dir is not None else None
@@ -109,9 +108,9 @@ class PeerLauncher:
     async def start(self, **peer: Any) -> Any:
         """Start a peer (`data_dir` to restore, or `state` and `store` in memory, or what the
         launcher takes); its handle."""
-        if self._nursery is None:
+        if not self.tasks.open:
             raise EventCloudError("this peer is stopping: it cannot start another")
-        running = await self._nursery.start(self._run, peer)
+        running = await self.tasks.start(self._run, peer)
         self.running[running.id] = running
         return running
 

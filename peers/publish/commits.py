@@ -29,9 +29,7 @@ from eventcloud.wire.codec import point_from_wire, point_to_wire
 from eventcloud.wire.messages import Resolve
 from eventcloud.wire.ops import Op
 from peers.net import Router
-from peers.store import PeerState
-from peers.store import AsyncStore
-from peers.store import EventInfo, decide
+from peers.store import AsyncStore, EventInfo, PeerState, decide
 from peers.tasks import gather
 
 log = logging.getLogger(__name__)

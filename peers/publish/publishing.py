@@ -32,17 +32,13 @@ from eventcloud.wire.codec import point_from_wire, triple_from_wire, triple_to_w
 from eventcloud.wire.hlc import HybridClock, unpack
 from eventcloud.wire.messages import Commit, Deliver, Delivered, Delivery, Publish, Published, Receipt
 from eventcloud.wire.ops import Op
-from peers.publish.commits import ABORT, COMMIT, UNKNOWN, Commits
+from peers.publish.commits import ABORT, COMMIT, Commits, UNKNOWN
 from peers.matching import Matcher
 from peers.publish.owner_cache import OwnerCache
 from peers.publish.recent import RecentPublications
 from peers.net import FAILED, Router
-from peers.store import PeerState
-from peers.store import AsyncStore
-from peers.store import RESERVED_GRAPHS
-from peers.store import EventInfo, abort, add, commit
+from peers.store import AsyncStore, EventInfo, PeerState, RESERVED_GRAPHS, ZoneGuard, abort, add, commit
 from peers.tasks import gather
-from peers.store import ZoneGuard
 
 log = logging.getLogger(__name__)
 

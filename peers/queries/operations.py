@@ -38,14 +38,11 @@ from eventcloud.wire.messages import (
 )
 from eventcloud.wire.ops import Op
 from peers.net import Router
-from peers.store import PeerState
+from peers.store import AsyncStore, EventInfo, ForeignQuads, Offload, PeerState, delete, query_rows
 from peers.publish import COMMIT, Commits
 from peers.queries.candidates import QueryCandidates
-from peers.store import AsyncStore, Offload
-from peers.matching import analyse_locked
+from peers.matching import Subscriptions, analyse_locked
 from peers.queries.child_process import QueryBudget, evaluate_in_child
-from peers.store import EventInfo, delete, query_rows
-from peers.matching import Subscriptions
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +62,10 @@ MAX_CRAWLED = 100_000
 class Queries:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  commits: Commits, counters: Counter[str], *, offload: Offload,
-                 budget: QueryBudget | None = None, holds_foreign: Callable[[], bool] = lambda: False,
-                 foreign_epoch: Callable[[], int] = lambda: 0) -> None:
+                 budget: QueryBudget | None = None, foreign: ForeignQuads | None = None) -> None:
         self.state = state
         self.budget = budget               # gathered queries run in a child process under it (None: a thread)
-        self.holds_foreign = holds_foreign   # the store may hold quads outside our zone (a split, a take-over)
-        self.foreign_epoch = foreign_epoch   # how many times it began to
+        self.foreign = foreign if foreign is not None else ForeignQuads()  # quads another peer answers for
         self.commits = commits
         self.offload = offload
         self.router = router
@@ -165,10 +160,10 @@ class Queries:
         quads from before it to after it; else `own()`, read from this zone's quads only. A
         take-over's install or a split can begin while `whole` awaits (a decision asked for, a
         query in a worker thread): the store then holds quads another peer answers for too."""
-        epoch = self.foreign_epoch()
-        if not self.holds_foreign():
+        epoch = self.foreign.epoch
+        if not self.foreign.held:
             answer = await whole()
-            if not self.holds_foreign() and self.foreign_epoch() == epoch:
+            if not self.foreign.held and self.foreign.epoch == epoch:
                 return answer
             self.counters["reads_redone_for_foreign_quads"] += 1
         return await own()
@@ -331,7 +326,7 @@ class Queries:
     async def _held(self) -> int:
         """The quads this peer holds (a counter), or while its store holds quads outside its zone
         (a split or a take-over under way), those of its own zone only (a scan, for that while)."""
-        if not self.holds_foreign():
+        if not self.foreign.held:
             return self.store.held()
         return len(await self._mine((None, None, None, None), pending=True))
 

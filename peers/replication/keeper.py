@@ -36,9 +36,7 @@ from eventcloud.wire.messages import (
 from eventcloud.wire.ops import Op
 from peers.process import PeerLauncher
 from peers.net import FAILED, Router
-from peers.store import PeerState, save_state
-from peers.store import Offload
-from peers.store import PeerStore
+from peers.store import Offload, PeerState, PeerStore, save_state
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +61,12 @@ CLOSE_WAIT = 10.0
 
 
 class ReplicaKeeper:
-    def __init__(self, state: PeerState, router: Router, host: PeerLauncher, counters: Counter[str], *,
+    def __init__(self, state: PeerState, router: Router, standins: PeerLauncher, counters: Counter[str], *,
                  data_dir: Path | None, durable: bool, offload: Offload, heartbeat: float, failure_timeout: float,
                  departed: Callable[[str], bool]) -> None:
         self.state = state
         self.router = router
-        self.host = host
+        self.standins = standins   # starts a stand-in here when this peer takes a zone over
         self.counters = counters
         self.directory = data_dir / "replicas" if data_dir is not None else None
         self.durable = durable
@@ -216,7 +214,7 @@ class ReplicaKeeper:
         return Empty()
 
     async def _on_status(self, conn: RpcConnection, body: ReplicaOf) -> ReplicaStatus:
-        standin = self.host.holds(body.owner)
+        standin = self.standins.holds(body.owner)
         if body.owner in self._taken or standin is not None:
             incarnation = standin.state.incarnation if standin is not None else self._taken[body.owner]
             return ReplicaStatus(held=False, taken_over=True, incarnation=incarnation,
@@ -402,12 +400,12 @@ class ReplicaKeeper:
         log.warning("peer %s: peer %s (%s) stopped answering; taking its zone over (incarnation %d)",
                     self.state.id, copy.owner, copy.state.get("address"), incarnation)
         self.counters["takeovers"] += 1
-        target = self.host.standin_dir(copy.owner)
+        target = self.standins.standin_dir(copy.owner)
         if target is not None and copy.directory is not None:
             await self.offload.run(_move_copy, copy, target, state)
-            await self.host.start(data_dir=target)
+            await self.standins.start(data_dir=target)
         else:
-            await self.host.start(state=state, store=copy.store)
+            await self.standins.start(state=state, store=copy.store)
 
 
 def _move_copy(copy: _Copy, target: Path, state: PeerState) -> None:

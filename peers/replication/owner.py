@@ -27,9 +27,7 @@ from eventcloud.wire.messages import ReplicaOf, ReplicaState, ReplicaStatus, Rep
 from eventcloud.wire.ops import Op
 from peers.store import mailboxes as mb
 from peers.net import FAILED, Router
-from peers.store import PeerState
-from peers.store import AsyncStore
-from peers.store import Mutation, PeerStore, StoreError, add, decide, notified, put_subscription
+from peers.store import AsyncStore, Mutation, PeerState, PeerStore, StoreError, add, decide, notified, put_subscription
 from peers.tasks import gather
 
 log = logging.getLogger(__name__)
@@ -79,7 +77,7 @@ def _iri(graph: str):  # noqa: ANN202 - a trusted IRI for a stored graph name
 
 
 class OwnerReplication:
-    def __init__(self, state: PeerState, router: Router, counters: Counter[str], *,
+    def __init__(self, state: PeerState, router: Router, counters: Counter[str], store: AsyncStore, *,
                  local_peers: Callable[[], set[str]], retry_window: float, heartbeat: float) -> None:
         self.state = state
         self.router = router
@@ -87,7 +85,7 @@ class OwnerReplication:
         self.local_peers = local_peers      # ids of the peers this process runs (never a replica)
         self.retry_window = retry_window
         self.heartbeat = heartbeat
-        self.store: AsyncStore | None = None  # set by ReplicatedStore
+        self.store = store                    # the zone's store, copied whole to a new replica
         self._lock = trio.Lock()              # one full copy at a time
         self._later: list[list[Mutation]] = []  # non-durable writes, sent with the next batch
         #: Peers still joining through this one: they serve nothing until their join commits, so
@@ -227,7 +225,6 @@ class OwnerReplication:
 
     async def sync_to(self, ident: str, address: str) -> None:
         """Copy this whole zone (and this peer's state) to `address`, in chunks."""
-        assert self.store is not None
         state = self.state
         batches = await self.store.run(snapshot, self.store.sync)
         first = ReplicaSync(state.id, state.incarnation, state=_state_json(state), reset=True, done=not batches,
@@ -321,12 +318,14 @@ def _state_json(state: PeerState) -> dict[str, Any]:
 
 class ReplicatedStore(AsyncStore):
     """The store services write to: each group of writes is durable locally and on the replica
-    before any of them is acknowledged."""
+    before any of them is acknowledged. It builds the owner side of replication (`replication`)
+    for itself: each needs the other, the store to send its writes, replication to copy the store."""
 
-    def __init__(self, store: PeerStore, offload: bool, replication: OwnerReplication, **options: Any) -> None:
+    def __init__(self, store: PeerStore, offload: bool, *, state: PeerState, router: Router, counters: Counter[str],
+                 local_peers: Callable[[], set[str]], retry_window: float, heartbeat: float, **options: Any) -> None:
         super().__init__(store, offload, **options)
-        self.replication = replication
-        replication.store = self
+        self.replication = OwnerReplication(state, router, counters, self, local_peers=local_peers,
+                                            retry_window=retry_window, heartbeat=heartbeat)
 
     def _applies_now(self, mutations: list[Mutation], durable: bool) -> bool:
         return (not durable or not self.replication.enabled) and super()._applies_now(mutations, durable)

@@ -16,9 +16,8 @@ import trio
 from eventcloud.errors import EventCloudError
 from eventcloud.overlay import Point
 from eventcloud.wire.hlc import HybridClock
-from peers.store import Offload
+from peers.store import Offload, PeerState, save_state
 from peers.replication import OwnerReplication
-from peers.store import PeerState, save_state
 
 __all__ = ["REJOIN_FOR", "Superseded", "StartedOnce", "Lifetime", "Persistence", "drop_stale", "why_ended",
            "port_taken", "one_typed"]

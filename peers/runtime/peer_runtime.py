@@ -1,28 +1,16 @@
 """The trio runtime of one peer: builds its services, owns every nursery, listens, joins and serves.
 
-Construction is the wiring diagram (each service receives what it calls):
-
-    state, clock, dispatcher, host (stand-ins of crashed peers)
-    router(state, transport, clock, dispatcher)
-    replication(state, router)                   owner side: the zone's copy on a replica
-    store = ReplicatedStore(peer store, replication)
-    replicas(state, router, host)                replica side: copies, failure detection, takeover
-    subscriptions(state, store)                  the registry and its shared index
-    commits(state, router, store)                publication decisions
-    queries(state, router, store, subscriptions, commits)
-    delivery(state, router, queries, clock)      entry side: sessions, dedup, reconstruction
-    attachments(state, router, delivery, clock)  entry side of durable subscriptions
-    homes(state, router, store, subscriptions, queries)   their mailboxes, leases, forwarding
-    matcher(state, router, store, subscriptions, delivery.accept, clock)
-    storage(state, router, store, commits, matcher, clock)
-    membership(state, router, store, subscriptions, transport, clock, replication)
+Construction is the wiring (docs/architecture.md, "The daemon's wiring", lists it and a test
+keeps that list true): each service is built after what it calls and receives it in its
+constructor; the runtime registers every operation's handler explicitly and hands the services
+that leave tasks running a `TaskStarter` it serves.
 
 Everything runs under one nursery opened here: the listener, one task per connection (its
-RPC reader owns its request handlers), and each service's `run()`. Cancelling it (SIGTERM,
-Ctrl-C, a test's cancel scope) stops the peer; its state and store are on disk, so the same
-command brings it back. A peer restarted after a replica took its zone over finds out before
-it serves, drops its stale copy and joins again as a new peer (peers/runtime/lifecycle.py: what
-outlives one runtime).
+RPC reader owns its request handlers), the task starters and each service's `run()`.
+Cancelling it (SIGTERM, Ctrl-C, a test's cancel scope) stops the peer; its state and store are
+on disk, so the same command brings it back. A peer restarted after a replica took its zone
+over finds out before it serves, drops its stale copy and joins again as a new peer
+(peers/runtime/lifecycle.py: what outlives one runtime).
 """
 
 from __future__ import annotations
@@ -47,38 +35,22 @@ from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, OverlayInfo, Pong, ReplicaOf, ReplicaStatus, Table
 from eventcloud.wire.ops import Op
-from peers.membership import Annexes
-from peers.delivery import Attachments
-from peers.net import PeerAuth
-from peers.publish import Commits
+from peers.membership import Annexes, LoadSurvey, Membership, Rebalancer
+from peers.delivery import Attachments, Gatherer, Homes, Subscribers
+from peers.net import Dispatcher, PeerAuth, RetryPolicy, Router
+from peers.publish import Commits, Publishing, RecentPublications
 from peers.config import PeerConfig, advertised_address
-from peers.delivery import Subscribers
-from peers.net import Dispatcher
-from peers.delivery import Homes
 from peers.process import PeerLauncher, ProcessPeers
-from peers.matching import Matcher
-from peers.matching import OperatorRunner, load_operators
-from peers.matching import load_statistics
-from peers.membership import LoadSurvey
+from peers.matching import (
+    Matcher, OperatorRunner, Schema, Subscriptions, load_operators, load_statistics, load_taxonomy,
+)
 from peers.runtime.lifecycle import (
     REJOIN_FOR, Lifetime, Persistence, StartedOnce, Superseded, drop_stale, one_typed, port_taken, why_ended,
 )
-from peers.membership import Membership
-from peers.queries import Queries
-from peers.membership import Rebalancer
-from peers.delivery import Gatherer
-from peers.publish import RecentPublications
-from peers.replication import ReplicaKeeper
-from peers.replication import ReplicatedStore, OwnerReplication
-from peers.net import RetryPolicy, Router
-from peers.matching import Schema, load_taxonomy
-from peers.store import PeerState, StateError, load_state
-from peers.publish import Publishing
-from peers.store import AsyncStore, Offload
-from peers.queries import QueryBudget
-from peers.store import PeerStore
-from peers.matching import Subscriptions
-from peers.store import ZoneGuard
+from peers.queries import Queries, QueryBudget
+from peers.replication import OwnerReplication, ReplicaKeeper, ReplicatedStore
+from peers.store import AsyncStore, ForeignQuads, Offload, PeerState, PeerStore, StateError, ZoneGuard, load_state
+from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +76,7 @@ class RunningPeer:
     membership: Membership
     replication: OwnerReplication
     replicas: ReplicaKeeper
-    host: PeerLauncher
+    standins: PeerLauncher   # stand-ins this peer started for crashed peers whose replica it held
     runtime_limits: ConnectionLimits
     cancel_scope: Any      # stop() cancels whichever runtime of the peer is current
     stopped: trio.Event
@@ -140,20 +112,21 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                    task_status: trio.TaskStatus[RunningPeer] = trio.TASK_STATUS_IGNORED,
                    process: ProcessPeers | None = None, state: PeerState | None = None,
                    store: PeerStore | None = None, taxonomy: Taxonomy | None = None,
-                   join_annex: tuple[Zone, Zone] | None = None) -> None:
+                   join_annex: tuple[Zone, Zone] | None = None, annex_launcher: PeerLauncher | None = None) -> None:
     """Run one peer until cancelled; `task_status.started` gets a handle once it serves.
 
     `state` and `store` start an in-memory stand-in from a replica's copy (tests); with a data
     directory they come from its files. `taxonomy`: the class taxonomy to start with when the
-    data directory holds none (a stand-in starts with its launcher's)."""
+    data directory holds none (a stand-in starts with its launcher's). `process` and
+    `annex_launcher`: given to the other peers a process runs (stand-ins, annexes), None for its
+    first peer."""
     transport = transport or _tcp(config)
     once = StartedOnce(task_status)
     lifetime = Lifetime()
-    top_level = process is None   # its process's first peer: annexes start under it
     process = process if process is not None else ProcessPeers()
     try:
         await _run_once(_PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime,
-                                     join_annex=join_annex, top_level=top_level), once)
+                                     join_annex=join_annex, annex_launcher=annex_launcher), once)
         return
     except Superseded as first:
         superseded: Superseded | None = first
@@ -181,7 +154,7 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                 ident = "?"
                 try:
                     attempt = _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy, lifetime,
-                                           join_at=at, rejoining=True, top_level=top_level)
+                                           join_at=at, rejoining=True, annex_launcher=annex_launcher)
                     ident = attempt.state.id
                     log.info("peer %s (listening on %s): rejoining through %s", ident, listen, address)
                     await _run_once(attempt, once)
@@ -241,7 +214,7 @@ class _PeerRuntime:
     def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
                  state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None,
                  lifetime: Lifetime | None = None, join_at: Point | None = None, rejoining: bool = False,
-                 join_annex: tuple[Zone, Zone] | None = None, top_level: bool = False) -> None:
+                 join_annex: tuple[Zone, Zone] | None = None, annex_launcher: PeerLauncher | None = None) -> None:
         self.lifetime = lifetime = lifetime or Lifetime()
         self.join_at = join_at    # a rejoin moved by the rebalancer splits the zone holding this point
         self.join_annex = join_annex  # an annex takes this side of this zone (peers/membership/annexes.py)
@@ -263,19 +236,27 @@ class _PeerRuntime:
         offload = Offload(config.offloaded, 1)
         self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters)
         self.dispatcher = dispatcher = Dispatcher(counters, self.auth, ready_wait=config.retry_window)
-        self.host = PeerLauncher(self._launch_peer, data_dir)
-        self.annex_host = PeerLauncher(self._launch_peer, data_dir, "annexes")
-        if top_level:
-            process.annex_host = self.annex_host
+        # the long-lived tasks of each service that starts some run in a nursery of this runtime
+        self.tasks = {name: TaskStarter(name) for name in ("router", "standins", "annexes", "subscribers",
+                                                           "attachments", "homes", "membership")}
+        self.standins = PeerLauncher(self._launch_peer, data_dir, self.tasks["standins"], offload)
+        # Annexes run under the process's top-level peer, whichever of its peers adopts them (one
+        # started under a stand-in or an annex would end with it): a top-level peer runs its own
+        # launcher, every other peer of the process is handed that one.
+        self.runs_annexes = annex_launcher is None
+        self.annex_launcher = annex_launcher or PeerLauncher(self._launch_peer, data_dir, self.tasks["annexes"],
+                                                             offload, "annexes")
         self.physical_ms = physical_ms
-        self.router = router = Router(state, transport, clock, dispatcher, counters,
+        self.router = router = Router(state, transport, clock, dispatcher, counters, self.tasks["router"],
                                       retry=RetryPolicy(config.retry_window), max_hops=config.max_hops,
                                       max_frame=config.max_frame, auth=self.auth)
-        self.replication = replication = OwnerReplication(state, router, counters, local_peers=process,
-                                                     retry_window=config.retry_window, heartbeat=config.heartbeat)
         peer_store = store if store is not None else PeerStore(data_dir / "store" if data_dir is not None else None,
                                                                durable=config.fsync)
-        self.store = store_ = ReplicatedStore(peer_store, config.offloaded, replication)
+        self.store = store_ = ReplicatedStore(peer_store, config.offloaded, state=state, router=router,
+                                              counters=counters, local_peers=process, retry_window=config.retry_window,
+                                              heartbeat=config.heartbeat)
+        self.replication = replication = store_.replication
+        foreign = ForeignQuads()   # quads held during a split or a take-over: membership marks, queries read
         lifetime.store = store_
         self.operators = operators = load_operators(config.operators, plugins=config.operator_plugins)
         self.statistics = statistics = load_statistics(config.statistics_file)
@@ -298,23 +279,22 @@ class _PeerRuntime:
                                          offload=Offload(config.offloaded, 2),
                                          budget=QueryBudget(config.query_budget, config.query_memory_mb,
                                                             config.max_frame // 2)
-                                         if config.offloaded else None,
-                                         holds_foreign=lambda: self.membership.holds_foreign,
-                                         foreign_epoch=lambda: self.membership.foreign_epoch)
+                                         if config.offloaded else None, foreign=foreign)
         self.published = published = RecentPublications()
         gatherer = Gatherer(queries, counters, state=state, router=router, published=published)
         self.delivery = delivery = Subscribers(
-            state, router, gatherer, clock, counters, physical_ms=physical_ms, leases=config.leases,
+            state, router, gatherer, clock, counters, self.tasks["subscribers"], physical_ms=physical_ms,
+            leases=config.leases,
             is_admin=self.auth.is_admin, retry_window=config.retry_window,
             subscriber_buffer=config.subscriber_buffer, seen_limit=config.seen_limit,
             reconstructors=config.reconstructors, reconstruct_deadline=config.reconstruct_deadline,
             taxonomy=lambda: subscriptions.taxonomy, operators=operators, runner=runner)
-        self.attachments = attachments = Attachments(state, router, delivery, clock, counters,
+        self.attachments = attachments = Attachments(state, router, delivery, clock, counters, self.tasks["attachments"],
                                                      attach_refresh=config.attach_refresh,
                                                      retry_window=config.retry_window)
         guard = ZoneGuard()
         self.homes = homes = Homes(
-            state, router, store_, subscriptions, gatherer, counters, physical_ms=physical_ms,
+            state, router, store_, subscriptions, gatherer, counters, self.tasks["homes"], physical_ms=physical_ms,
             retry_window=config.retry_window, attach_refresh=config.attach_refresh,
             lease_check_every=config.lease_check_every, ended_ttl=config.ended_ttl, lease_grace=config.lease_grace,
             reconstruct_deadline=config.reconstruct_deadline, guard=guard, runner=runner)
@@ -338,31 +318,41 @@ class _PeerRuntime:
         joins_rng = random.Random(config.seed)   # the join's random point and its probes: one sequence
         self.survey = survey = LoadSurvey(state, router, store_, joins_rng, process)
         self.membership = membership = Membership(
-            state, router, store_, subscriptions, transport, clock, counters, replication=replication,
+            state, router, store_, subscriptions, transport, clock, counters, self.tasks["membership"],
+            replication=replication,
             persist=self.persistence.save, retire=self._retire, rng=joins_rng,
-            join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, operators=operators,
-            rematch=matcher.rematch, survey=survey)
+            join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, foreign=foreign,
+            operators=operators, rematch=matcher.rematch, survey=survey)
         self.rebalancer = Rebalancer(state, membership, survey, router, store_, counters, every=config.rebalance_every,
                                      ratio=config.rebalance_ratio, min_quads=config.rebalance_min_quads,
                                      make_room=config.rebalance_make_room,
                                      rng=random.Random(None if config.seed is None else config.seed + 2),
                                      table_of=membership.stabiliser.table_of, ready=dispatcher.ready,
                                      step_down=self._move)
-        self.annexes = Annexes(state, router, store_, membership, process, counters,
+        self.annexes = Annexes(state, router, store_, membership, process, self.annex_launcher, counters, offload,
                                limit=config.neighbour_limit, cap=config.host_neighbour_cap, every=config.annex_every,
                                rng=random.Random(None if config.seed is None else config.seed + 3),
                                ready=dispatcher.ready, retire=self._retire_now)
         self.replicas = replicas = ReplicaKeeper(
-            state, router, self.host, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
+            state, router, self.standins, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
             departed=membership.departed)
+        # Every operation and the service that serves it (the dispatcher refuses one registered twice).
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
-        for service in (router, queries, delivery, attachments, storage, membership, survey, replicas, self.schema,
-                        self.rebalancer, self.annexes):
-            dispatcher.register(service.handlers(), getattr(service, "routed", dict)(),
-                                getattr(service, "pushes", dict)(), getattr(service, "routed_batches", dict)())
-        dispatcher.register(routed={**matcher.routed(), **commits.routed(), **homes.routed()},
-                            batches=matcher.routed_batches())
+        dispatcher.register(router.handlers(), routed=router.routed())
+        dispatcher.register(queries.handlers(), routed=queries.routed(), batches=queries.routed_batches())
+        dispatcher.register(delivery.handlers(), routed=delivery.routed())
+        dispatcher.register(attachments.handlers())
+        dispatcher.register(storage.handlers(), routed=storage.routed(), pushes=storage.pushes())
+        dispatcher.register(membership.handlers(), routed=membership.routed())
+        dispatcher.register(survey.handlers(), routed=survey.routed())
+        dispatcher.register(replicas.handlers())
+        dispatcher.register(self.schema.handlers(), routed=self.schema.routed())
+        dispatcher.register(self.rebalancer.handlers())
+        dispatcher.register(self.annexes.handlers())
+        dispatcher.register(routed=matcher.routed(), batches=matcher.routed_batches())
+        dispatcher.register(routed=commits.routed())
+        dispatcher.register(routed=homes.routed())
 
     async def _ping(self, conn: RpcConnection, body: Empty) -> Pong:
         replica = self.state.replica
@@ -387,7 +377,7 @@ class _PeerRuntime:
                          seed=None)
         await run_peer(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
                        process=self.process, state=state, store=store, taxonomy=self.subscriptions.taxonomy,
-                       join_annex=annex[1:] if annex else None)
+                       join_annex=annex[1:] if annex else None, annex_launcher=self.annex_launcher)
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         config, limits = self.config, self.limits
@@ -426,9 +416,11 @@ class _PeerRuntime:
             with self.scope:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
+                    for starter in self.tasks.values():
+                        await nursery.start(_for_the_peers_lifetime, starter.serve)
                     await self._listen(nursery)
-                    for service in (self.router, self.matcher, self.delivery, self.attachments, self.homes, self.host,
-                                    self.annex_host):
+                    for service in (self.router, self.matcher, self.delivery, self.homes, self.standins,
+                                    *([self.annex_launcher] if self.runs_annexes else [])):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     if self.restored is not None and self.restored.has_zone:
                         await self.persistence.save()
@@ -457,10 +449,12 @@ class _PeerRuntime:
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     nursery.start_soon(self._step_down_when_superseded)
                     task_status.started(RunningPeer(
-                        state, self.counters, self.router, self.subscriptions, self.queries, self.delivery,
-                        self.matcher, self.storage, self.membership, self.replication, self.replicas, self.host,
-                        self.limits, self.lifetime, self.stopped, self.homes, self.attachments, self.schema, self.rebalancer,
-                        self.annexes))
+                        state=state, counters=self.counters, router=self.router, subscriptions=self.subscriptions,
+                        queries=self.queries, delivery=self.delivery, matcher=self.matcher, storage=self.storage,
+                        membership=self.membership, replication=self.replication, replicas=self.replicas,
+                        standins=self.standins, runtime_limits=self.limits, cancel_scope=self.lifetime,
+                        stopped=self.stopped, homes=self.homes, attachments=self.attachments, schema=self.schema,
+                        rebalancer=self.rebalancer, annexes=self.annexes))
                     await trio.sleep_forever()
         except BaseException as exc:
             if state.has_zone:   # a zone's owner ends: say why, naming it (a moved peer's id is a new one)

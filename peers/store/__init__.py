@@ -9,6 +9,7 @@ neighbours); `ZoneGuard` keeps a write decided from the zone from racing a split
 
 from peers.store import mailboxes
 from peers.store.async_store import AsyncStore, Offload
+from peers.store.foreign import ForeignQuads
 from peers.store.mutations import (
     RESERVED_GRAPHS, Mutation, abort, add, check_mutation, commit, decide, delete, drop_subscription, notified,
     put_subscription, remove,
@@ -18,7 +19,7 @@ from peers.store.state import PeerState, StateError, load_state, save_state
 from peers.store.wal import WriteAheadLog
 from peers.store.zone_guard import ZoneGuard
 
-__all__ = ["AsyncStore", "EventInfo", "Mutation", "Offload", "PeerState", "PeerStore", "RESERVED_GRAPHS", "StateError",
+__all__ = ["AsyncStore", "EventInfo", "ForeignQuads", "Mutation", "Offload", "PeerState", "PeerStore", "RESERVED_GRAPHS", "StateError",
            "StoreError", "WriteAheadLog", "ZoneGuard", "abort", "add", "check_mutation", "commit", "decide", "delete",
            "drop_subscription", "load_state", "mailboxes", "notified", "put_subscription", "query_rows", "remove",
            "save_state", "write_atomically"]

@@ -150,7 +150,13 @@ class Mailboxes:
     def apply(self, mutation: list) -> Any:
         kind, args = mutation[0], mutation[1:]
         self.dirty = True
-        return getattr(self, f"_{kind}")(*args)
+        return self._appliers[kind](*args)
+
+    @property
+    def _appliers(self) -> dict[str, Any]:
+        """Each mutation kind (the constructors above) and the method applying it."""
+        return {"box": self._box, "put": self._put, "ack": self._ack, "lease": self._lease, "end": self._end,
+                "forget": self._forget, "install": self._install}
 
     def _box(self, ident: str, record: dict[str, Any]) -> bool:
         found = self._boxes.get(ident)

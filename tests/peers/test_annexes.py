@@ -39,7 +39,7 @@ def _host_of(overlay, ident: str):
 
 def _annexes(peer) -> dict:
     """The annexes `peer`'s process runs (under its top-level peer, whichever peer adopted them)."""
-    return peer.annexes.process.annex_host.running
+    return peer.annexes.launcher.running
 
 
 async def test_crowded_peers_hand_their_empty_side_to_another_host(autojump_clock):

@@ -20,13 +20,10 @@ from eventcloud.client import connect
 from eventcloud.errors import ErrorCode, EventCloudError
 from eventcloud.testing import open_overlay, trio_ms
 from eventcloud.wire.messages import Notification
-from peers.store import AsyncStore
+from peers.store import AsyncStore, PeerStore, StoreError, ZoneGuard, commit, decide
 from peers.delivery.homes import _Pending
-from peers.store import ZoneGuard
 from peers.matching import Matcher
-from peers.store import commit, decide
 from peers.runtime.peer_runtime import _for_the_peers_lifetime
-from peers.store import PeerStore, StoreError
 from peers.runtime import dump_tasks
 
 

@@ -276,7 +276,7 @@ async def test_a_count_during_which_a_pending_event_commits_counts_it_once(autoj
 async def test_a_peer_whose_zone_just_shrank_for_a_join_counts_its_own_zone_only(autojump_clock):
     """A peer splitting its zone for a newcomer shrinks its zone, then persists it, and only
     after that registered the pending join that makes readers count its own zone's quads
-    (`holds_foreign`). A status reaching it during that persist counted every quad it held
+    (`ForeignQuads`). A status reaching it during that persist counted every quad it held
     against the smaller zone; the newcomer, joined by the time it answered, covered the rest,
     and the answers tiled: 53,492 of 42,000 in experiments/move_counts (the over-count was
     exactly the quads handed over). The pending join is now registered before the zone shrinks."""

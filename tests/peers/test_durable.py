@@ -116,8 +116,8 @@ async def test_the_home_dies_and_its_replica_keeps_the_mailbox(autojump_clock, a
                 got += await _take(sub, 20, seconds=120)
             assert [n.seq for n in got] == list(range(1, 31))
             assert {n.event for n in got} == {e.graph.value for e in events}
-            standin = next(p for p in overlay.peers if p is not home and p.host.holds(home.id) is not None)
-            assert standin.host.holds(home.id).homes.boxes.get(sub.id) is not None
+            standin = next(p for p in overlay.peers if p is not home and p.standins.holds(home.id) is not None)
+            assert standin.standins.holds(home.id).homes.boxes.get(sub.id) is not None
 
 
 async def test_leases_renew_and_expire_on_every_peer(autojump_clock):

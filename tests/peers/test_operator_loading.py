@@ -12,8 +12,9 @@ from eventcloud.matching.statistics import Statistics
 from eventcloud.operators import city, text
 from eventcloud.sparql.filters.operators import Operator
 from peers.config import PeerConfig
-from peers.matching import ENTRY_POINT_GROUP, OperatorLoadError, check_same_operators, load_operators
-from peers.matching import StatisticsError, load_statistics
+from peers.matching import (
+    ENTRY_POINT_GROUP, OperatorLoadError, StatisticsError, check_same_operators, load_operators, load_statistics,
+)
 
 
 def points(*values: str):

@@ -586,7 +586,7 @@ async def test_the_stand_ins_a_moved_peer_hosts_come_back_with_it_and_are_not_ta
         victim.stop()
         await overlay.network.kill(victim.address)
         await trio.sleep(30)                                   # past the failure timeout: taken over
-        standin = host.host.holds(victim.id)
+        standin = host.standins.holds(victim.id)
         assert standin is not None and standin.state.incarnation == 1
         zone = standin.state.zone
         assert (tmp_path / "host" / "standins").is_dir()

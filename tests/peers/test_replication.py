@@ -98,8 +98,8 @@ async def test_a_crashed_peer_is_taken_over_and_nothing_acknowledged_is_lost(aut
             assert victim.id in ids and not any(p.down for p in status.peers)
             standin = next(p for p in status.peers if p.id == victim.id)
             assert standin.quads >= held
-            hosts = [p for p in overlay.peers if p is not victim and p.host.holds(victim.id) is not None]
-            assert len(hosts) == 1 and hosts[0].host.holds(victim.id).state.incarnation == 1
+            hosts = [p for p in overlay.peers if p is not victim and p.standins.holds(victim.id) is not None]
+            assert len(hosts) == 1 and hosts[0].standins.holds(victim.id).state.incarnation == 1
             assert_exact_neighbour_tables(status)
             assert await publisher.count() == sum(len(e) for e in before + after)
             for event in before + after:

@@ -6,9 +6,9 @@ import pytest
 
 from eventcloud.rdf.model import IRI, XSD, Literal
 from eventcloud.rdf.oxigraph import quad_to_ox
-from peers.store import AsyncStore
-from peers.store import EventInfo, PeerStore, StoreError, abort, add, commit, decide, delete, notified, remove
-from peers.store import WriteAheadLog
+from peers.store import (
+    AsyncStore, EventInfo, PeerStore, StoreError, WriteAheadLog, abort, add, commit, decide, delete, notified, remove,
+)
 from tests.helpers import sample_events
 
 

@@ -8,9 +8,7 @@ from collections import Counter
 from eventcloud.rdf.model import IRI, RDF, XSD, CompoundEvent, Literal
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import SubscriptionRecord
-from peers.store import AsyncStore
-from peers.store import PeerState
-from peers.store import PeerStore
+from peers.store import AsyncStore, PeerState, PeerStore
 from peers.matching import Subscriptions
 from tests.helpers import EXT
 
@@ -95,3 +93,21 @@ def test_a_stored_subscription_costs_at_most_1_5_kb_beyond_its_index_entries() -
     for mix, n in (("chains", 8000), ("filters", 4000)):
         held = memory_per_subscription(subscriptions(n, mix))["registry"]
         assert held <= 1500, (mix, n, round(held))
+
+
+async def test_tombstones_expire_after_their_ttl_and_stay_bounded(autojump_clock) -> None:
+    """A removed subscription's tombstone keeps a late copy of it out for `tombstone_ttl`, then
+    goes: a peer that sees subscriptions come and go for days holds only the last ttl's."""
+    import trio
+
+    registry = Subscriptions(PeerState(), AsyncStore(PeerStore(None), False), Counter(), tombstone_ttl=60)
+    for i in range(1000):
+        await registry.remove(f"gone-{i}")
+        await trio.sleep(1)            # one removal a second: 60 tombstones live at any time
+    assert registry.removed("gone-999") and registry.removed("gone-941")
+    assert not registry.removed("gone-0") and not registry.removed("gone-939")
+    assert len(registry._tombstones) <= 61
+    await trio.sleep(61)
+    await registry.remove("last")
+    assert not registry.removed("gone-999") and registry.removed("last")
+    assert len(registry._tombstones) == 1

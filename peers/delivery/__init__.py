@@ -1,4 +1,8 @@
-"""TODO docstring for peers.delivery."""
+"""The subscriber's side of pub/sub. At the entry peer: subscribe and unsubscribe, sessions,
+dedup and pumps (`Subscribers`), durable subscriptions attached to connections
+(`Attachments`). At a durable subscription's home: its mailbox, numbering, lease and forwarding
+(`Homes`). Completing CSMA notifications with the whole event (`Gatherer`, `reconstruct`).
+"""
 
 from peers.delivery.attachments import Attachments
 from peers.delivery.homes import Homes

@@ -1,4 +1,8 @@
-"""TODO docstring for peers.matching."""
+"""Matching on a peer: the subscriptions stored here and their shared index (`Subscriptions`),
+OSMA's decisions and CSMA's chains (`Matcher`), registered operator functions evaluated once
+per event and off the loop when expensive (`OperatorRunner`), the class taxonomy every peer
+holds (`Schema`), offline statistics, and rdflib's parser behind one lock.
+"""
 
 from peers.matching.matcher import Matcher
 from peers.matching.operators import ENTRY_POINT_GROUP, OperatorLoadError, OperatorRunner, check_same_operators, load_operators

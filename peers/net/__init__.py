@@ -1,7 +1,11 @@
-"""TODO docstring for peers.net."""
+"""Reaching other peers: the connection pool and greedy unicast (`Router`), box multicast over
+them (`multicast`), one retry policy, the dispatch table that runs each operation here, and
+who may use which operations (`PeerAuth`: the cluster secret, the admin token).
+"""
 
 from peers.net.auth import PeerAuth
 from peers.net.dispatch import Dispatcher
-from peers.net.router import FAILED, RetryPolicy, Router
+from peers.net.retry import FAILED, RetryPolicy
+from peers.net.router import Router
 
 __all__ = ["Dispatcher", "FAILED", "PeerAuth", "RetryPolicy", "Router"]

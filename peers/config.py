@@ -92,7 +92,7 @@ class PeerConfig:
     lease_check_every: float = 1.0        # a home checks its mailboxes' leases this often
     ended_ttl: float = 86_400.0           # an ended durable subscription is remembered (to say why)
     lease_grace: float = 60.0             # peers drop a subscription this long after its lease ended
-    # operators (seed 001): docs/matching.md, "Operators"
+    # registered operator functions in FILTERs: docs/matching.md, "Operators"
     operators: tuple = ()                 # module names exposing OPERATORS, or Operator objects
     operator_plugins: bool = True         # also load the installed `eventcloud.operators` entry points
     operator_budget: float = 2.0          # seconds one call may take; past it, its FILTER is false

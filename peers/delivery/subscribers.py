@@ -1,6 +1,6 @@
 """The entry side of pub/sub: subscribe and unsubscribe, and delivery to subscribers.
 
-Timing rule (MISSION §3, docs/pubsub.md "Timing"): a subscription is stored on the peers of
+Timing rule (docs/pubsub.md, "Timing"): a subscription is stored on the peers of
 its indexing box only, and each stamps it with its own clock when it stores it; it then
 matches the events whose quads arrive there afterwards. `subscribe` returns once every peer
 of the box has stored it, so a publication made after that is matched, and one completed

@@ -1,4 +1,4 @@
-"""The overlay's class taxonomy (seed 000), held whole by every peer.
+"""The overlay's class taxonomy (RDFS subclass edges for is-a constraints), held whole by every peer.
 
 Is-a constraints (`?x rdf:type/rdfs:subClassOf* ex:C`, the is-a FILTER functions) are decided
 on whichever peer matches, so every peer holds the whole taxonomy: a handful of edges for any

@@ -3,9 +3,9 @@
 A zone may hold more than one frame carries: a split hands the newcomer its quads a chunk at a
 time (the first with the grant, the rest fetched with `join_data`), and a graceful leave hands
 the heir its first chunk with `take_over`, the heir fetching the rest with `leave_data` before
-the zones merge. A leave used to send the whole zone in one `take_over`: with 8 real peers on
-CityBench, take-overs of 34 and 45 MB were refused at the 32 MiB limit, and the peers holding
-that much could never leave or make room (2026-11-26).
+the zones merge. A zone sent whole in one `take_over` can pass the frame limit (34 and 45 MB
+zones on 8 peers holding CityBench), and a peer holding that much could then never leave or
+make room.
 """
 
 from __future__ import annotations

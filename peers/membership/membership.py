@@ -6,7 +6,7 @@ Join (new peer N; docs/overlay.md, "Balanced joins"):
   0. N picks whom to split (peers/membership/load_survey.py): it probes the load of a few random points'
      owners, keeps the busiest and climbs to a busier neighbour while there is one (from the
      probed peers' neighbours when all of them are empty). With no data found it keeps the
-     first random point, as before.
+     first random point.
   1. N asks any peer to route ``join_split`` to a point of the chosen zone; its owner O cuts
      its zone at the median of its quads (`overlay.cut_for`: the dimension split least often
      among those that cut the data evenly; the midpoint when O holds no data), keeps the
@@ -256,7 +256,7 @@ class Membership(Leaving):
             # What the newcomer takes, events' states included, is read before the zone shrinks
             # (nothing awaited in between): an event matched here after it skips the quads this
             # peer no longer owns and is marked notified; that mark must not reach the newcomer,
-            # or nobody notifies for those quads (a lost notification, found by the chaos test).
+            # or nobody notifies for those quads (a lost notification).
             quads, data = self._handover_of(plan.granted, held)
             log.info("peer %s: split for %s along dimension %d, %d of its %d quads go", state.id, new_id, cut[0],
                      len(quads), len(held))
@@ -264,8 +264,8 @@ class Membership(Leaving):
             state.neighbours = plan.owner_table
             # From here the split completes (the newcomer commits, or `_expire_join` undoes it) or
             # is undone now: cancelled in this persist (the joiner's request was cut off when the
-            # peer it came through moved), the zone stayed split with no newcomer, its upper half
-            # owned by nobody and refused for good (8 real peers, CityBench, 2026-11-26).
+            # peer it came through moved), the zone would stay split with no newcomer, its other
+            # half owned by nobody and refused for good.
             try:
                 with trio.CancelScope(shield=True):
                     await self.persist()

@@ -140,12 +140,11 @@ class Stabiliser:
 
     async def _tell(self, behind: dict[str, tuple[str, ...]]) -> None:
         """Announce this peer to neighbours whose tables are behind about it: they lack it, hold
-        an old zone or address of it, or hold other peers in its zone (ghosts). Stabilisation
-        used to repair a peer's own table only, and a neighbour learnt a zone's owner only from
-        its neighbours' tables: after a move whose announcements were lost (8 real peers moving
-        while CityBench was published), every table around a zone named the peer that had left
-        it at an address another peer now answered, none named its heir, and requests for that
-        zone waited for minutes. The heir knows; it says so."""
+        an old zone or address of it, or hold other peers in its zone (ghosts). Repairing only a
+        peer's own table is not enough: a neighbour that learns a zone's owner only from its
+        neighbours' tables can, after a move whose announcements were lost, find every table
+        around the zone naming the peer that left it, and requests for that zone wait for
+        minutes. The heir knows; it says so."""
         state = self.state
         if self.announce is None or self.leaving() or not state.has_zone:  # leaving: its heir's zone covers ours
             return

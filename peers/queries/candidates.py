@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["QueryCandidates", "LOOKUPS_PER_TREE"]
 
-#: Patterns a query may have for its fetches to be planned (more: each fetched whole, as before).
+#: Patterns a query may have for its fetches to be planned (more: each fetched whole).
 MAX_PLANNED = 32
 #: Estimates (multicasts) one query asks for at once.
 ESTIMATES_AT_ONCE = 8

@@ -270,8 +270,7 @@ class Queries:
         """Every peer's status; a peer that does not answer is listed as down (status never waits
         for the whole retry window). A multicast starts at the owner of the space's lowest corner
         (the overlay's first peer, as a rule): when that one is down, the peers are asked one by
-        one along their tables instead (it failed with "… unreachable" until its replica took
-        over, 2026-11-26)."""
+        one along their tables instead, so status answers before its replica takes it over."""
         try:
             peers, down = await self.router.multicast_partial(self.state.space.whole_space(), Op.STATUS_LOCAL,
                                                               Empty())

@@ -270,8 +270,8 @@ class ReplicaKeeper:
 
         Writes under way finish first (each holds its owner's lock; the thread it runs in cannot
         be cancelled), and none starts after (`_refuse_if_closing`): a copy closed under a
-        write in a moving peer failed that `replica_sync` with "write to closed file"
-        (query_bench with the rebalancer, 2026-11-27), and its checkpoint ran beside the write."""
+        write would fail that `replica_sync` with "write to closed file", and its checkpoint
+        would run beside the write."""
         self._closing = True
         held: list[trio.Lock] = []
         with trio.move_on_after(CLOSE_WAIT):

@@ -60,7 +60,7 @@ def drop_stale(data_dir: Path) -> None:
     store and the replicas it held for others (they choose new ones). The stand-ins and annexes
     it hosted are other peers' zones, not its own: they stay, and the peer's next runtime starts
     them again from `standins/` and `annexes/` (each first checks that nobody took its zone over
-    meanwhile). A rebalancer move used to delete them, which made every move a crash of those zones."""
+    meanwhile). Deleting them would make every move of this peer a crash of those zones."""
     state = data_dir / "peer.json"
     if state.exists():
         state.rename(data_dir / "peer.json.superseded")

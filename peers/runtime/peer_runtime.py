@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Awaitable, Callable, NoReturn
 
@@ -195,8 +196,8 @@ async def _run_once(runtime: "_PeerRuntime", once: StartedOnce) -> None:
 async def _for_the_peers_lifetime(run: Callable[..., Awaitable[None]], *,
                                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Run a service, which ends only when the peer stops (cancelled). One that returns leaves
-    the peer serving without it (a nursery that met a stray trio.Cancelled ends quietly: a
-    matcher did so once, and its peer went on storing events it never matched): the peer stops
+    the peer serving without it (a nursery that meets a stray trio.Cancelled ends quietly, and a
+    peer without its matcher would go on storing events it never matches): the peer stops
     instead, loudly, and its replica takes its zone over."""
     await run(task_status=task_status)
     raise RuntimeError(f"{getattr(run, '__qualname__', run)} ended while the peer was running")
@@ -312,7 +313,6 @@ class _PeerRuntime:
         self.scope = lifetime.scope = trio.CancelScope()
         if lifetime.stop_asked:
             self.scope.cancel()
-        self.stopped = lifetime.stopped
         self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
         self._nursery: trio.Nursery | None = None
         joins_rng = random.Random(config.seed)   # the join's random point and its probes: one sequence
@@ -443,7 +443,8 @@ class _PeerRuntime:
                         self.process.warned_open = True
                         log.warning("peer %s: no cluster secret is set, so any client can use peer operations "
                                     "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
-                    await nursery.start(_run_membership, self.membership, config.stabilise_every)
+                    await nursery.start(_for_the_peers_lifetime,
+                                        partial(self.membership.run, stabilise_every=config.stabilise_every))
                     for service in (self.storage, self.replication, self.replicas, self.schema, self.rebalancer,
                                     self.annexes):
                         await nursery.start(_for_the_peers_lifetime, service.run)
@@ -453,7 +454,7 @@ class _PeerRuntime:
                         queries=self.queries, delivery=self.delivery, matcher=self.matcher, storage=self.storage,
                         membership=self.membership, replication=self.replication, replicas=self.replicas,
                         standins=self.standins, runtime_limits=self.limits, cancel_scope=self.lifetime,
-                        stopped=self.stopped, homes=self.homes, attachments=self.attachments, schema=self.schema,
+                        stopped=self.lifetime.stopped, homes=self.homes, attachments=self.attachments, schema=self.schema,
                         rebalancer=self.rebalancer, annexes=self.annexes))
                     await trio.sleep_forever()
         except BaseException as exc:
@@ -472,9 +473,9 @@ class _PeerRuntime:
                         log.warning("peer %s: could not save its state on the way out: %s", state.id, exc)
                 self.store.sync.close()
             # A rejoin attempt that failed before serving leaves the peer to run_peer's loop,
-            # which tries the next address (it used to end the peer process: `stopped` was set).
+            # which tries the next address: setting `stopped` here would end the peer process.
             if not self.stepping_down and not (self.rejoining and not self.dispatcher.ready.is_set()):
-                self.stopped.set()
+                self.lifetime.stopped.set()
 
     async def _listen(self, nursery: trio.Nursery) -> None:
         config, restored = self.config, self.restored
@@ -571,10 +572,6 @@ async def _refuse(stream: trio.abc.Stream, clock: HybridClock, why: str) -> None
             await stream.aclose()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
-
-
-async def _run_membership(membership: Membership, stabilise_every: float, *, task_status: Any) -> None:
-    await membership.run(stabilise_every=stabilise_every, task_status=task_status)
 
 
 async def _stop_after_reply(conn: RpcConnection, scope: trio.CancelScope) -> None:

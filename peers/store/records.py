@@ -1,13 +1,13 @@
 """A peer store's own records, kept apart from its data: events' states and publication decisions.
 
-They used to live in named graphs of the data store (`urn:eventcloud:meta`,
-`urn:eventcloud:decisions`). To keep them out of answers, every pushed-down query named the
-visible event graphs as its dataset, and building that dataset cost 0.13–0.2 s on a peer of
-20,000 events (CityBench), whatever the query asked, growing with every event stored. In a
-store of their own (`records/` inside the store's folder; in memory beside a store in memory),
-the data store holds event graphs only, and a query with nothing pending reads it whole.
+Kept in named graphs of the data store, they would have to be kept out of every answer: each
+pushed-down query would name the visible event graphs as its dataset, a cost (0.13–0.2 s on a
+peer of 20,000 events) that grows with every event stored, whatever the query asks. In a store
+of their own (`records/` inside the store's folder; in memory beside a store in memory), the
+data store holds event graphs only, and a query with nothing pending reads it whole.
 
-A store of the older layout is carried over when opened (`carry_over`): the records are copied
+A store whose records are still in named graphs of the data store (`urn:eventcloud:meta`,
+`urn:eventcloud:decisions`, the first layout) is carried over when opened (`carry_over`): the records are copied
 and flushed first, then removed from the data store, so a crash in between leaves both copies
 and the next start carries over again.
 """

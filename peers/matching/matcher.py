@@ -20,15 +20,14 @@ the entry peer drops what it already delivered, so a subscriber sees each pair o
 A subscription that reaches a peer after quads it should have seen (a concurrent publication)
 starts CSMA chains from the stored quads: the OSMA fallback and CSMA's own rule.
 
-Matching runs in worker tasks fed by a bounded channel; a handler that finds it full waits at
-most `enqueue_timeout`, then answers `busy`. Work a worker produces for its own peer is done
-by that worker next, never queued behind itself.
+Matching runs in the workers of a bounded queue (peers/matching/work_queue.py), and reads the
+events it matches from memory while they are recent (peers/matching/held_events.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter, OrderedDict, deque
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Awaitable, Callable, Union
@@ -50,15 +49,15 @@ from eventcloud.wire.ops import Op
 from peers.matching.operators import OperatorRunner
 from peers.net import Router
 from peers.store import AsyncStore, PeerState, ZoneGuard, notified
+from peers.matching.held_events import HeldEvents
 from peers.matching.registry import Stored, Subscriptions
+from peers.matching.work_queue import WorkQueue
 from peers.tasks import gather
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Matcher"]
 
-WAITING_LIMIT = 100_000        # whole events kept in memory between their two phases
-RECENT_LIMIT = 50_000          # recent events whose quads held here are kept in memory for matching
 CHAINS_AT_ONCE = 64            # CSMA chains of one event started concurrently
 
 
@@ -80,9 +79,6 @@ class _First:
 
 
 Work = Union[_Committed, _First]
-
-#: How far up the task tree `_submit` looks for the worker it runs under.
-_TREE_DEPTH = 64
 
 
 class Matcher:
@@ -106,22 +102,19 @@ class Matcher:
         self.enqueue_timeout = enqueue_timeout
         self.outbox_every = outbox_every
         self.give_up_after = give_up_after
-        self._waiting: OrderedDict[str, CompoundEvent | None] = OrderedDict()
-        # quads held here of recent events: matching and CSMA steps read them, not the store
-        self._recent: OrderedDict[str, list[Quad]] = OrderedDict()
-        self._origins: OrderedDict[str, str] = OrderedDict()   # CSMA: where recent events were published
+        self.events = HeldEvents(store)   # recent events held here: matching reads no store for them
         self._busy: set[str] = set()   # events being matched right now
         self._steps_here = 0           # CSMA steps from other peers being run here
         # which CSMA chains share a first step (identical subscriptions always; contained ones unless off)
         self._grouper = ChainGrouper() if contained_chains else ChainGrouper(max_groups=0)
-        self._send, self._receive = trio.open_memory_channel[Work](work_queue)
-        self._inline: dict[trio.lowlevel.Task, deque[Work]] = {}   # each worker's own next work
+        self.queue = WorkQueue[Work](self._process, counters, workers=workers, size=work_queue,
+                                     enqueue_timeout=enqueue_timeout, name=state.id if state is not None else "")
 
     @property
     def backlog(self) -> int:
         """Matching work waiting here: steps queued and not yet taken by a worker, plus the CSMA
         chain steps that arrived from other peers and are being run (admission control reads it)."""
-        return self._send.statistics().current_buffer_used + self._steps_here
+        return self.queue.queued + self._steps_here
 
     def routed(self) -> dict[Op, Any]:
         return {Op.STORE_SUB: self._local_store_sub, Op.REMOVE_SUB: self._local_remove_sub,
@@ -132,42 +125,12 @@ class Matcher:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            for _ in range(self.workers):
-                nursery.start_soon(self._worker, self._receive.clone())
+            await nursery.start(self.queue.run)
             nursery.start_soon(self._outbox_loop)
             task_status.started()
 
-    def _worker_queue(self) -> deque[Work] | None:
-        """The own queue of the worker under which the caller runs: the worker's task or a task
-        started inside it (`gather`). Not a context variable: tasks copy their starter's context,
-        so a connection first opened by a worker (and every request later served on it) would
-        pass its work to that worker, which may be idle, waiting for the channel."""
-        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
-        for _ in range(_TREE_DEPTH):
-            if task is None:
-                return None
-            found = self._inline.get(task)
-            if found is not None:
-                return found
-            nursery = task.parent_nursery
-            task = nursery.parent_task if nursery is not None else None
-        return None
-
     async def _submit(self, work: Work) -> None:
-        inline = self._worker_queue()
-        if inline is not None:
-            inline.append(work)
-            return
-        try:
-            self._send.send_nowait(work)  # room in the queue: no cancel scope, no trip through the scheduler
-            return
-        except trio.WouldBlock:
-            pass
-        with trio.move_on_after(self.enqueue_timeout):
-            await self._send.send(work)
-            return
-        self.counters["matching_busy"] += 1
-        raise RequestError(f"peer {self.state.id} is overloaded: its matching queue stayed full", ErrorCode.BUSY)
+        await self.queue.submit(work)
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -180,50 +143,18 @@ class Matcher:
     def remember(self, graph: str, whole: CompoundEvent | None, held: list[Quad], origin: str = "") -> None:
         """Keep the whole event of a pending delivery until it commits (OSMA matches it then),
         and the quads of it held here (for matching and CSMA steps without a store read)."""
-        if whole is not None or graph not in self._waiting:  # quads of it may arrive in two parts
-            self._waiting[graph] = whole
-        self._waiting.move_to_end(graph)
-        if len(self._waiting) > WAITING_LIMIT:
-            self._waiting.popitem(last=False)  # it will be gathered from the owners instead
-        self.held(graph, held, origin)
+        self.events.remember(graph, whole, held, origin)
 
     def held(self, graph: str, quads: list[Quad], origin: str = "") -> None:
-        if origin:
-            self._origins[graph] = origin
-            if len(self._origins) > RECENT_LIMIT:
-                self._origins.popitem(last=False)
-        known = self._recent.get(graph)
-        if known is None:
-            self._recent[graph] = list(quads)
-        else:
-            known.extend(q for q in quads if q not in known)
-            self._recent.move_to_end(graph)
-        if len(self._recent) > RECENT_LIMIT:
-            self._recent.popitem(last=False)
+        self.events.held(graph, quads, origin)
 
     def forget(self, graph: str) -> None:
-        self._waiting.pop(graph, None)
-        self._recent.pop(graph, None)
-        self._origins.pop(graph, None)
+        self.events.forget(graph)
         self.runner.forget(graph)
-
-    async def _quads_here(self, graph: str, pattern: tuple | None = None) -> list[Quad]:
-        """Quads of one event held here (matching `pattern`): from memory for recent events."""
-        info = self.store.event_info(graph)
-        known = self._recent.get(graph)
-        if known is None or info is None or len(known) != info.held:
-            known = await self.store.find(trusted_iri(graph), None, None, None)
-            self._recent[graph] = known
-            if len(self._recent) > RECENT_LIMIT:
-                self._recent.popitem(last=False)
-        if pattern is None:
-            return known
-        _, s, p, o = pattern
-        return [q for q in known if (s is None or q.s == s) and (p is None or q.p == p) and (o is None or q.o == o)]
 
     async def on_committed(self, graph: str, whole: CompoundEvent | None = None) -> None:
         """An event committed here: match it."""
-        kept = self._waiting.pop(graph, None)
+        kept = self.events.take_whole(graph)
         await self._submit(_Committed(graph, whole or kept))
 
     async def rematch(self, graphs: list[str]) -> None:
@@ -341,37 +272,14 @@ class Matcher:
             raise BadRequest(f"rewritten subscription {record.id}: its remaining patterns do not fit it")
         index = next_pattern(sub, body.partial)
         done = 0
-        for quad in await self._quads_here(body.graph, sub.pattern_terms(index, dict(body.partial.bindings))):
+        for quad in await self.events.quads(body.graph, sub.pattern_terms(index, dict(body.partial.bindings))):
             advanced = await self._advance(sub, body.partial, index, quad, body.graph)
             if advanced is not None:
                 await self._chain(record, advanced, body.graph, body.size, body.published, members, body.origin)
                 done = 1
         return done
 
-    # --- the workers ----------------------------------------------------------------------------
-
-    async def _worker(self, receive: trio.MemoryReceiveChannel[Work]) -> None:
-        inline: deque[Work] = deque()
-        me = trio.lowlevel.current_task()
-        self._inline[me] = inline
-        try:
-            async with receive:
-                async for item in receive:
-                    inline.append(item)
-                    while inline:
-                        await self._do(inline.popleft())
-        finally:
-            del self._inline[me]
-
-    async def _do(self, work: Work) -> None:
-        try:
-            await self._process(work)
-        except EventCloudError as exc:
-            self.counters["matching_errors"] += 1
-            log.info("peer %s: matching step failed (retried later): %s", self.state.id, exc)
-        except Exception:
-            self.counters["matching_errors"] += 1
-            log.exception("peer %s: matching step failed", self.state.id)
+    # --- one piece of work (run by a worker of the queue) ------------------------------------
 
     async def _process(self, work: Work) -> None:
         if type(work) is _Committed:
@@ -410,7 +318,7 @@ class Matcher:
         if info is None or not info.committed or (info.notified and not work.again):
             return
         if len(self.subscriptions):
-            here = await self._quads_here(graph)
+            here = await self.events.quads(graph)
             if self.state.algorithm == "osma":
                 await self._osma(graph, here, info.size, info.published, work.whole)
             else:  # the chains of one event run at once (their notifications to an entry merge)
@@ -430,7 +338,7 @@ class Matcher:
             if stored is not None and info.published >= stored.t:
                 candidates.append(stored)
         firsts = []
-        origin = self._origins.get(quad.g.value, "")
+        origin = self.events.origin(quad.g.value)
         for plan in self._grouper.plan(candidates, lambda stored: stored.sub, lambda stored: stored.id):
             members = (*(ChainMember(s.id, s.entry, s.home) for s in plan.identical),
                        *(ChainMember(s.id, s.entry, s.home, contained=True) for s in plan.contained))

@@ -205,13 +205,9 @@ class Leaving:
                 plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
                 if plan is None:
                     raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
-                self.foreign.writes += 1   # the leaver still answers for these quads until the zone is ours
-                self.foreign.epoch += 1
-                try:
+                with self.foreign.writing():   # the leaver still answers for these quads until the zone is ours
                     await self._install_leaving(body)
                     state.zone = plan.merged
-                finally:
-                    self.foreign.writes -= 1
                 state.neighbours = plan.table
                 await self.persist()
         except RequestError:  # refused: that peer keeps its zone, and has not departed

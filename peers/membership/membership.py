@@ -103,7 +103,6 @@ class Membership(Leaving):
         self.retry_window = retry_window
         self.lock = trio.Lock()          # serialises zone changes on this peer
         self._join_gate = trio.Semaphore(1)
-        self._pending: dict[str, _PendingJoin] = foreign.joins  # a join under way: its quads are foreign here
         self.foreign = foreign           # quads held here that another peer answers for (queries read it)
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
@@ -205,7 +204,7 @@ class Membership(Leaving):
         try:
             grant, pending = await self._split_for(body.id, body.address, body if body.annex is not None else None)
         except BaseException:
-            cut_off = self._pending.pop(body.id, None)
+            cut_off = self.foreign.join_ended(body.id)
             if cut_off is not None and self.state.zone != cut_off.zone:  # split, then cut off: undone whole
                 with trio.CancelScope(shield=True):
                     await self._undo_split(cut_off)
@@ -251,8 +250,7 @@ class Membership(Leaving):
             # readers count this zone's own only (`ForeignQuads`). Registered after the persist
             # below, a status reaching this peer meanwhile counted all of them against the smaller
             # zone, and the newcomer's answer, once joined, tiled with it: 53,492 of 42,000.
-            self._pending[new_id] = pending
-            self.foreign.epoch += 1
+            self.foreign.join_began(new_id, pending)
             # What the newcomer takes, events' states included, is read before the zone shrinks
             # (nothing awaited in between): an event matched here after it skips the quads this
             # peer no longer owns and is marked notified; that mark must not reach the newcomer,
@@ -281,7 +279,7 @@ class Membership(Leaving):
     async def _on_join_data(self, conn: RpcConnection, body: NextChunk) -> Handover:
         """The next chunk of a pending join's quads; each one gives the newcomer another
         `join_timeout` before the split is undone."""
-        pending = self._pending.get(body.id)
+        pending = self.foreign.join(body.id)
         if pending is None:
             raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
                                ErrorCode.NOT_FOUND)
@@ -304,9 +302,9 @@ class Membership(Leaving):
                 silent = silent + 1 if answer is None else 0
                 if silent >= 2 or answer not in (None, new_id):
                     break
-        if self._pending.get(new_id) is not pending:  # committed (the commit cancelled the timer)
+        if self.foreign.join(new_id) is not pending:  # committed (the commit cancelled the timer)
             return
-        del self._pending[new_id]
+        self.foreign.join_ended(new_id)
         self.replication.joining.discard(new_id)
         log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
         await self._undo_split(pending)
@@ -331,18 +329,16 @@ class Membership(Leaving):
 
     async def _on_join_commit(self, conn: RpcConnection, body: JoinCommit) -> Empty:
         state = self.state
-        pending = self._pending.pop(body.id, None)
+        pending = self.foreign.join_ended(body.id)
         if pending is None:
             raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
                                ErrorCode.NOT_FOUND)
         pending.timer.cancel()
         self._join_gate.release()
-        self.foreign.writes += 1   # until the write below applies, the store still holds the newcomer's quads
-        self.foreign.epoch += 1
         try:
-            await drop_outside(self.store, self.subscriptions, state.zone, pending.outgoing.quads)
+            with self.foreign.writing():   # until the drop applies, the store still holds the newcomer's quads
+                await drop_outside(self.store, self.subscriptions, state.zone, pending.outgoing.quads)
         finally:
-            self.foreign.writes -= 1
             self.replication.joining.discard(body.id)
         newcomer = state.neighbours[body.id]
         records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}

@@ -11,21 +11,46 @@ saw none before and after its evaluation, with the same epoch, read none.
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 __all__ = ["ForeignQuads"]
 
 
 class ForeignQuads:
     def __init__(self) -> None:
-        #: joins under way on this peer, by newcomer id (membership keeps its pending joins here)
-        self.joins: dict[str, Any] = {}
-        #: writes under way after which the store holds foreign quads no more (a committed split's
-        #: drop, a take-over's install before the zones merge)
-        self.writes = 0
+        self._joins: dict[str, Any] = {}   # splits under way here, by newcomer id (membership's records)
+        #: writes under way after which the store holds foreign quads no more (a committed
+        #: split's drop, a take-over's install before the zones merge)
+        self._writes = 0
         self.epoch = 0
 
     @property
     def held(self) -> bool:
         """Does the store hold quads outside this peer's zone right now?"""
-        return bool(self.joins) or self.writes > 0
+        return bool(self._joins) or self._writes > 0
+
+    def join_began(self, ident: str, join: Any) -> None:
+        """A split for newcomer `ident` took effect here: the quads it takes are foreign until
+        the join ends (committed, then dropped; or undone)."""
+        self._joins[ident] = join
+        self.epoch += 1
+
+    def join(self, ident: str) -> Any | None:
+        """The record of the split under way for newcomer `ident`, if any."""
+        return self._joins.get(ident)
+
+    def join_ended(self, ident: str) -> Any | None:
+        """The split for `ident` ended (committed or undone); its record, if it was under way."""
+        return self._joins.pop(ident, None)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """A write under way after which the store holds the foreign quads no more (a committed
+        split's drop) or holds them as its own (a take-over's install, the zones merged)."""
+        self._writes += 1
+        self.epoch += 1
+        try:
+            yield
+        finally:
+            self._writes -= 1

@@ -240,8 +240,13 @@ async def test_real_peer_processes_run_annexes_and_lose_nothing_when_one_is_kill
                     found[state["id"]] = index
         return found
 
-    async def settled(client, why: str, seconds: float = 90):
-        """The status once every peer answers and the same peers did twice in a row, 3 s apart."""
+    async def settled(client, why: str, check, seconds: float = 90):
+        """The status once every peer answers, the same peers did twice in a row 3 s apart, and
+        `check(status)` finds nothing wrong (None). Membership changes go on for a while (annexes
+        cut and handed on; after the restart, the process's peers rejoining as new ones), and a
+        status taken in the middle of one may list an annex whose join has not reached every
+        table yet, or count a zone's quads on both sides of a split. So the checks run on a quiet
+        overlay; what stays wrong for `seconds` fails, naming the last thing found wrong."""
         previous, last = None, "nothing yet"
         with trio.move_on_after(seconds):
             while True:
@@ -252,11 +257,46 @@ async def test_real_peer_processes_run_annexes_and_lose_nothing_when_one_is_kill
                     previous, last = None, f"status refused: {exc.message}"
                     continue
                 ids = frozenset(p.id for p in status.peers)
-                last = f"{len(ids)} peers, down {[p.id for p in status.peers if p.down]}"
-                if ids == previous and not any(p.down for p in status.peers):
+                down = [p.id for p in status.peers if p.down]
+                quiet, previous = ids == previous and not down, ids
+                if not quiet:
+                    last = f"{len(ids)} peers, down {down}"
+                    continue
+                wrong = await check(status)
+                if wrong is None:
                     return status
-                previous = ids
+                last = wrong
         raise AssertionError(f"{why}: not settled within {seconds} s ({last})")
+
+    async def counted_once(status) -> str | None:
+        """Every acknowledged quad counted exactly once, by the peers' loads and by COUNT(*)."""
+        held, counted = sum(p.quads for p in status.peers), await client.count()
+        if held == total == counted:
+            return None
+        return f"{held} quads held and {counted} counted of {total} acknowledged"
+
+    async def exact(status) -> str | None:
+        """Neighbour tables exact, and every quad counted once."""
+        try:
+            assert_exact_neighbour_tables(status)
+        except AssertionError:
+            return "neighbour tables not exact"
+        return await counted_once(status)
+
+    running: dict[str, int] = {}
+
+    async def annexes_served(status) -> str | None:
+        """The annexes on disk are exactly the peers beside the 4 first ones, on ports of their own."""
+        running.clear()
+        running.update(annexes())
+        ids = {p.id for p in status.peers}
+        if not running:
+            return "no annex started"
+        if len(ids) != 4 + len(running) or not set(running) <= ids:
+            return f"{len(ids)} peers for 4 and {len(running)} annexes on disk"
+        if not {p.address for p in status.peers if p.id in running}.isdisjoint(cluster.addresses):
+            return "an annex serves on a first peer's port"
+        return await exact(status)
 
     try:
         async with connect(cluster.addresses, source="annexes") as client:
@@ -265,22 +305,13 @@ async def test_real_peer_processes_run_annexes_and_lose_nothing_when_one_is_kill
             with trio.move_on_after(60):
                 while not annexes():
                     await trio.sleep(1)
-            status = await settled(client, "after the annexes started")
-            running = annexes()
-            assert running, "no annex started"
-            assert len(status.peers) == 4 + len(running) and set(running) <= {p.id for p in status.peers}
-            assert {p.address for p in status.peers if p.id in running}.isdisjoint(cluster.addresses)
-            assert_exact_neighbour_tables(status)
-            assert sum(p.quads for p in status.peers) == total == await client.count()
+            await settled(client, "after the annexes started", annexes_served)
             victim = next(iter(running.values()))
             print(f"{len(running)} annexes in processes {sorted(set(running.values()))}; killing process {victim}")
             cluster.stop_peer(victim, signal.SIGKILL)
-            status = await settled(client, "after the kill")
-            assert sum(p.quads for p in status.peers) == total == await client.count()
+            await settled(client, "after the kill", counted_once)
             await trio.to_thread.run_sync(cluster.start_peer, victim)
-            status = await settled(client, "after the restart")
-            assert_exact_neighbour_tables(status)
-            assert sum(p.quads for p in status.peers) == total == await client.count()
+            await settled(client, "after the restart", exact)
             for event in events[::17]:
                 assert set(await client.find(event.graph, None, None, None)) == set(event.quads)
     finally:

@@ -20,9 +20,9 @@ from eventcloud.client import connect
 from eventcloud.errors import ErrorCode, EventCloudError
 from eventcloud.testing import open_overlay, trio_ms
 from eventcloud.wire.messages import Notification
-from peers.store import AsyncStore, PeerStore, StoreError, ZoneGuard, commit, decide
+from peers.store import AsyncStore, PeerStore, StoreError, commit, decide
 from peers.delivery.homes import _Pending
-from peers.matching import Matcher
+from peers.matching.work_queue import WorkQueue
 from peers.runtime.peer_runtime import _for_the_peers_lifetime
 from peers.runtime import dump_tasks
 
@@ -94,16 +94,14 @@ async def test_a_cancelled_caller_does_not_stop_a_mailboxs_writing_for_the_other
             assert {graph for graph, _, _ in box.retained.values()} == {"http://e.example/a", "http://e.example/b"}
 
 
-def _bare_matcher() -> Matcher:
-    return Matcher(None, None, None, None, None, None, Counter(), None,  # type: ignore[arg-type]
-                   workers=1, work_queue=8, enqueue_timeout=5, outbox_every=10_000, give_up_after=10_000,
-                   guard=ZoneGuard())
+def _queue(process) -> WorkQueue:  # type: ignore[no-untyped-def]
+    """A matching queue with one worker, doing `process`."""
+    return WorkQueue(process, Counter(), workers=1, size=8, enqueue_timeout=5)
 
 
 async def test_work_from_a_task_a_worker_started_elsewhere_is_queued_not_left_with_that_worker():
     """A connection first opened by a matching worker runs in the router's nursery; work that
     requests served on it submit must reach the queue, not the (idle) worker's own list."""
-    matcher = _bare_matcher()
     done: list[str] = []
     async with trio.open_nursery() as elsewhere:   # stands for the router's nursery
 
@@ -118,11 +116,11 @@ async def test_work_from_a_task_a_worker_started_elsewhere_is_queued_not_left_wi
 
         async def later() -> None:
             await trio.sleep(0.05)
-            await matcher._submit("served")  # type: ignore[arg-type]
+            await queue.submit("served")
 
-        matcher._process = process  # type: ignore[method-assign]
-        await elsewhere.start(matcher.run)
-        await matcher._submit("open")  # type: ignore[arg-type]
+        queue = _queue(process)
+        await elsewhere.start(queue.run)
+        await queue.submit("open")
         with trio.fail_after(5):
             while "served" not in done:
                 await trio.sleep(0.01)
@@ -131,23 +129,22 @@ async def test_work_from_a_task_a_worker_started_elsewhere_is_queued_not_left_wi
 
 
 async def test_work_a_worker_submits_from_its_own_tasks_is_done_by_it_next():
-    matcher = _bare_matcher()
     done: list[str] = []
 
     async def process(work) -> None:  # type: ignore[no-untyped-def]
         if work == "parent":
             async with trio.open_nursery() as inside:   # as `gather` does
-                inside.start_soon(matcher._submit, "child")
+                inside.start_soon(queue.submit, "child")
         done.append(work)
 
-    matcher._process = process  # type: ignore[method-assign]
+    queue = _queue(process)
     async with trio.open_nursery() as nursery:
-        await nursery.start(matcher.run)
-        await matcher._submit("parent")  # type: ignore[arg-type]
+        await nursery.start(queue.run)
+        await queue.submit("parent")
         with trio.fail_after(5):
             while len(done) < 2:
                 await trio.sleep(0.01)
-        assert matcher._send.statistics().current_buffer_used == 0   # never went through the queue
+        assert queue.queued == 0   # never went through the queue
         nursery.cancel_scope.cancel()
     assert done == ["parent", "child"]
 

@@ -158,12 +158,13 @@ class Annexes:
         next look for the host it costs least then (no longer this one, over its cap). Whether
         it did (this runtime then ends)."""
         state, process = self.state, self.process
-        if process.handing_on or process.most_crowded_empty_annex() != state.id or self.store.held() > 0:
+        if process.most_crowded_empty_annex() != state.id or self.store.held() > 0:
             return False
         if not heirs(state.zone, state.neighbours, tree_only=True):
             self.counters["annex_no_heir"] += 1
             return False
-        process.handing_on = True
+        if not process.begin_hand_on():
+            return False
         try:
             offers = await self._offers(set(state.neighbours), [n.address for n in state.neighbours.values()])
             best = choose_host(offers, self.cap, self.headroom)
@@ -177,7 +178,7 @@ class Annexes:
             await self.membership.replication.drop()
             self.counters["annexes_handed_on"] += 1
         finally:
-            process.handing_on = False
+            process.end_hand_on()
         self.retire()
         return True
 

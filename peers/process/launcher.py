@@ -36,9 +36,25 @@ class ProcessPeers:
         #: id -> (PeerState, the quads it holds) of each peer serving a zone here
         self._peers: dict[str, tuple[Any, Callable[[], int]]] = {}
         self.process_id = uuid.uuid4().hex[:12]      # this process, as a host owning zones
-        self.handing_on = False                # one of its annexes is leaving for another host
+        self._handing_on = False               # one of its annexes is leaving for another host
         self.adopting = trio.Semaphore(1)      # one annex started at a time
-        self.warned_open = False  # the "no cluster secret" warning is said once per process
+        self._warned_open = False  # the "no cluster secret" warning is said once per process
+
+    def first_open_warning(self) -> bool:
+        """True once per process: the first of its peers to find no cluster secret warns."""
+        first, self._warned_open = not self._warned_open, True
+        return first
+
+    def begin_hand_on(self) -> bool:
+        """Whether one of its annexes may start handing its zone on now (one at a time per
+        process); `end_hand_on` when it is done, whatever the outcome."""
+        if self._handing_on:
+            return False
+        self._handing_on = True
+        return True
+
+    def end_hand_on(self) -> None:
+        self._handing_on = False
 
     @property
     def ids(self) -> set[str]:

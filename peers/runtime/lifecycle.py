@@ -107,6 +107,15 @@ class Lifetime:
         self.stopped = trio.Event()
         self.stopping = trio.Event()   # a stop was asked: also wakes a peer waiting to rejoin
 
+    def runtime(self, state: PeerState, store: Any) -> trio.CancelScope:
+        """A runtime of the peer begins, with this state and store: the scope that stops it
+        (cancelled already if a stop was asked before it began)."""
+        self.state, self.store = state, store
+        self.scope = trio.CancelScope()
+        if self.stop_asked:
+            self.scope.cancel()
+        return self.scope
+
     @property
     def stop_asked(self) -> bool:
         return self.stopping.is_set()

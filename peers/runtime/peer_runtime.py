@@ -79,7 +79,7 @@ class RunningPeer:
     replicas: ReplicaKeeper
     standins: PeerLauncher   # stand-ins this peer started for crashed peers whose replica it held
     runtime_limits: ConnectionLimits
-    cancel_scope: Any      # stop() cancels whichever runtime of the peer is current
+    lifetime: Lifetime     # stop() cancels whichever runtime of the peer is current
     stopped: trio.Event
     homes: Homes
     attachments: Attachments
@@ -94,19 +94,19 @@ class RunningPeer:
     @property
     def current(self) -> PeerState:
         """The state of the peer's current runtime: after a move it is a new peer (`state` is the first's)."""
-        return getattr(self.cancel_scope, "state", None) or self.state
+        return self.lifetime.state or self.state
 
     @property
     def current_store(self) -> AsyncStore:
         """The store of the peer's current runtime (a moved peer has a new one)."""
-        return getattr(self.cancel_scope, "store", None) or self.rebalancer.store
+        return self.lifetime.store or self.rebalancer.store
 
     @property
     def address(self) -> str:
         return self.state.address
 
     def stop(self) -> None:
-        self.cancel_scope.cancel()
+        self.lifetime.cancel()
 
 
 async def run_peer(config: PeerConfig, transport: Transport | None = None, *, physical_ms=wall_clock_ms,
@@ -230,7 +230,6 @@ class _PeerRuntime:
                                                    replicas=config.replicas)
         if not state.overlay and restored is None and not config.join:
             state.overlay = uuid.uuid4().hex  # a new overlay's id
-        lifetime.state = state
         self.process = process
         self.clock = clock = HybridClock(physical_ms, state.clock)
         self.counters = counters = Counter[str]()
@@ -258,7 +257,6 @@ class _PeerRuntime:
                                               heartbeat=config.heartbeat)
         self.replication = replication = store_.replication
         foreign = ForeignQuads()   # quads held during a split or a take-over: membership marks, queries read
-        lifetime.store = store_
         self.operators = operators = load_operators(config.operators, plugins=config.operator_plugins)
         self.statistics = statistics = load_statistics(config.statistics_file)
         self.runner = runner = OperatorRunner(operators, counters, statistics, budget=config.operator_budget,
@@ -310,9 +308,7 @@ class _PeerRuntime:
                                          backlog=lambda: max(matcher.backlog, delivery.backlog),
                                          published=published)
         self.persistence = Persistence(state, clock, data_dir, offload, replication)
-        self.scope = lifetime.scope = trio.CancelScope()
-        if lifetime.stop_asked:
-            self.scope.cancel()
+        self.scope = lifetime.runtime(state, store_)   # what the peer's handle reads from now on
         self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
         self._nursery: trio.Nursery | None = None
         joins_rng = random.Random(config.seed)   # the join's random point and its probes: one sequence
@@ -439,8 +435,7 @@ class _PeerRuntime:
                         await self.persistence.save()
                         self.dispatcher.ready.set()
                     self.process.add(state, self.store.held)
-                    if self.auth.open and not self.process.warned_open:
-                        self.process.warned_open = True
+                    if self.auth.open and self.process.first_open_warning():
                         log.warning("peer %s: no cluster secret is set, so any client can use peer operations "
                                     "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
                     await nursery.start(_for_the_peers_lifetime,
@@ -453,7 +448,7 @@ class _PeerRuntime:
                         state=state, counters=self.counters, router=self.router, subscriptions=self.subscriptions,
                         queries=self.queries, delivery=self.delivery, matcher=self.matcher, storage=self.storage,
                         membership=self.membership, replication=self.replication, replicas=self.replicas,
-                        standins=self.standins, runtime_limits=self.limits, cancel_scope=self.lifetime,
+                        standins=self.standins, runtime_limits=self.limits, lifetime=self.lifetime,
                         stopped=self.lifetime.stopped, homes=self.homes, attachments=self.attachments, schema=self.schema,
                         rebalancer=self.rebalancer, annexes=self.annexes))
                     await trio.sleep_forever()

@@ -5,7 +5,8 @@ holds (`Schema`), offline statistics, and rdflib's parser behind one lock.
 """
 
 from peers.matching.matcher import Matcher
-from peers.matching.operators import ENTRY_POINT_GROUP, OperatorLoadError, OperatorRunner, check_same_operators, load_operators
+from peers.matching.operator_loading import ENTRY_POINT_GROUP, OperatorLoadError, check_same_operators, load_operators
+from peers.matching.operators import OperatorRunner
 from peers.matching.parsing import analyse_locked, parse_subscription_locked
 from peers.matching.registry import Stored, Subscriptions, indexing_box, parse_cached
 from peers.matching.schema import Schema, load_taxonomy

@@ -1,12 +1,6 @@
-"""Operators on a peer: loading them, and evaluating their calls off the event loop, once per event.
+"""Operator calls on a peer: evaluated once per event, off the event loop when expensive.
 
-Loading (`load_operators`): the `eventcloud.operators` entry-point group (installed plugins, each
-naming an `Operator`, an iterable of them, or a callable returning either) and the modules or
-`Operator` objects of `PeerConfig.operators` (a module exposes `OPERATORS`); a configured one
-replaces a plugin's under the same IRI. A module that cannot be imported or holds no operators
-is an `OperatorLoadError`: the peer does not start.
-
-Evaluating (`OperatorRunner`): matching is pure and synchronous; an operator call it cannot
+Which operators a peer has is peers/matching/operator_loading.py. Evaluating (`OperatorRunner`): matching is pure and synchronous; an operator call it cannot
 answer raises NeedCall (eventcloud.sparql.filters.operators). The runner keeps one CallTable per
 event (LRU), so every path that evaluates a subscription on this peer for that event (the
 index's residual plan, OSMA's decision, CSMA's steps, reconstruction at the entry) shares one
@@ -26,106 +20,28 @@ the loop from then on.
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
 import logging
 import time
 from collections import Counter, OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, TypeVar
 
 import trio
 
-from eventcloud.errors import EventCloudError, OperatorMismatch
 from eventcloud.matching.residual import EventMatch
 from eventcloud.matching.statistics import Statistics
 from eventcloud.sparql.filters.operators import (
-    FAILED, NO_OPERATORS, CallTable, NeedCall, Operator, OperatorSet, active, python_args, to_expression_value,
+    FAILED, CallTable, NeedCall, Operator, OperatorSet, active, python_args, to_expression_value,
 )
 from eventcloud.sparql.filters.values import ExprError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ENTRY_POINT_GROUP", "OperatorLoadError", "load_operators", "OperatorRunner", "check_same_operators"]
-
-ENTRY_POINT_GROUP = "eventcloud.operators"
+__all__ = ["OperatorRunner"]
 TABLES = 4096   # events whose call results a peer keeps
 POLL = 0.001    # seconds between looks at a call running in the pool
 T = TypeVar("T")
-
-
-class OperatorLoadError(EventCloudError):
-    """Operators named at peer start that cannot be loaded (a module missing or without OPERATORS)."""
-
-
-def _as_operators(found: Any, origin: str) -> list[Operator]:
-    if callable(found) and not isinstance(found, Operator):
-        found = found()
-    if isinstance(found, Operator):
-        return [found]
-    if isinstance(found, OperatorSet):
-        return list(found.values())
-    try:
-        items = list(found)
-    except TypeError:
-        raise OperatorLoadError(f"{origin} gives {type(found).__name__}, not operators") from None
-    if not all(isinstance(op, Operator) for op in items):
-        raise OperatorLoadError(f"{origin} gives something that is not an Operator")
-    return items
-
-
-def load_operators(configured: Iterable[Any] = (), *, plugins: bool = True,
-                   entry_points: Callable[[], Iterable[Any]] | None = None) -> OperatorSet:
-    """The peer's operator set: installed plugins (if `plugins`), then `configured` (module names
-    exposing OPERATORS, or Operator objects) replacing plugins' operators of the same IRI."""
-    by_iri: dict[str, Operator] = {}
-    if plugins:
-        points = entry_points() if entry_points is not None else importlib.metadata.entry_points(
-            group=ENTRY_POINT_GROUP)
-        for point in points:
-            try:
-                loaded = point.load()
-            except Exception as exc:
-                raise OperatorLoadError(f"operator plugin {point.name} ({point.value}) cannot be loaded: {exc}") from None
-            for op in _as_operators(loaded, f"operator plugin {point.name}"):
-                by_iri[op.iri] = op
-    mine: dict[str, Operator] = {}
-    for item in configured:
-        if isinstance(item, Operator):
-            ops = [item]
-        elif isinstance(item, str):
-            try:
-                module = importlib.import_module(item)
-            except ImportError as exc:
-                raise OperatorLoadError(f"operator module {item!r} cannot be imported: {exc}") from None
-            if not hasattr(module, "OPERATORS"):
-                raise OperatorLoadError(f"operator module {item!r} has no OPERATORS")
-            ops = _as_operators(module.OPERATORS, f"operator module {item!r}")
-        else:
-            ops = _as_operators(item, f"operator entry {item!r}")
-        for op in ops:
-            if op.iri in mine and mine[op.iri] is not op:
-                raise OperatorLoadError(f"two configured operators are registered under {op.iri}")
-            mine[op.iri] = op
-    by_iri.update(mine)
-    return OperatorSet(by_iri.values()) if by_iri else NO_OPERATORS
-
-
-def check_same_operators(mine: Iterable[str], overlay: Iterable[str], where: str) -> None:
-    """Raise OperatorMismatch naming the differences if a joiner's operators are not the overlay's."""
-    mine, overlay = set(mine), set(overlay)
-    if mine == overlay:
-        return
-    missing, extra = tuple(sorted(overlay - mine)), tuple(sorted(mine - overlay))
-    parts = []
-    if missing:
-        parts.append(f"the joining peer lacks the overlay's operator(s) {', '.join(missing)}")
-    if extra:
-        parts.append(f"the overlay lacks the joining peer's operator(s) {', '.join(extra)}")
-    raise OperatorMismatch(f"cannot join through {where}: every peer of an overlay must have the same operators; "
-                           + "; ".join(parts) + " (load them with --operators MODULE or as installed plugins)",
-                           missing, extra)
 
 
 def _invoke(op: Operator, values: tuple) -> tuple[bool, Any, float]:

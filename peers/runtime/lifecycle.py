@@ -15,12 +15,10 @@ import trio
 
 from eventcloud.errors import EventCloudError
 from eventcloud.overlay import Point
-from eventcloud.wire.hlc import HybridClock
-from peers.store import Offload, PeerState, save_state
-from peers.replication import OwnerReplication
+from peers.store import PeerState
 
-__all__ = ["REJOIN_FOR", "Superseded", "StartedOnce", "Lifetime", "Persistence", "drop_stale", "why_ended",
-           "port_taken", "one_typed"]
+__all__ = ["REJOIN_FOR", "Superseded", "StartedOnce", "Lifetime", "drop_stale", "why_ended", "port_taken",
+           "one_typed"]
 
 
 #: Seconds a peer rejoining as a new peer tries the addresses it knows before it gives up.
@@ -66,34 +64,6 @@ def drop_stale(data_dir: Path) -> None:
         state.rename(data_dir / "peer.json.superseded")
     for name in ("store", "replicas"):
         shutil.rmtree(data_dir / name, ignore_errors=True)
-
-
-class Persistence:
-    """Saves the peer's state (offloaded: it fsyncs), tells the replica, and retires a peer that left."""
-
-    def __init__(self, state: PeerState, clock: HybridClock, data_dir: Path | None, offload: Offload,
-                 replication: OwnerReplication) -> None:
-        self.state = state
-        self.clock = clock
-        self.data_dir = data_dir
-        self.offload = offload
-        self.replication = replication
-
-    async def save(self) -> None:
-        self.state.clock = self.clock.last
-        if self.data_dir is not None:
-            await self.offload.run(save_state, self.data_dir, self.state.to_json())  # a snapshot
-        await self.replication.state_changed()
-
-    def retire(self) -> None:
-        """This peer owns nothing any more: its state must not bring the zone back on a
-        restart (the file is kept, renamed, for inspection)."""
-        self.state.zone = None
-        if self.data_dir is not None:
-            path = self.data_dir / "peer.json"
-            if path.exists():
-                path.rename(self.data_dir / "peer.json.left")
-        self.data_dir = None
 
 
 class Lifetime:

@@ -45,8 +45,9 @@ from peers.process import PeerLauncher, ProcessPeers
 from peers.matching import (
     Matcher, OperatorRunner, Schema, Subscriptions, load_operators, load_statistics, load_taxonomy,
 )
+from peers.runtime.state_file import StateFile
 from peers.runtime.lifecycle import (
-    REJOIN_FOR, Lifetime, Persistence, StartedOnce, Superseded, drop_stale, one_typed, port_taken, why_ended,
+    REJOIN_FOR, Lifetime, StartedOnce, Superseded, drop_stale, one_typed, port_taken, why_ended,
 )
 from peers.queries import Queries, QueryBudget
 from peers.replication import OwnerReplication, ReplicaKeeper, ReplicatedStore
@@ -307,7 +308,7 @@ class _PeerRuntime:
                                          abort_after=config.abort_after, admit_backlog=config.admit_backlog,
                                          backlog=lambda: max(matcher.backlog, delivery.backlog),
                                          published=published)
-        self.persistence = Persistence(state, clock, data_dir, offload, replication)
+        self.persistence = StateFile(state, clock, data_dir, offload, replication)
         self.scope = lifetime.runtime(state, store_)   # what the peer's handle reads from now on
         self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
         self._nursery: trio.Nursery | None = None

@@ -8,7 +8,8 @@ neighbours); `ZoneGuard` keeps a write decided from the zone from racing a split
 """
 
 from peers.store import mailboxes
-from peers.store.async_store import AsyncStore, Offload
+from peers.store.async_store import AsyncStore
+from peers.store.offload import Offload
 from peers.store.foreign import ForeignQuads
 from peers.store.mutations import (
     RESERVED_GRAPHS, Mutation, abort, add, check_mutation, commit, decide, delete, drop_subscription, notified,

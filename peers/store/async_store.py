@@ -3,8 +3,7 @@
 `PeerStore` blocks (pyoxigraph on RocksDB, the log's fsync); `AsyncStore` runs its calls in one
 worker thread at a time, groups the writes that queue meanwhile into one log append and fsync
 (group commit), applies writes that need no disk wait right away, and checkpoints the log once
-it grows past `checkpoint_bytes`. `Offload` is the same off-the-loop runner for other blocking
-calls.
+it grows past `checkpoint_bytes`.
 """
 
 from __future__ import annotations
@@ -16,26 +15,10 @@ import trio
 from eventcloud.errors import ErrorCode
 from eventcloud.rdf.model import IRI, Quad, Term
 from peers.store.mutations import Mutation
+from peers.store.offload import Offload
 from peers.store.peer_store import MEMORY_ONLY, EventInfo, PeerStore, StoreError
 
-__all__ = ["AsyncStore", "Offload"]
-
-
-class Offload:
-    """Runs blocking calls in worker threads, at most `threads` at once, off the event loop.
-
-    With `enabled=False` calls run inline: for in-memory stores in tests under a mock clock,
-    where a thread would let virtual time jump while it works.
-    """
-
-    def __init__(self, enabled: bool, threads: int = 1) -> None:
-        self.enabled = enabled
-        self._limiter = trio.CapacityLimiter(threads)
-
-    async def run(self, fn: Any, *args: Any) -> Any:
-        if not self.enabled:
-            return fn(*args)
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+__all__ = ["AsyncStore"]
 
 
 class _Write:

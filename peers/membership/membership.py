@@ -223,7 +223,7 @@ class Membership:
             raise
         # Until it commits, the newcomer serves nothing: this peer must not pick it as its replica
         # (a copy sent there would wait for the join, and the join for the copy).
-        self.replication.joining.add(body.id)
+        self.replication.joining_began(body.id)
         if self.tasks.open:
             self.tasks.start_soon(self._expire_join, body.id, body.address, pending)
         return grant.to_wire()
@@ -316,7 +316,7 @@ class Membership:
         if self.foreign.join(new_id) is not pending:  # committed (the commit cancelled the timer)
             return
         self.foreign.join_ended(new_id)
-        self.replication.joining.discard(new_id)
+        self.replication.joining_ended(new_id)
         log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
         await self._undo_split(pending)
         self._join_gate.release()
@@ -350,7 +350,7 @@ class Membership:
             with self.foreign.writing():   # until the drop applies, the store still holds the newcomer's quads
                 await drop_outside(self.store, self.subscriptions, state.zone, pending.outgoing.quads)
         finally:
-            self.replication.joining.discard(body.id)
+            self.replication.joining_ended(body.id)
         newcomer = state.neighbours[body.id]
         records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}
         await self.announce(records, pending.announce_to)

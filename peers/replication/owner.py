@@ -90,13 +90,20 @@ class OwnerReplication:
         self._later: list[list[Mutation]] = []  # non-durable writes, sent with the next batch
         #: Peers still joining through this one: they serve nothing until their join commits, so
         #: copying our zone to one of them would wait for the very commit we are handling.
-        self.joining: set[str] = set()
+        self._joining: set[str] = set()
         self._pending_later = trio.Event()
         #: Set when this peer learns a replica took its zone over (it was frozen or cut off past
         #: the failure timeout): the runtime then stops serving the zone and rejoins.
         self.superseded = trio.Event()
         self.taken_over_at: str | None = None   # the stand-in's address, when the replica says it
         self.left = False                        # handed the zone over (`drop`): no replica any more
+
+    def joining_began(self, ident: str) -> None:
+        """Peer `ident` joins through this one: never its replica until `joining_ended`."""
+        self._joining.add(ident)
+
+    def joining_ended(self, ident: str) -> None:
+        self._joining.discard(ident)
 
     @property
     def enabled(self) -> bool:
@@ -183,7 +190,7 @@ class OwnerReplication:
         # (an entry at our own address is a stale one for the peer that listened here before:
         # copying the zone there copied it to ourselves, one copy in all)
         found = [(k, n.address) for k, n in self.state.neighbours.items()
-                 if k not in mine and k not in self.joining and n.address != self.state.address
+                 if k not in mine and k not in self._joining and n.address != self.state.address
                  and not self.router.suspected(k, n.address)]
         found.sort(key=lambda kv: (kv[1].rpartition(":")[0] == host, kv[0]))
         return found

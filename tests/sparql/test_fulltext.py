@@ -1,4 +1,4 @@
-"""Full-text FILTERs (seed 004): tokens, the expression grammar, its errors, and FILTERs using it.
+"""Full-text FILTERs (`ftcontains`, after RTF): tokens, the expression grammar, its errors, and FILTERs using it.
 
 The grammar's semantics are checked against `tests.helpers.ft_oracle`, an independent brute-force
 evaluator of expression trees (its own tokenizer, no parser: trees are rendered to text with

@@ -1,4 +1,4 @@
-"""Class taxonomies (seed 000): the Taxonomy value, the accepted path, is-a FILTER functions, against pyoxigraph.
+"""Class taxonomies (is-a constraints over RDFS subclasses): the Taxonomy value, the accepted path, is-a FILTER functions, against pyoxigraph.
 
 The oracle evaluates the same subscription over the event's quads plus the taxonomy's
 `rdfs:subClassOf` triples (in the event's graph), so `rdf:type/rdfs:subClassOf*` is evaluated by

@@ -14,10 +14,10 @@ from typing import Callable, Sequence
 
 import trio
 
-from eventcloud.cli.credentials import PEER_ENV
+from eventcloud.cli.credentials import PEER_ENV, TOKEN_ENV
 from eventcloud.cli.parser import build_parser
 from eventcloud.cli.render import root_cause
-from eventcloud.errors import EventCloudError
+from eventcloud.errors import ErrorCode, EventCloudError
 from eventcloud.net.transport import AddressError, parse_address
 
 __all__ = ["main", "COMMANDS"]
@@ -116,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cause = root_cause(exc)
         if isinstance(cause, EventCloudError):
             print(f"eventcloud {args.command}: {cause.message}", file=sys.stderr)
+            if cause.code is ErrorCode.FORBIDDEN and "admin token" in cause.message:
+                print(f"eventcloud {args.command}: give it with `eventcloud {args.command} --admin-token-file FILE …` "
+                      f"(a local cluster writes it to DATA_DIR/admin.token) or set {TOKEN_ENV}", file=sys.stderr)
             return 1
         if isinstance(cause, SystemExit):
             raise

@@ -67,8 +67,20 @@ def _say(line: str) -> None:
     print(f"eventcloud subscribe: {line}", file=sys.stderr, flush=True)
 
 
+#: What --format nquads prints (an event's quads) is only in notifications of this kind.
+_NQUADS_NEEDS = "event"
+
+
+def _nquads_refused(kind: str) -> int:
+    _say(f"--format nquads prints the events' quads, which only --kind event notifications carry (this "
+         f"subscription is of kind {kind}): use --kind event, or --format jsonl or table for {kind}")
+    return 2
+
+
 async def subscribe(args: argparse.Namespace) -> int:
     durable = args.durable or args.resume is not None
+    if args.format == "nquads" and args.resume is None and args.kind != _NQUADS_NEEDS:
+        return _nquads_refused(args.kind)   # before anything is made
     async with connect(args.peer, on_event=_say, **client_options(args)) as client:
         if args.resume is not None:
             state = StateFile(args.state_dir, args.resume)
@@ -77,6 +89,8 @@ async def subscribe(args: argparse.Namespace) -> int:
             sub = await client.resume(args.resume, _ticket(args, saved), after, auto_ack=False)
             header = {"subscription": sub.id, "status": "resumed", "durable": True, "after": sub.resumed_after,
                       "expires": sub.expires}
+            if args.format == "nquads" and sub.kind != _NQUADS_NEEDS:
+                return _nquads_refused(sub.kind)   # resumed, nothing acknowledged: a later resume gets it all
         else:
             sub = await client.subscribe(args.sparql, kind=args.kind, durable=durable, lease=args.lease or 0.0,
                                          auto_ack=False)

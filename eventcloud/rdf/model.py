@@ -32,6 +32,11 @@ class IRI:
     value: str
 
     def __post_init__(self) -> None:
+        if type(self.value) is not str:   # an IRI, or a str subclass such as rdflib's URIRef: its text
+            if isinstance(self.value, IRI):
+                object.__setattr__(self, "value", self.value.value)
+            elif isinstance(self.value, str):
+                object.__setattr__(self, "value", str(self.value))
         if not isinstance(self.value, str) or not self.value:
             raise ModelError(f"an IRI must be a non-empty string, got {self.value!r}")
         if _IRI_FORBIDDEN.search(self.value):
@@ -56,6 +61,14 @@ class Literal:
     def __post_init__(self) -> None:
         if not isinstance(self.lexical, str):
             raise ModelError(f"a literal's lexical form must be a string, got {self.lexical!r}")
+        if type(self.datatype) is not str:   # an IRI, or rdflib's URIRef: the IRI's text
+            if isinstance(self.datatype, IRI):
+                object.__setattr__(self, "datatype", self.datatype.value)
+            elif isinstance(self.datatype, str):
+                object.__setattr__(self, "datatype", str(self.datatype))
+            else:
+                raise ModelError(f"a literal's datatype must be an IRI (an IRI object or its string), "
+                                 f"got {self.datatype!r}")
         if self.language is not None:
             if not _LANG.match(self.language):
                 raise ModelError(f"invalid language tag {self.language!r}")

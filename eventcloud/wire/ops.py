@@ -118,6 +118,10 @@ PEER_PUSH_OPS = frozenset({Op.COMMIT})
 REQUEST_OPS = CLIENT_OPS | PEER_OPS
 #: Operations that change or stop the overlay, and so need the admin token when one is set.
 ADMIN_OPS = frozenset({Op.LEAVE, Op.DELETE, Op.SUBSCRIPTIONS, Op.SCHEMA_LOAD})
+#: What each administrative operation does, in the words a refusal uses (never the op's wire name).
+ADMIN_OP_WORDS: dict[Op, str] = {Op.LEAVE: "making a peer leave", Op.DELETE: "deleting an event",
+                                 Op.SUBSCRIPTIONS: "listing every subscription",
+                                 Op.SCHEMA_LOAD: "loading a class taxonomy"}
 
 
 def parse_op(name: object) -> Op | None:

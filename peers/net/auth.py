@@ -28,7 +28,7 @@ from typing import Any
 from eventcloud.errors import ErrorCode, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import Admin, Auth, Challenge, Empty, Hello, PeerId
-from eventcloud.wire.ops import ADMIN_OPS, PEER_OPS, Op
+from eventcloud.wire.ops import ADMIN_OP_WORDS, ADMIN_OPS, PEER_OPS, Op
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,9 @@ class PeerAuth:
                                f"the cluster secret", ErrorCode.FORBIDDEN)
         if op in ADMIN_OPS and self.admin_token is not None and role not in (ADMIN, PEER):
             self.counters["refused_admin_ops"] += 1
-            raise RequestError(f"operation {op.value!r} needs the admin token (eventcloud --admin-token, "
-                               f"or EVENTCLOUD_ADMIN_TOKEN)", ErrorCode.FORBIDDEN)
+            what = ADMIN_OP_WORDS.get(op, f"operation {op.value}")
+            raise RequestError(f"{what} needs the overlay's admin token, and this connection did not present it",
+                               ErrorCode.FORBIDDEN)
 
     def is_admin(self, conn: RpcConnection) -> bool:
         """May `conn` use administrative operations (no admin token set, or it presented it)?"""

@@ -133,6 +133,21 @@ def test_subscribe_head_and_count_zero(cluster):
     assert len(out.splitlines()) == 2 and "Traceback" not in err and "BrokenPipe" not in err, err
 
 
+def test_nquads_output_needs_event_notifications(cluster):
+    """`--format nquads` prints events' quads: with bindings or signals it would print only
+    comments, so the combination is refused before anything is made, saying what to use."""
+    sparql = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s <{EX}p0> ?o }} }}"
+    for kind in ("bindings", "signal"):
+        done = cli("subscribe", "--peer", cluster.entry, "--kind", kind, "--format", "nquads", "--count", "1", sparql,
+                   timeout=30)
+        assert done.returncode == 2 and done.stdout == "", done
+        assert "--kind event" in done.stderr and "--format jsonl" in done.stderr and kind in done.stderr
+        no_traceback(done.stderr)
+    made = cli("subscribe", "--peer", cluster.entry, "--kind", "event", "--format", "nquads", "--count", "0", sparql,
+               timeout=30)
+    assert made.returncode == 0, made
+
+
 def test_cluster_reports_a_peer_exit_once(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", "2", "--data-dir",
                              str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)

@@ -49,7 +49,9 @@ async def test_cli_publish_query_status_and_restart(cluster, tmp_path):
     done = cli("find", "--peer", cluster.entry, "-g", f"<{graph}>")
     assert sorted(done.stdout.splitlines()) == sorted(q.n_quads() for q in events[7].quads)
     done = cli("delete", "--peer", cluster.entry, graph)  # the cluster has an admin token
-    assert done.returncode == 1 and "needs the admin token" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 1 and "deleting an event needs the overlay's admin token" in done.stderr, done.stderr
+    assert "`eventcloud delete --admin-token-file FILE" in done.stderr and "Traceback" not in done.stderr
+    assert "'delete'" not in done.stderr   # no wire operation names
     done = cli("delete", "--peer", cluster.entry, graph, "--admin-token-file", str(cluster.admin_token_file))
     assert done.returncode == 0 and "deleted 5 quads" in done.stdout
     assert cli("find", "--peer", cluster.entry, "--count").stdout.strip() == "995"

@@ -43,6 +43,11 @@ class ClientError(EventCloudError):
     default_code = ErrorCode.BAD_REQUEST
 
 
+#: Seconds a new connection may take to answer its first requests: a server that accepts and
+#: never answers (an HTTP server waiting for a request line) is reported, not waited on forever.
+HANDSHAKE_TIMEOUT = 10.0
+
+
 class Link:
     def __init__(self, seeds: list[str], transport: Transport, clock: HybridClock, *, admin_token: str | None,
                  reconnect: float, on_push: Callable[[Op, dict[str, Any]], None],
@@ -133,16 +138,23 @@ class Link:
         async with open_connection(stream, self.clock, on_push=lambda conn, op, body: self.on_push(op, body),
                                    on_close=on_close, name=f"client->{address}") as conn:
             try:
-                if self.admin_token is not None:
-                    await conn.call(Op.ADMIN, Admin(self.admin_token))
-                info = OverlayInfo.from_wire(await conn.call(Op.OVERLAY_INFO, Empty()))
+                with trio.fail_after(HANDSHAKE_TIMEOUT):
+                    if self.admin_token is not None:
+                        await conn.call(Op.ADMIN, Admin(self.admin_token))
+                    info = OverlayInfo.from_wire(await conn.call(Op.OVERLAY_INFO, Empty()))
+            except trio.TooSlowError:
+                message = (f"{address} accepted the connection but did not answer within {HANDSHAKE_TIMEOUT:g} s: "
+                           f"is it an EventCloud peer (not an HTTP server or another service)?")
+                if task_status is not None:
+                    raise ClientError(message, ErrorCode.UNREACHABLE) from None
+                return message
             except RemoteError as exc:
                 if task_status is not None:
                     raise ClientError(exc.message, exc.code) from None
                 return exc.message
             except ConnectionLost as exc:
                 if task_status is not None:
-                    hint = "" if getattr(self.transport, "client_tls", None) is not None else (
+                    hint = "" if getattr(self.transport, "client_tls", None) is not None or "HTTP" in exc.message else (
                         "; if the overlay serves TLS, connect with --tls-ca FILE (SDK: tls=…)")
                     raise ClientError(f"{address}: {exc.message}{hint}", ErrorCode.UNREACHABLE) from None
                 return exc.message

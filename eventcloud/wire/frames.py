@@ -82,6 +82,15 @@ def encode(message: Message, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
     return _HEADER.pack(len(payload)) + payload
 
 
+#: The first bytes of HTTP (a response, or a request's method): the other side is an HTTP server
+#: or client, whose first four bytes would otherwise read as a frame length of about 1.2 GB.
+_HTTP_STARTS = frozenset({b"HTTP", b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN"})
+_HTTP_HERE = ("the other side speaks HTTP, not EventCloud's peer protocol: an HTTP server (such as "
+              "`eventcloud gateway`) is no peer, and a peer serves no HTTP; give the CLI and the SDK a "
+              "peer's address (the one `eventcloud cluster` or `eventcloud peer` printed), and HTTP "
+              "clients the gateway's")
+
+
 class FrameDecoder:
     """Accumulates received bytes and yields complete, validated messages.
 
@@ -90,6 +99,7 @@ class FrameDecoder:
     """
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, accepted_ops: frozenset[Op] | None = None) -> None:
+        self._framed = False   # a whole frame arrived: the other side speaks this protocol
         self._buffer = bytearray()
         self._max_frame = max_frame
         self._accepted = accepted_ops
@@ -106,6 +116,8 @@ class FrameDecoder:
         """The next complete message, or None if more bytes are needed (RemoteProtocolError on garbage)."""
         if len(self._buffer) < _HEADER.size:
             return None
+        if not self._framed and bytes(self._buffer[:4]) in _HTTP_STARTS:
+            raise RemoteProtocolError(_HTTP_HERE, ErrorCode.BAD_REQUEST)
         (length,) = _HEADER.unpack_from(self._buffer)
         if length > self._max_frame:
             raise RemoteProtocolError(f"frame of {length} bytes is over the {self._max_frame}-byte limit",
@@ -114,6 +126,7 @@ class FrameDecoder:
             return None
         payload = bytes(self._buffer[_HEADER.size: _HEADER.size + length])
         del self._buffer[: _HEADER.size + length]
+        self._framed = True
         return self._validate(payload)
 
     def _validate(self, payload: bytes) -> Message:

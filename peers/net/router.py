@@ -76,9 +76,15 @@ class Router:
         self.boxes = BoxMulticast(self, state, dispatcher, counters, retry=retry, partial_wait=partial_wait)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the pooled connections' readers (`tasks`) for the peer's lifetime, then close the
+        connections once every reader has ended: closed under a reader still unwinding (a TLS
+        stream mid-send), a socket fails that reader with ClosedResourceError instead of a quiet
+        cancellation."""
         try:
-            task_status.started()
-            await trio.sleep_forever()
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.tasks.serve)
+                task_status.started()
+                await trio.sleep_forever()
         finally:
             with trio.CancelScope(shield=True):
                 await self.close_connections()

@@ -238,8 +238,9 @@ class _PeerRuntime:
         self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters)
         self.dispatcher = dispatcher = Dispatcher(counters, self.auth, ready_wait=config.retry_window)
         # the long-lived tasks of each service that starts some run in a nursery of this runtime
-        self.tasks = {name: TaskStarter(name) for name in ("router", "standins", "annexes", "subscribers",
-                                                           "attachments", "homes", "membership")}
+        # (the router serves its own in its run(): its readers must end before it closes their connections)
+        self.tasks = {name: TaskStarter(name) for name in ("standins", "annexes", "subscribers", "attachments",
+                                                           "homes", "membership")}
         self.standins = PeerLauncher(self._launch_peer, data_dir, self.tasks["standins"], offload)
         # Annexes run under the process's top-level peer, whichever of its peers adopts them (one
         # started under a stand-in or an annex would end with it): a top-level peer runs its own
@@ -248,7 +249,7 @@ class _PeerRuntime:
         self.annex_launcher = annex_launcher or PeerLauncher(self._launch_peer, data_dir, self.tasks["annexes"],
                                                              offload, "annexes")
         self.physical_ms = physical_ms
-        self.router = router = Router(state, transport, clock, dispatcher, counters, self.tasks["router"],
+        self.router = router = Router(state, transport, clock, dispatcher, counters, TaskStarter("router"),
                                       retry=RetryPolicy(config.retry_window), max_hops=config.max_hops,
                                       max_frame=config.max_frame, auth=self.auth)
         peer_store = store if store is not None else PeerStore(data_dir / "store" if data_dir is not None else None,

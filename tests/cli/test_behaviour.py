@@ -148,6 +148,28 @@ def test_nquads_output_needs_event_notifications(cluster):
     assert made.returncode == 0, made
 
 
+def test_the_cli_pointed_at_an_http_server_says_so_promptly():
+    """Python's own HTTP server on a port of its own: `status` fails within the handshake's bound
+    (not 30 s and more), naming HTTP and where a peer's address comes from; no traceback."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        started = time.monotonic()
+        done = cli("status", "--peer", f"127.0.0.1:{server.server_address[1]}", timeout=60)
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 1 and took < 25, (took, done)
+    assert "HTTP" in done.stderr and ("peer" in done.stderr), done.stderr
+    assert "frame of" not in done.stderr and "--tls-ca" not in done.stderr
+    no_traceback(done.stderr)
+
+
 def test_cluster_reports_a_peer_exit_once(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", "2", "--data-dir",
                              str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)

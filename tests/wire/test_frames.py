@@ -97,3 +97,27 @@ def test_structurally_fuzzed_envelopes_are_accepted_or_refused_with_a_code(envel
         assert exc.code in (ErrorCode.PROTOCOL, ErrorCode.UNKNOWN_OP)
     else:
         assert message is not None and isinstance(message.body, dict)
+
+
+@pytest.mark.parametrize("first", [b"HTTP/1.1 400 Bad Request\r\n\r\n", b"HTTP/1.0 501 Unsupported method\r\n",
+                                   b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"POST /events HTTP/1.1\r\n"])
+def test_http_on_the_peer_protocol_is_named_as_such(first):
+    """An HTTP server's answer (or an HTTP client's request) read as a frame would be a length of
+    ~1.2 GB: it is named as HTTP, with where to point the CLI and where HTTP clients go."""
+    decoder = FrameDecoder()
+    decoder.feed(first)
+    with pytest.raises(RemoteProtocolError) as refused:
+        decoder.next_message()
+    assert "speaks HTTP" in refused.value.message and "gateway" in refused.value.message
+    assert "bytes is over" not in refused.value.message
+
+
+def test_a_frame_after_the_first_is_never_read_as_http():
+    """Only a connection's first bytes can be HTTP: later bytes are frames (a length that big is
+    refused as too large, as ever)."""
+    decoder = FrameDecoder()
+    decoder.feed(frame({"k": "req", "op": "ping", "id": 1, "b": {}}) + b"HTTP")
+    assert decoder.next_message() is not None
+    with pytest.raises(RemoteProtocolError) as refused:
+        decoder.next_message()
+    assert refused.value.code is ErrorCode.TOO_LARGE

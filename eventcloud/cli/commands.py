@@ -215,7 +215,8 @@ async def query(args: argparse.Namespace) -> int:
         if form in ("table", "ntriples"):
             sys.stdout.write(result)
         elif form == "json" or form in GRAPH_FORMATS:
-            sys.stdout.buffer.write(graph_bytes(result, "jsonld" if form == "json" else form))
+            data = graph_bytes(result, "jsonld" if form == "json" else form)
+            sys.stdout.buffer.write(data if data.endswith(b"\n") or not data else data + b"\n")  # a prompt after it
             sys.stdout.flush()
         else:
             print(f"eventcloud query: a CONSTRUCT/DESCRIBE result is a graph: use --format ntriples, turtle, nquads, "

@@ -171,8 +171,9 @@ def cluster(args: argparse.Namespace) -> int:
         print(f"eventcloud cluster: {exc}", file=sys.stderr)
         return 130 if stop["now"] else 1
     print(cluster.entry, flush=True)
-    print(f"eventcloud cluster: {args.peers} peers ({args.algorithm}) at {', '.join(cluster.addresses)}; "
-          f"Ctrl-C stops them", file=sys.stderr, flush=True)
+    peers = f"{args.peers} peer{'s' if args.peers != 1 else ''}"
+    print(f"eventcloud cluster: {peers} ({args.algorithm}) at {', '.join(cluster.addresses)}; Ctrl-C stops them",
+          file=sys.stderr, flush=True)
     if cluster.secure:
         print(f"eventcloud cluster: cluster secret in {cluster.secret_file} (more peers: eventcloud peer "
               f"--secret-file {cluster.secret_file} --join {cluster.entry} …); admin token for leave and delete "

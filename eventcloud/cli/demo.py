@@ -46,7 +46,7 @@ async def demo(args: argparse.Namespace) -> int:
     events = demo_events(args.events)
     what = ("Aarhus sensor observations (CityBench)" if citybench_dir() is not None else
             "synthetic sensor observations (CityBench data not found: set EVENTCLOUD_CITYBENCH)")
-    print(f"== starting a local cluster of {args.peers} peers ({args.algorithm})", flush=True)
+    print(f"== starting a local cluster of {args.peers} peer{'s' if args.peers != 1 else ''} ({args.algorithm})", flush=True)
     cluster = LocalCluster(args.peers, algorithm=args.algorithm)
     try:
         await trio.to_thread.run_sync(cluster.start)
@@ -96,7 +96,7 @@ async def demo(args: argparse.Namespace) -> int:
             count = await publisher.query("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")
             stored = count["results"]["bindings"][0]["n"]["value"]
             print(f"== {received} notifications for {expected} matching events; {stored} quads stored "
-                  f"across {args.peers} peers", flush=True)
+                  f"across {args.peers} peer{'s' if args.peers != 1 else ''}", flush=True)
             return 0 if received == expected else 1
     finally:
         await trio.to_thread.run_sync(cluster.stop)

@@ -26,7 +26,7 @@ async def schema(args: argparse.Namespace) -> int:
         return 0
     if args.action == "load":
         print(f"taxonomy version {taxonomy.version} ({len(taxonomy.edges)} subclass edges, digest "
-              f"{taxonomy.digest}) loaded on {len(info.peers)} peers")
+              f"{taxonomy.digest}) loaded on {len(info.peers)} peer{'s' if len(info.peers) != 1 else ''}")
     else:
         print(f"taxonomy version {taxonomy.version}: {len(taxonomy.edges)} subclass edges, digest {taxonomy.digest}")
         table(["peer", "version", "digest"], [[p.id, str(p.version), p.digest] for p in info.peers])

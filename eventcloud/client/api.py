@@ -362,7 +362,8 @@ class Client:
             if not sub.durable:
                 self._subscriptions.pop(sub.id, None)
                 sub.end(ClientError(f"subscription {sub.id} ended: the connection to its entry peer was lost "
-                                    f"(subscribe with durable=True to keep notifications across connections)",
+                                    f"(a durable subscription keeps its notifications across connections: "
+                                    f"durable=True in the SDK, --durable on the command line)",
                                     ErrorCode.UNREACHABLE))
 
     async def _on_connect(self) -> None:

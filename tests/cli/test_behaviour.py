@@ -184,6 +184,16 @@ def test_cluster_reports_a_peer_exit_once(tmp_path):
     assert err.count("exited with code") == 1 and f"({other}) exited with code 0" in err, err
 
 
+def test_a_one_peer_cluster_says_1_peer(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", "1", "--data-dir",
+                             str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    entry = proc.stdout.readline().strip()
+    time.sleep(1)   # its summary line follows the address
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert entry and "1 peer (" in out + err and "1 peers" not in out + err, out + err
+
+
 def test_messages_name_the_function_and_the_address(cluster, tmp_path):
     typo = f"SELECT ?s WHERE {{ GRAPH ?g {{ ?s ?p ?o }} FILTER(contians(?o, 'x')) }}"
     for command in ("subscribe", "query"):
@@ -261,6 +271,9 @@ def test_query_sources_formats_and_plain_counts(cluster, tmp_path):
     assert {(str(s), str(o)) for s, _, o in graph} == expected
     done = cli("query", "--format", "turtle", construct, env=env)
     assert len(rdflib.Graph().parse(data=done.stdout, format="turtle")) == 5
+    for form in ("json", "rdfxml", "turtle", "nquads"):   # a shell prompt after the output starts on a line of its own
+        done = cli("query", "--format", form, construct, env=env)
+        assert done.returncode == 0 and done.stdout.endswith("\n"), (form, done.stdout[-80:])
     done = cli("query", "--format", "csv", construct, env=env)
     assert done.returncode == 2 and "graph" in done.stderr
     done = cli("status", env=env)

@@ -129,9 +129,6 @@ class Matcher:
             nursery.start_soon(self._outbox_loop)
             task_status.started()
 
-    async def _submit(self, work: Work) -> None:
-        await self.queue.submit(work)
-
     # --- events ---------------------------------------------------------------------------------
 
     def may_start(self, own: list[Quad]) -> bool:
@@ -155,7 +152,7 @@ class Matcher:
     async def on_committed(self, graph: str, whole: CompoundEvent | None = None) -> None:
         """An event committed here: match it."""
         kept = self.events.take_whole(graph)
-        await self._submit(_Committed(graph, whole or kept))
+        await self.queue.submit(_Committed(graph, whole or kept))
 
     async def rematch(self, graphs: list[str]) -> None:
         """Match these committed events again, even those marked notified: a split that was undone
@@ -165,7 +162,7 @@ class Matcher:
             info = self.store.event_info(graph)
             if info is not None and info.committed:
                 self.counters["rematched_after_undone_join"] += 1
-                await self._submit(_Committed(graph, None, again=True))
+                await self.queue.submit(_Committed(graph, None, again=True))
 
     async def _outbox_loop(self) -> None:
         """Match again the committed events whose notifications are not all done.
@@ -190,7 +187,7 @@ class Matcher:
                     await self.store.write([notified(graph)])
                 elif now - since >= self.outbox_every or (now_ms - unpack(info.published)[0]) / 1000 > self.outbox_every:
                     self.counters["outbox_retries"] += 1
-                    await self._submit(_Committed(graph, None))
+                    await self.queue.submit(_Committed(graph, None))
             owed_since = owed
             await trio.sleep(self.outbox_every)
 
@@ -245,7 +242,7 @@ class Matcher:
             for quad in await self.store.find(*sub.pattern_terms(0), committed_only=True):
                 info = self.store.event_info(quad.g)
                 if info is not None and info.published >= made.t:
-                    await self._submit(_First(made.id, quad, info.size, info.published))
+                    await self.queue.submit(_First(made.id, quad, info.size, info.published))
         return results
 
     async def _local_remove_sub(self, body: SubscriptionId) -> int:

@@ -142,6 +142,19 @@ class Unavailable(RequestError):
     default_code = ErrorCode.UNAVAILABLE
 
 
+class AuthorityUnreachable(Unavailable):
+    """The ownership authority (etcd, or the local one) did not answer: no ownership change now."""
+
+
+class LeaseExpired(Unavailable):
+    """A lease the ownership authority no longer knows: whatever it held is released."""
+
+
+class Fenced(Unavailable):
+    """A write refused by the fence: its owner's lease on the zone lapsed, or a newer epoch of the
+    zone exists. Nothing of it was acknowledged; the client retries and reaches the zone's owner."""
+
+
 # --- pure-package errors (input that breaks the model or a language) --------------------------
 
 class InputError(BadRequest, ValueError):

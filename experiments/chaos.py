@@ -114,6 +114,7 @@ async def run_once(algorithm: str, args: argparse.Namespace) -> Report:
     expected = expected_pairs(evs)
     rng = random.Random(args.seed)
     cluster = LocalCluster(args.peers, algorithm=algorithm, seed=args.seed, replicas=args.replicas,
+                           authority=getattr(args, "authority", None),
                            log_level=args.log_level, extra=["--failure-timeout", str(args.failure_timeout),
                                                             "--neighbour-limit", str(args.neighbour_limit),
                                                             "--host-neighbour-cap", str(args.host_neighbour_cap),
@@ -289,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=0, help="events per second (0: as fast as it goes)")
     parser.add_argument("--publish-retry", type=float, default=60.0, help="seconds the SDK retries one publication")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--authority", help="the peers' ownership authority: local (served by this process) or "
+                                            "etcd://…; default none (each peer decides alone)")
     parser.add_argument("--json", action="store_true", help="also print the reports as JSON lines")
     parser.add_argument("--log-level", default="error", help="of the peers (their messages go to stderr) [error]")
     args = parser.parse_args(argv)

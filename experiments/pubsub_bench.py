@@ -37,8 +37,8 @@ from peers.supervisor import LocalCluster
 
 async def run_once(algorithm: str, peers: int, workload, concurrency: int, timeout: float,
                    batch: int = 1, extra: list[str] = (), seed: int | None = 1, replicas: int = 2,
-                   fsync: bool = True) -> dict[str, Any]:
-    cluster = LocalCluster(peers, algorithm=algorithm, seed=seed, replicas=replicas, fsync=fsync)
+                   fsync: bool = True, authority: str | None = None) -> dict[str, Any]:
+    cluster = LocalCluster(peers, algorithm=algorithm, seed=seed, replicas=replicas, fsync=fsync, authority=authority)
     await trio.to_thread.run_sync(cluster.start)
     try:
         async with connect(cluster.entry, source="bench-sub") as subscriber:
@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fsync", action="store_true", help="peers acknowledge writes without fsync")
     parser.add_argument("--registered", type=int, default=0,
                         help="also register this many non-matching chain subscriptions (issue 4's end-to-end effect)")
+    parser.add_argument("--authority", help="the peers' ownership authority: local, or etcd://… [none]")
     parser.add_argument("--baseline", help="compare with this commit's code, pairs of runs in alternating order")
     args = parser.parse_args(argv)
     if args.baseline:
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for algorithm in args.algorithms.split(","):  # the median run of --repeat, same topology each time
         runs = sorted((trio.run(run_once, algorithm, args.peers, workload, args.concurrency, args.timeout,
-                                args.batch, extra, args.seed, args.replicas, not args.no_fsync)
+                                args.batch, extra, args.seed, args.replicas, not args.no_fsync, args.authority)
                        for _ in range(args.repeat)),
                       key=lambda r: r["throughput"])
         rows.append(runs[len(runs) // 2])

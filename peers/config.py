@@ -48,6 +48,7 @@ class PeerConfig:
     retry_window: float = 5.0             # how long a request retries around a dead peer
     heartbeat: float = 0.5                # a replica pings the owner of each copy it holds this often
     failure_timeout: float = 3.0          # ... and takes its zone over after this long without an answer
+    lease_ttl: int = 0                    # seconds of an owner's lease with the authority (0: 2 x failure_timeout, >= 5)
     max_hops: int = 256
     stabilise_every: float = 5.0          # seconds between neighbour-table checks (0: never)
     join_timeout: float = 30.0            # a split whose newcomer never commits is undone after this
@@ -122,6 +123,8 @@ class PeerConfig:
             self.statistics_file = Path(self.statistics_file)
         if not self.operator_inline_cost >= 0:
             raise ValueError("operator_inline_cost must be 0 or more")
+        if self.lease_ttl != 0 and not 2 <= self.lease_ttl <= 3600:
+            raise ValueError(f"lease_ttl must be 2 to 3600 seconds (0: derived from failure_timeout), got {self.lease_ttl!r}")
         if self.replicas not in (1, 2):
             raise ValueError(f"replicas must be 1 or 2, got {self.replicas!r}")
         positive = ("retry_window", "heartbeat", "failure_timeout", "join_timeout", "reconstruct_deadline",

@@ -27,8 +27,9 @@ FORBIDDEN_IN_PURE = ("trio", "socket", "ssl", "asyncio", "selectors", "subproces
 #: Reading a clock, spelled any way a pure module could.
 CLOCK_READS = re.compile(r"\b(datetime\.(now|utcnow|today)|date\.today|time\.(time|monotonic|perf_counter)\w*)\s*\(")
 #: The only modules outside `peers` that may import it: the daemon commands, the demo's local
-#: cluster, and the in-process overlay of eventcloud.testing.
-MAY_IMPORT_PEERS = {"eventcloud.cli.daemon", "eventcloud.cli.demo", "eventcloud.testing.overlay"}
+#: cluster, and the in-process overlay of eventcloud.testing and its fault simulation.
+MAY_IMPORT_PEERS = {"eventcloud.cli.daemon", "eventcloud.cli.demo", "eventcloud.testing.overlay",
+                    "eventcloud.testing.simulation"}
 #: The pure packages bottom to top (docs/architecture.md): each may import only those below it.
 PURE_ORDER = ("eventcloud.errors", "eventcloud.rdf", "eventcloud.overlay", "eventcloud.sparql", "eventcloud.matching",
               "eventcloud.wire")
@@ -36,7 +37,7 @@ PURE_ORDER = ("eventcloud.errors", "eventcloud.rdf", "eventcloud.overlay", "even
 #: folders bottom to top: a module may import its own folder and the folders below it, never one
 #: above (docs/architecture.md, "The daemon").
 PEERS_BASE = ("peers.config", "peers.tasks")
-PEERS_FOLDERS = ("store", "net", "process", "replication", "matching", "publish", "queries", "delivery", "membership",
+PEERS_FOLDERS = ("store", "net", "authority", "process", "replication", "matching", "publish", "queries", "delivery", "membership",
                  "runtime", "supervisor")
 #: A module past this many lines is a warning, not a failure, when it is one concept (LONG_ON_PURPOSE).
 MAX_LINES = 620

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV_ONLY = ("pyspark", "matplotlib", "pytest", "hypothesis", "cryptography", "httpx", "trio_websocket",
+DEV_ONLY = ("pyspark", "matplotlib", "pytest", "hypothesis", "cryptography", "trio_websocket",
             "SPARQLWrapper", "selenium")
 
 

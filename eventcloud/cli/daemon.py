@@ -12,6 +12,7 @@ import signal
 import stat
 import sys
 import time
+from functools import partial
 from typing import Any, Callable
 
 import trio
@@ -48,10 +49,14 @@ def peer(args: argparse.Namespace) -> int:
     from peers.runtime import describe_peer, serve_task_dumps
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # every renewal with the ownership authority is an HTTP request: httpx's own line for each
+    # would drown --log-level info (the authority's failures are logged by peers.authority)
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         config = PeerConfig(listen=args.listen, join=args.join, data_dir=args.data_dir, algorithm=args.algorithm,
                             space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed,
                             replicas=args.replicas, fsync=not args.no_fsync, failure_timeout=args.failure_timeout,
+                            lease_ttl=args.lease_ttl,
                             secret=read_secret(args.secret_file), admin_token=read_admin_token(args.admin_token_file),
                             tls_cert=args.tls_cert, tls_key=args.tls_key, tls_ca=args.tls_ca,
                             retain_count=args.retain_count, retain_bytes=args.retain_bytes,
@@ -69,14 +74,37 @@ def peer(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"eventcloud peer: {exc}", file=sys.stderr)
         return 2
+    if args.authority is not None:
+        from peers.authority import parse_authority
+
+        try:
+            parse_authority(args.authority)
+        except (ValueError, EventCloudError) as exc:
+            print(f"eventcloud peer: --authority: {exc}", file=sys.stderr)
+            return 2
     if args.stop_with_stdin and not stdin_is_a_pipe():
         print("eventcloud peer: --stop-with-stdin needs standard input to be a pipe or a socket (the peer "
               "stops when its other end closes); here it is a file or a terminal", file=sys.stderr)
         return 2
 
     async def serve() -> None:
+        from peers.authority import EtcdAuthority
+
+        authority = EtcdAuthority(args.authority) if args.authority is not None else None
+        if authority is None:
+            logging.getLogger("eventcloud.peer").warning(
+                "no ownership authority (--authority etcd://...): this peer decides alone when to take a zone "
+                "over, so a network partition can depose a live owner (docs/reliability.md)")
+        try:
+            await serve_with(authority)
+        finally:
+            if authority is not None:
+                with trio.CancelScope(shield=True):
+                    await authority.aclose()
+
+    async def serve_with(authority: Any) -> None:
         async with trio.open_nursery() as nursery:
-            running = await nursery.start(run_peer, config)
+            running = await nursery.start(partial(run_peer, config, authority=authority))
             print(f"eventcloud peer {running.id}: listening on {running.address} "
                   f"({running.state.algorithm})", flush=True)
 
@@ -150,7 +178,7 @@ def cluster(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.peers, data_dir=args.data_dir, port=args.port, algorithm=args.algorithm,
                            mapping=args.mapping, host=args.host, replicas=args.replicas, fsync=not args.no_fsync,
                            secure=not args.open, tls=(args.tls_cert, args.tls_key, args.tls_ca)
-                           if args.tls_cert else None, extra=operator_flags(args))
+                           if args.tls_cert else None, extra=operator_flags(args), authority=args.authority or "local")
     stop = {"now": False}
 
     def on_signal(signum: int, frame: Any) -> None:

@@ -47,7 +47,7 @@ async def demo(args: argparse.Namespace) -> int:
     what = ("Aarhus sensor observations (CityBench)" if citybench_dir() is not None else
             "synthetic sensor observations (CityBench data not found: set EVENTCLOUD_CITYBENCH)")
     print(f"== starting a local cluster of {args.peers} peer{'s' if args.peers != 1 else ''} ({args.algorithm})", flush=True)
-    cluster = LocalCluster(args.peers, algorithm=args.algorithm)
+    cluster = LocalCluster(args.peers, algorithm=args.algorithm, authority="local")
     try:
         await trio.to_thread.run_sync(cluster.start)
         print(f"   entry peer {cluster.entry}; peers {', '.join(cluster.addresses)}", flush=True)

@@ -111,6 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="acknowledge writes once the OS has them (faster; a machine crash may lose the last ones)")
     p.add_argument("--failure-timeout", type=float, default=3.0,
                    help="seconds without an answer before a replica takes a peer's zone over [3]")
+    p.add_argument("--authority", metavar="URL",
+                   help="the ownership authority that decides who owns each zone: etcd://H1:2379,H2:2379,... "
+                        "(a zone is taken over only once its owner's lease there lapsed; docs/reliability.md). "
+                        "Without it, each peer decides alone, and a partition can depose a live owner")
+    p.add_argument("--lease-ttl", type=int, default=0, metavar="SECONDS",
+                   help="an owner's lease with the authority: a crashed owner's zone is taken over no sooner; "
+                        "raise it for links whose queues hold seconds of traffic (0: twice --failure-timeout, "
+                        "at least 5) [0]")
     p.add_argument("--query-budget", type=float, default=30.0, metavar="SECONDS",
                    help="a one-time query that joins several patterns is stopped after this long [30]")
     p.add_argument("--query-memory", type=int, default=2048, metavar="MB",
@@ -162,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve TLS with this certificate chain (PEM)")
     p.add_argument("--tls-key", type=Path, metavar="FILE", help="... and this private key (PEM)")
     p.add_argument("--tls-ca", type=Path, metavar="FILE", help="... verifying peers against this CA (PEM)")
+    p.add_argument("--authority", metavar="URL",
+                   help="an etcd the peers use as their ownership authority (etcd://H1:2379,...); default: one "
+                        "served from this process")
     _operator_options(p)
 
     p = sub.add_parser("publish", help="publish the events of RDF files, CityBench streams or stdin",

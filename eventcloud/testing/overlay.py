@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 import trio
 
 from eventcloud.client import Client, connect
+from eventcloud.errors import AuthorityUnreachable
 from eventcloud.overlay import CoordinateSpace
-from eventcloud.testing.memory import MemoryNetwork
+from eventcloud.testing.memory import Endpoint, MemoryNetwork
+from peers.authority import Authority, LocalAuthority
 from peers.config import PeerConfig
 from peers.runtime import RunningPeer, run_peer
 
@@ -28,25 +31,40 @@ def trio_ms() -> int:
 
 
 class Overlay:
-    def __init__(self, nursery: trio.Nursery, network: MemoryNetwork, config: PeerConfig, seed: int) -> None:
+    def __init__(self, nursery: trio.Nursery, network: MemoryNetwork, config: PeerConfig, seed: int,
+                 authority: LocalAuthority | None = None) -> None:
         self.nursery = nursery
         self.network = network
         self.config = config
         self.peers: list[RunningPeer] = []
         self.seed = seed
+        self.authority = authority   # the ownership authority every peer reaches (None: none)
+        self.endpoints: dict[str, Endpoint] = {}   # a peer's address -> its side of the network
 
     async def add_peer(self, data_dir: Any = None, *, skew_ms: int = 0, **knobs: Any) -> RunningPeer:
         """Start one more peer (joining the first); `knobs` override PeerConfig fields; `skew_ms`
         sets its wall clock that far ahead (or behind) of the others."""
         join = self.peers[0].address if self.peers else None
         config = replace(self.config, join=join, data_dir=data_dir, seed=self.seed * 1000 + len(self.peers), **knobs)
-        running: RunningPeer = await self.nursery.start(self._run, config, skew_ms)
+        endpoint = self.network.endpoint()
+        running: RunningPeer = await self.nursery.start(self._run, config, endpoint, skew_ms)
+        self.endpoints[running.address] = endpoint
         self.peers.append(running)
         return running
 
-    async def _run(self, config: PeerConfig, skew_ms: int = 0, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _run(self, config: PeerConfig, endpoint: Endpoint, skew_ms: int = 0,
+                   task_status=trio.TASK_STATUS_IGNORED) -> None:
         physical_ms = trio_ms if not skew_ms else (lambda: trio_ms() + skew_ms)
-        await run_peer(config, self.network, physical_ms=physical_ms, task_status=task_status)
+        authority = _Reached(self.authority, endpoint) if self.authority is not None else None
+        await run_peer(config, endpoint, physical_ms=physical_ms, task_status=task_status, authority=authority)
+
+    async def cut(self, *peers: RunningPeer) -> None:
+        """Cut these peers' processes off together (every peer they run: stand-ins, annexes): they
+        reach each other and nothing else, the authority included, until `heal`."""
+        await self.network.cut(*(a for peer in peers for a in self.endpoints[peer.address].bound))
+
+    def heal(self, peer: RunningPeer) -> None:
+        self.network.heal(*self.endpoints[peer.address].bound)
 
     @asynccontextmanager
     async def client(self, index: int = 0, source: str = "test") -> AsyncIterator[Client]:
@@ -57,16 +75,20 @@ class Overlay:
 
 @asynccontextmanager
 async def open_overlay(peers: int, algorithm: str = "osma", *, space: CoordinateSpace | None = None,
-                       seed: int = 0, **knobs: Any) -> AsyncIterator[Overlay]:
-    """`peers` peers joined one after the other on a MemoryNetwork; `knobs` set PeerConfig fields."""
+                       seed: int = 0, authority: LocalAuthority | None = None, data_root: Any = None,
+                       **knobs: Any) -> AsyncIterator[Overlay]:
+    """`peers` peers joined one after the other on a MemoryNetwork; `knobs` set PeerConfig fields;
+    `authority`: the ownership authority they all reach (through the network: a peer cut off
+    does not reach it); `data_root`: a directory for the peers' data directories (`peer-<i>`:
+    on-disk stores, and stand-ins that come back with their host), else in memory."""
     network = MemoryNetwork()
     config = PeerConfig(listen="peer:0", algorithm=algorithm, space=space or CoordinateSpace(), retry_window=2.0,
                         offload_store=False, **knobs)
     failure: BaseException | None = None
     async with trio.open_nursery() as nursery:
-        overlay = Overlay(nursery, network, config, seed)
-        for _ in range(peers):
-            await overlay.add_peer()
+        overlay = Overlay(nursery, network, config, seed, authority)
+        for i in range(peers):
+            await overlay.add_peer(data_dir=None if data_root is None else Path(data_root) / f"peer-{i}")
         try:
             yield overlay
         except BaseException as exc:  # re-raised below, not wrapped in the nursery's group
@@ -74,3 +96,21 @@ async def open_overlay(peers: int, algorithm: str = "osma", *, space: Coordinate
         nursery.cancel_scope.cancel()
     if failure is not None:
         raise failure
+
+
+class _Reached:
+    """The authority as one peer reaches it: unreachable while that peer is cut off."""
+
+    def __init__(self, authority: Authority, endpoint: Endpoint) -> None:
+        self._authority, self._endpoint = authority, endpoint
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._authority, name)
+
+        async def reached(*args: Any, **kwargs: Any) -> Any:
+            if self._endpoint.cut_off:
+                await trio.lowlevel.checkpoint()
+                raise AuthorityUnreachable("the ownership authority did not answer: this peer is cut off")
+            return await call(*args, **kwargs)
+
+        return reached

@@ -34,6 +34,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
+from eventcloud.net.asgi import answer_lifespan
 from eventcloud.web import publishing, sparql
 from eventcloud.web.http import HttpError, Request, Response
 from eventcloud.web.live import Receive, Send, Streams, stream_key
@@ -111,13 +112,7 @@ class Gateway:
         elif scope["type"] == "websocket":
             await self._websocket(scope, receive, send)
         elif scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
 
     async def _http(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         request = Request.from_scope(scope)

@@ -112,7 +112,11 @@ class Stabiliser:
                 if ghosts or held is None or held.zone != state.zone or held.address != state.address:
                     behind[neighbour.address] = ghosts
             for other, info in table.neighbours.items():
-                if other != state.id and other not in state.neighbours and state.zone.is_neighbour(info.zone):
+                held = state.neighbours.get(other)
+                # one we lack, or one the neighbour knows at a newer incarnation (its zone moved
+                # again, to a stand-in of a stand-in, while our entry's address went silent)
+                if other != state.id and state.zone.is_neighbour(info.zone) and (
+                        held is None or info.incarnation > held.incarnation):
                     candidates[other] = info
         for ident, info in candidates.items():
             table = await self.table_of(info.address)

@@ -24,7 +24,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -63,7 +63,7 @@ CLOSE_WAIT = 10.0
 class ReplicaKeeper:
     def __init__(self, state: PeerState, router: Router, standins: PeerLauncher, counters: Counter[str], *,
                  data_dir: Path | None, durable: bool, offload: Offload, heartbeat: float, failure_timeout: float,
-                 departed: Callable[[str], bool]) -> None:
+                 departed: Callable[[str], bool], claim: Callable[[str, int], Awaitable[bool]]) -> None:
         self.state = state
         self.router = router
         self.standins = standins   # starts a stand-in here when this peer takes a zone over
@@ -74,6 +74,7 @@ class ReplicaKeeper:
         self.heartbeat = heartbeat
         self.failure_timeout = failure_timeout
         self.departed = departed
+        self.claim = claim   # wins the zone at the ownership authority (peers/authority; True without one)
         self._copies: dict[str, _Copy] = {}
         self._taken: dict[str, int] = {}   # owners taken over here -> the stand-in's incarnation
         self._locks: dict[str, trio.Lock] = {}  # one change of an owner's copy at a time
@@ -340,7 +341,10 @@ class ReplicaKeeper:
                     copy.last_ok = trio.current_time()
                     self.counters["takeovers_owner_back"] += 1
                 elif serving is None:
-                    await self._take_over(copy)
+                    if await self._claimed(copy):
+                        await self._take_over(copy)
+                    else:
+                        copy.last_ok = trio.current_time()   # its owner holds its lease: suspect it again later
                 elif serving != copy.owner:
                     # The owner handed its zone over (a leave, a move) and neither our drop request
                     # nor the news of its departure reached us (the neighbours asked were not those
@@ -388,6 +392,23 @@ class ReplicaKeeper:
             if result.reachable:
                 return "alive"
         return "dead"
+
+    async def _claimed(self, copy: _Copy) -> bool:
+        """Whether the ownership authority gave us the zone: only once the owner's lease lapsed,
+        and to one claimant. A replica that cannot reach the authority takes nothing over: cut
+        off itself, it would depose a healthy owner (docs/reliability.md)."""
+        try:
+            won = await self.claim(copy.owner, copy.incarnation)
+        except EventCloudError as exc:
+            log.warning("peer %s: peer %s (%s) stopped answering, but its zone cannot be claimed now (%s); "
+                        "it is not taken over", self.state.id, copy.owner, copy.state.get("address"), exc)
+            self.counters["takeovers_unclaimed"] += 1
+            return False
+        if not won:
+            log.info("peer %s: peer %s does not answer us, but it still holds its lease with the ownership "
+                     "authority (alive, or its lease has not lapsed yet): not taken over", self.state.id, copy.owner)
+            self.counters["takeovers_refused"] += 1
+        return won
 
     async def _take_over(self, copy: _Copy) -> None:
         """Serve the crashed owner's zone from our copy, as a stand-in peer of the next incarnation."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -78,8 +78,10 @@ def _iri(graph: str):  # noqa: ANN202 - a trusted IRI for a stored graph name
 
 class OwnerReplication:
     def __init__(self, state: PeerState, router: Router, counters: Counter[str], store: AsyncStore, *,
-                 local_peers: Callable[[], set[str]], retry_window: float, heartbeat: float) -> None:
+                 local_peers: Callable[[], set[str]], retry_window: float, heartbeat: float,
+                 record: Callable[[str], Awaitable[None]]) -> None:
         self.state = state
+        self.record = record   # names a new replica at the ownership authority (peers/authority)
         self.router = router
         self.counters = counters
         self.local_peers = local_peers      # ids of the peers this process runs (never a replica)
@@ -221,6 +223,13 @@ class OwnerReplication:
                         # went to its mailbox and were lost when it stepped down at last).
                         return False
                     continue
+                try:   # before any write only this copy holds is acknowledged
+                    await self.record(ident)
+                except EventCloudError as exc:
+                    log.info("peer %s: cannot name %s its replica at the ownership authority: %s",
+                             self.state.id, ident, exc)
+                    await self._drop_at(ident, address)
+                    break
                 self.state.replica = (ident, address)
                 self.counters["replicas_chosen"] += 1
                 log.info("peer %s: zone replicated on %s", self.state.id, ident)
@@ -329,10 +338,12 @@ class ReplicatedStore(AsyncStore):
     for itself: each needs the other, the store to send its writes, replication to copy the store."""
 
     def __init__(self, store: PeerStore, offload: bool, *, state: PeerState, router: Router, counters: Counter[str],
-                 local_peers: Callable[[], set[str]], retry_window: float, heartbeat: float, **options: Any) -> None:
+                 local_peers: Callable[[], set[str]], retry_window: float, heartbeat: float,
+                 fence: Callable[[], None], record: Callable[[str], Awaitable[None]], **options: Any) -> None:
         super().__init__(store, offload, **options)
+        self.fence = fence   # raises unless this runtime surely owns its zone now (peers/authority)
         self.replication = OwnerReplication(state, router, counters, self, local_peers=local_peers,
-                                            retry_window=retry_window, heartbeat=heartbeat)
+                                            retry_window=retry_window, heartbeat=heartbeat, record=record)
 
     def _applies_now(self, mutations: list[Mutation], durable: bool) -> bool:
         return (not durable or not self.replication.enabled) and super()._applies_now(mutations, durable)
@@ -349,4 +360,7 @@ class ReplicatedStore(AsyncStore):
             return await AsyncStore._commit(self, jobs)
         local, _ = await gather([partial(AsyncStore._commit, self, jobs),  # both copies at once
                                  partial(self.replication.replicate, durable)])
+        # Durable on both copies; acknowledged only if this runtime still holds the zone's lease:
+        # a deposed owner acknowledges nothing (its replica, which took over, holds these writes).
+        self.fence()
         return local

@@ -27,15 +27,16 @@ from typing import Any, Awaitable, Callable, NoReturn
 
 import trio
 
-from eventcloud.errors import EventCloudError
-from eventcloud.net.rpc import ConnectionLimits, RpcConnection, open_connection
+from eventcloud.errors import AuthorityUnreachable, EventCloudError
+from eventcloud.net.rpc import ConnectionLimits, RpcConnection
 from eventcloud.net.tls import client_context, server_context
 from eventcloud.net.transport import TcpTransport, Transport
 from eventcloud.overlay import Point, Zone
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
-from eventcloud.wire.messages import Empty, OverlayInfo, Pong, ReplicaOf, ReplicaStatus, Table
+from eventcloud.wire.messages import Empty, Pong
 from eventcloud.wire.ops import Op
+from peers.authority import Authority, Ownership, lease_ttl
 from peers.membership import Annexes, LoadSurvey, Membership, Rebalancer
 from peers.delivery import Attachments, Gatherer, Homes, Subscribers
 from peers.net import Dispatcher, PeerAuth, RetryPolicy, Router
@@ -45,6 +46,7 @@ from peers.process import PeerLauncher, ProcessPeers
 from peers.matching import (
     Matcher, OperatorRunner, Schema, Subscriptions, load_operators, load_statistics, load_taxonomy,
 )
+from peers.runtime.restart_checks import ask, overlay_of, taken_over_while_down
 from peers.runtime.state_file import StateFile
 from peers.runtime.lifecycle import (
     REJOIN_FOR, Lifetime, StartedOnce, Superseded, drop_stale, one_typed, port_taken, why_ended,
@@ -114,21 +116,23 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                    task_status: trio.TaskStatus[RunningPeer] = trio.TASK_STATUS_IGNORED,
                    process: ProcessPeers | None = None, state: PeerState | None = None,
                    store: PeerStore | None = None, taxonomy: Taxonomy | None = None,
-                   join_annex: tuple[Zone, Zone] | None = None, annex_launcher: PeerLauncher | None = None) -> None:
+                   join_annex: tuple[Zone, Zone] | None = None, annex_launcher: PeerLauncher | None = None,
+                   authority: Authority | None = None) -> None:
     """Run one peer until cancelled; `task_status.started` gets a handle once it serves.
 
     `state` and `store` start an in-memory stand-in from a replica's copy (tests); with a data
     directory they come from its files. `taxonomy`: the class taxonomy to start with when the
     data directory holds none (a stand-in starts with its launcher's). `process` and
     `annex_launcher`: given to the other peers a process runs (stand-ins, annexes), None for its
-    first peer."""
+    first peer. `authority`: the ownership authority (peers/authority); None: the peer decides
+    ownership alone."""
     transport = transport or _tcp(config)
     once = StartedOnce(task_status)
     lifetime = Lifetime()
     process = process if process is not None else ProcessPeers()
     try:
         await _run_once(_PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime,
-                                     join_annex=join_annex, annex_launcher=annex_launcher), once)
+                                     join_annex=join_annex, annex_launcher=annex_launcher, authority=authority), once)
         return
     except Superseded as first:
         superseded: Superseded | None = first
@@ -156,7 +160,8 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                 ident = "?"
                 try:
                     attempt = _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy, lifetime,
-                                           join_at=at, rejoining=True, annex_launcher=annex_launcher)
+                                           join_at=at, rejoining=True, annex_launcher=annex_launcher,
+                                           authority=authority)
                     ident = attempt.state.id
                     log.info("peer %s (listening on %s): rejoining through %s", ident, listen, address)
                     await _run_once(attempt, once)
@@ -216,12 +221,14 @@ class _PeerRuntime:
     def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
                  state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None,
                  lifetime: Lifetime | None = None, join_at: Point | None = None, rejoining: bool = False,
-                 join_annex: tuple[Zone, Zone] | None = None, annex_launcher: PeerLauncher | None = None) -> None:
+                 join_annex: tuple[Zone, Zone] | None = None, annex_launcher: PeerLauncher | None = None,
+                 authority: Authority | None = None) -> None:
         self.lifetime = lifetime = lifetime or Lifetime()
         self.join_at = join_at    # a rejoin moved by the rebalancer splits the zone holding this point
         self.join_annex = join_annex  # an annex takes this side of this zone (peers/membership/annexes.py)
         self.rejoining = rejoining  # one attempt of run_peer's rejoin loop: failing, it lets the loop go on
         self.stepping_down = False
+        self._launched = 0
         self.config = config
         self.transport = transport
         data_dir = config.data_dir
@@ -234,6 +241,8 @@ class _PeerRuntime:
         self.process = process
         self.clock = clock = HybridClock(physical_ms, state.clock)
         self.counters = counters = Counter[str]()
+        self.ownership = ownership = Ownership(state, authority, counters,
+                                               ttl=config.lease_ttl or lease_ttl(config.failure_timeout))
         offload = Offload(config.offloaded, 1)
         self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters)
         self.dispatcher = dispatcher = Dispatcher(counters, self.auth, ready_wait=config.retry_window)
@@ -256,7 +265,8 @@ class _PeerRuntime:
                                                                durable=config.fsync)
         self.store = store_ = ReplicatedStore(peer_store, config.offloaded, state=state, router=router,
                                               counters=counters, local_peers=process, retry_window=config.retry_window,
-                                              heartbeat=config.heartbeat)
+                                              heartbeat=config.heartbeat, fence=ownership.fence,
+                                              record=ownership.record_replica)
         self.replication = replication = store_.replication
         foreign = ForeignQuads()   # quads held during a split or a take-over: membership marks, queries read
         self.operators = operators = load_operators(config.operators, plugins=config.operator_plugins)
@@ -334,7 +344,7 @@ class _PeerRuntime:
         self.replicas = replicas = ReplicaKeeper(
             state, router, self.standins, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
-            departed=membership.departed)
+            departed=membership.departed, claim=ownership.claim)
         # Every operation and the service that serves it (the dispatcher refuses one registered twice).
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
         dispatcher.register(router.handlers(), routed=router.routed())
@@ -356,14 +366,19 @@ class _PeerRuntime:
         replica = self.state.replica
         return Pong(self.state.id, self.state.address, replica[0] if replica else "")
 
-    async def _retire(self, conn: RpcConnection) -> None:
+    def _handed_over(self) -> None:
+        """This peer handed its zone over: no restart brings it back, no replica claims it."""
         self.persistence.retire()
+        self.ownership.retire()
+
+    async def _retire(self, conn: RpcConnection) -> None:
+        self._handed_over()
         assert self._nursery is not None
         self._nursery.start_soon(_stop_after_reply, conn, self.scope)
 
     def _retire_now(self) -> None:
         """This peer handed its zone over on its own (an annex handed on): it stops."""
-        self.persistence.retire()
+        self._handed_over()
         self.scope.cancel()
 
     async def _launch_peer(self, *, task_status: Any, data_dir: Path | None = None, state: PeerState | None = None,
@@ -371,11 +386,13 @@ class _PeerRuntime:
         """Another peer in this process: a stand-in, or an annex (`annex`: its owner's address,
         the zone and the side to take)."""
         host = self.config.listen.rpartition(":")[0]
+        self._launched += 1   # a seeded peer's stand-ins and annexes are seeded too (replayable runs)
         config = replace(self.config, listen=f"{host}:0", join=annex[0] if annex else None, data_dir=data_dir,
-                         seed=None)
+                         seed=None if self.config.seed is None else self.config.seed * 1009 + self._launched)
         await run_peer(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
                        process=self.process, state=state, store=store, taxonomy=self.subscriptions.taxonomy,
-                       join_annex=annex[1:] if annex else None, annex_launcher=self.annex_launcher)
+                       join_annex=annex[1:] if annex else None, annex_launcher=self.annex_launcher,
+                       authority=self.ownership.authority)
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         config, limits = self.config, self.limits
@@ -422,6 +439,7 @@ class _PeerRuntime:
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     if self.restored is not None and self.restored.has_zone:
                         await self.persistence.save()
+                        await self._register()
                         self.dispatcher.ready.set()
                         await self.membership.announce_self()
                         if state.replicas >= 2:
@@ -429,12 +447,17 @@ class _PeerRuntime:
                     elif config.join:
                         await self._check_same_overlay(config.join)
                         state.annex = self.join_annex is not None
+                        if self.ownership.enabled and not state.overlay:   # the authority's keys name it
+                            state.overlay = await overlay_of(self._ask, config.join) or ""
+                        await self._register(joining=True)   # before the zone's quads: they are writes too
                         await self.membership.join(config.join, at=self.join_at, annex=self.join_annex)
                         await self.schema.sync_from(config.join)   # before matching anything
                         self.dispatcher.ready.set()
                     else:
+                        await self.ownership.refuse_a_second_overlay()
                         state.zone = Zone(state.space.whole_space())
                         await self.persistence.save()
+                        await self._register()
                         self.dispatcher.ready.set()
                     self.process.add(state, self.store.held)
                     if self.auth.open and self.process.first_open_warning():
@@ -442,10 +465,11 @@ class _PeerRuntime:
                                     "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
                     await nursery.start(_for_the_peers_lifetime,
                                         partial(self.membership.run, stabilise_every=config.stabilise_every))
-                    for service in (self.storage, self.replication, self.replicas, self.schema, self.rebalancer,
-                                    self.annexes):
+                    for service in (self.ownership, self.storage, self.replication, self.replicas, self.schema,
+                                    self.rebalancer, self.annexes):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     nursery.start_soon(self._step_down_when_superseded)
+                    nursery.start_soon(self._step_down_when_deposed)
                     task_status.started(RunningPeer(
                         state=state, counters=self.counters, router=self.router, subscriptions=self.subscriptions,
                         queries=self.queries, delivery=self.delivery, matcher=self.matcher, storage=self.storage,
@@ -493,38 +517,35 @@ class _PeerRuntime:
         """A data directory of another overlay must not join this one (nor start a new one)."""
         if self.restored is None or not self.restored.overlay:
             return
-        try:
-            stream = await self.transport.connect(bootstrap)
-            async with open_connection(stream, self.clock, name=f"check->{bootstrap}") as conn:
-                info = OverlayInfo.from_wire(await conn.call(Op.OVERLAY_INFO, Empty()))
-        except EventCloudError:
-            return  # the join itself will report the unreachable peer
-        if info.overlay and info.overlay != self.restored.overlay:
+        overlay = await overlay_of(self._ask, bootstrap)   # unreachable: the join itself will say so
+        if overlay and overlay != self.restored.overlay:
             raise StateError(f"the data directory {self.config.data_dir} belongs to overlay {self.restored.overlay}, "
-                             f"but the peer at {bootstrap} is in overlay {info.overlay}; use another --data-dir")
+                             f"but the peer at {bootstrap} is in overlay {overlay}; use another --data-dir")
 
     async def _check_not_superseded(self) -> None:
         """Before serving a restored zone: did a replica take it over while we were down?"""
-        state = self.state
-        newer = False
-        rejoin = [n.address for n in state.neighbours.values()]
-        if state.replica is not None:
-            reply = await self._ask(state.replica[1], Op.REPLICA_STATUS, ReplicaOf(state.id, state.incarnation))
-            if reply is not None:
-                status = ReplicaStatus.from_wire(reply)
-                newer = status.taken_over and status.incarnation > state.incarnation
-                if status.address:
-                    rejoin.insert(0, status.address)
-        for address in list(rejoin)[:3]:
-            if newer:
-                break
-            reply = await self._ask(address, Op.TABLE, Empty())
-            if reply is not None:
-                mine = Table.from_wire(reply).neighbours.get(state.id)
-                newer = mine is not None and mine.incarnation > state.incarnation
-        if newer:
-            log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", state.id)
+        rejoin = await taken_over_while_down(self.state, self.ownership, self._ask)
+        if rejoin is not None:
+            log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", self.state.id)
             raise Superseded(rejoin)
+
+    async def _register(self, *, joining: bool = False) -> None:
+        """Register as the zone's owner before serving it (`Ownership.run` retries an authority that
+        does not answer; a joining peer fails instead: its join's writes would all be fenced)."""
+        try:
+            await self.ownership.establish()
+        except AuthorityUnreachable as exc:
+            if joining:
+                raise StateError(f"cannot join: {exc}; a peer joins only once it may own a zone") from None
+            log.warning("peer %s: %s; it serves reads and refuses writes until the authority answers",
+                        self.state.id, exc)
+        if self.ownership.superseded.is_set():
+            self.stepping_down = True
+            raise Superseded([n.address for n in self.state.neighbours.values()], listen=self.state.address)
+
+    async def _step_down_when_deposed(self) -> None:   # the authority holds a newer epoch of its zone
+        await self.ownership.superseded.wait()
+        self.replication.taken_over(None)
 
     async def _step_down_when_superseded(self) -> None:
         """A peer frozen or cut off past the failure timeout comes back to find its replica
@@ -542,19 +563,11 @@ class _PeerRuntime:
         that holds `at` (the busiest peer's; None: the busiest it finds then), `after` seconds on."""
         self.stepping_down = True
         address = self.state.address
-        self.persistence.retire()
+        self._handed_over()
         raise Superseded(rejoin, listen=address, at=at, after=after)
 
     async def _ask(self, address: str, op: Op, body: Any) -> dict[str, Any] | None:
-        """One request on a connection of its own (the router does not run yet); None if it fails."""
-        try:
-            with trio.fail_after(self.config.retry_window / 2):
-                stream = await self.transport.connect(address)
-                async with open_connection(stream, self.clock, name=f"ask->{address}") as conn:
-                    await self.auth.prove(conn)
-                    return await conn.call(op, body)
-        except (EventCloudError, trio.TooSlowError):
-            return None
+        return await ask(self.transport, self.clock, self.auth, address, op, body, within=self.config.retry_window / 2)
 
 
 async def _refuse(stream: trio.abc.Stream, clock: HybridClock, why: str) -> None:

@@ -6,6 +6,9 @@ the address each one prints once it serves (so port 0 works), and stops them wit
 Each peer's standard input is a pipe the cluster holds (`--stop-with-stdin`): if the cluster's
 process dies without stopping them (kill -9, a crash), the kernel closes the pipes and the
 peers stop as on SIGTERM, instead of serving on as orphans nobody will stop.
+With `authority="local"` (`eventcloud cluster` and the demo) the ownership authority the peers
+share is served from this process (`AuthorityHost`): the machine fails as a whole anyway, and
+nothing more needs installing; an `etcd://…` URL names an etcd instead; None: no authority.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from peers.supervisor.authority_host import AuthorityHost
+
 _LISTENING = re.compile(r"listening on (\S+)")
 
 
@@ -34,7 +39,8 @@ class LocalCluster:
                  algorithm: str = "osma", mapping: str = "local-name", host: str = "127.0.0.1",
                  start_timeout: float = 60.0, log_level: str = "warning", seed: int | None = None,
                  replicas: int = 2, fsync: bool = True, extra: list[str] | None = None, secure: bool = True,
-                 tls: tuple[Path, Path, Path | None] | None = None, cwd: str | Path | None = None) -> None:
+                 tls: tuple[Path, Path, Path | None] | None = None, cwd: str | Path | None = None,
+                 authority: str | None = None) -> None:
         if peers < 1:
             raise ClusterError("a cluster needs at least one peer")
         self.size = peers
@@ -55,6 +61,8 @@ class LocalCluster:
         self.admin_token_file = self.data_dir / "admin.token"
         self.tls = tls                  # (certificate, key, CA) every peer serves and verifies with
         self.cwd = cwd                  # where peers start: another checkout runs its own code there
+        self.authority = authority      # the peers' ownership authority: "local" (served here), etcd://…, or None
+        self._authority_host: AuthorityHost | None = None
         self.processes: list[subprocess.Popen] = []
         self.addresses: list[str] = []
         self.commands: list[list[str]] = []
@@ -93,16 +101,30 @@ class LocalCluster:
             cmd += ["--join", self.addresses[0]]
         if self.seed is not None:
             cmd += ["--seed", str(self.seed + index)]
-        if self._knows_stop_with_stdin():
+        if self._knows("--stop-with-stdin"):
             cmd.append("--stop-with-stdin")
+        if self.authority is not None and self._knows("--authority"):
+            cmd += ["--authority", self._authority_url()]
         return cmd
 
-    def _knows_stop_with_stdin(self) -> bool:
-        """Whether the peers' code has `--stop-with-stdin` (another checkout's may be older)."""
+    def _knows(self, flag: str) -> bool:
+        """Whether the peers' code has `flag` (another checkout's may be older)."""
         if self.cwd is None:
             return True
         parser = Path(self.cwd) / "eventcloud" / "cli" / "parser.py"
-        return parser.exists() and "--stop-with-stdin" in parser.read_text()
+        return parser.exists() and flag in parser.read_text()
+
+    def _authority_url(self) -> str:
+        if self.authority != "local":
+            return self.authority
+        if self._authority_host is None:
+            self._authority_host = AuthorityHost(self.host if self.host not in ("0.0.0.0", "::") else "127.0.0.1")
+            try:
+                self._authority_host.start()
+            except RuntimeError as exc:
+                raise ClusterError(str(exc)) from None
+        assert self._authority_host.url is not None
+        return self._authority_host.url
 
     def start(self, progress=None) -> None:
         for index in range(self.size):
@@ -165,6 +187,9 @@ class LocalCluster:
                 proc.send_signal(signal.SIGTERM)
         for index in range(len(self.processes)):
             self.stop_peer(index)
+        if self._authority_host is not None:   # after the peers: their last writes need their leases
+            self._authority_host.stop()
+            self._authority_host = None
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -25,6 +25,15 @@ def test_every_compose_command_is_accepted_by_the_cli():
     assert any("--join" in c for c in commands)
 
 
+def test_every_compose_peer_names_the_three_etcd_members_defined_there_as_its_authority():
+    text = (COMPOSE / "docker-compose.yml").read_text()
+    members = re.findall(r"^  (etcd\d):$", text, re.M)
+    assert members == ["etcd1", "etcd2", "etcd3"]
+    for command in compose_commands():
+        authority = build_parser().parse_args(command).authority
+        assert authority == "etcd://" + ",".join(f"{m}:2379" for m in members)
+
+
 def test_dockerfile_default_command_is_accepted_by_the_cli():
     text = (COMPOSE / "Dockerfile").read_text()
     entry = json.loads(re.search(r"ENTRYPOINT\s*(\[.*\])", text).group(1))

@@ -1,0 +1,11 @@
+"""The ownership authority: who owns each zone, decided by a linearizable store with leases
+(etcd in deployments, `LocalAuthority` in one process), and a peer's standing with it."""
+
+from peers.authority.base import Authority, Delete, Entry, Put, Same
+from peers.authority.etcd import EtcdAuthority, parse_authority
+from peers.authority.local import LocalAuthority
+from peers.authority.ownership import Ownership, lease_ttl
+from peers.authority.server import serve_authority
+
+__all__ = ["Authority", "Delete", "Entry", "EtcdAuthority", "LocalAuthority", "Ownership", "Put", "Same",
+           "lease_ttl", "parse_authority", "serve_authority"]

@@ -1,0 +1,132 @@
+"""The local ownership authority: etcd's semantics (linearizable transactions, leases expiring on
+the authority's own clock) held in one process.
+
+It serves the embedded default, where one machine fails as a whole anyway (`eventcloud cluster`
+runs it in the supervising process and serves it over HTTP, peers/authority/server.py), and the
+in-process tests, where every peer of an overlay is handed the same instance. One process holds
+the only copy: it is exactly as available as that process, which is its documented limit
+(docs/reliability.md); a deployment that needs more runs etcd.
+
+Every call runs to its end without a checkpoint in between, so calls are atomic and ordered as
+they arrive: a linearizable history. Leases expire lazily, at the next call that could observe
+them, which no caller can tell apart from expiring on time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import trio
+
+from eventcloud.errors import BadRequest, LeaseExpired
+from peers.authority.base import Delete, Entry, Put, Same
+
+__all__ = ["LocalAuthority"]
+
+
+@dataclass
+class _Lease:
+    ttl: int
+    deadline: float
+    keys: set[str] = field(default_factory=set)
+
+
+class LocalAuthority:
+    def __init__(self, clock: Callable[[], float] = trio.current_time) -> None:
+        self._clock = clock
+        self._entries: dict[str, Entry] = {}
+        self._leases: dict[int, _Lease] = {}
+        self._ids = itertools.count(1)
+        self.revision = 0
+
+    # --- the interface ---------------------------------------------------------------------------
+
+    async def grant(self, ttl: int) -> int:
+        await trio.lowlevel.checkpoint()
+        if ttl < 1:
+            raise BadRequest(f"a lease's TTL is at least 1 s, not {ttl}")
+        self._expire()
+        lease = next(self._ids)
+        self._leases[lease] = _Lease(ttl, self._clock() + ttl)
+        return lease
+
+    async def keep_alive(self, lease: int) -> int:
+        await trio.lowlevel.checkpoint()
+        self._expire()
+        held = self._leases.get(lease)
+        if held is None:
+            raise LeaseExpired(f"lease {lease:x} expired (or was revoked): the authority no longer knows it")
+        held.deadline = self._clock() + held.ttl
+        return held.ttl
+
+    async def revoke(self, lease: int) -> None:
+        await trio.lowlevel.checkpoint()
+        self._expire()
+        held = self._leases.pop(lease, None)
+        if held is not None:
+            self._drop(held.keys)
+
+    async def get(self, key: str) -> Entry | None:
+        await trio.lowlevel.checkpoint()
+        self._expire()
+        return self._entries.get(key)
+
+    async def scan(self, prefix: str) -> list[Entry]:
+        await trio.lowlevel.checkpoint()
+        self._expire()
+        return [self._entries[k] for k in sorted(self._entries) if k.startswith(prefix)]
+
+    async def transact(self, when: Sequence[Same], then: Sequence[Put | Delete]) -> bool:
+        await trio.lowlevel.checkpoint()
+        self._expire()
+        for put in then:
+            if isinstance(put, Put) and put.lease and put.lease not in self._leases:
+                raise LeaseExpired(f"lease {put.lease:x} expired (or was revoked): nothing can be attached to it")
+        if not all(self._holds(condition) for condition in when):
+            return False
+        self.revision += 1
+        for change in then:
+            if isinstance(change, Delete):
+                self._drop({change.key})
+                continue
+            old = self._entries.get(change.key)
+            if old is not None and old.lease in self._leases:
+                self._leases[old.lease].keys.discard(change.key)
+            self._entries[change.key] = Entry(change.key, change.value, self.revision, change.lease)
+            if change.lease:
+                self._leases[change.lease].keys.add(change.key)
+        return True
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    # --- what the HTTP server needs besides -------------------------------------------------------
+
+    def remaining(self, lease: int) -> int:
+        """Whole seconds left on a lease (-1: unknown), as etcd's TimeToLive reports them."""
+        self._expire()
+        held = self._leases.get(lease)
+        return -1 if held is None else max(0, int(held.deadline - self._clock()))
+
+    # --- inside ----------------------------------------------------------------------------------
+
+    def _holds(self, condition: Same) -> bool:
+        entry = self._entries.get(condition.key)
+        return entry is None if condition.value is None else entry is not None and entry.value == condition.value
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for lease, held in list(self._leases.items()):
+            if held.deadline <= now:
+                del self._leases[lease]
+                if held.keys:
+                    self.revision += 1
+                    self._drop(held.keys)
+
+    def _drop(self, keys: set[str]) -> None:
+        for key in list(keys):
+            entry = self._entries.pop(key, None)
+            if entry is not None and entry.lease in self._leases:
+                self._leases[entry.lease].keys.discard(key)

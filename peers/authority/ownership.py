@@ -1,0 +1,302 @@
+"""A peer's standing with the ownership authority: its lease, its zone's epoch, the fence on writes.
+
+Two keys per zone (a zone is named by its owner's id, which a stand-in keeps):
+
+* `eventcloud/<overlay>/epoch/<id>`: the zone's epoch (the owner's incarnation), a key without a
+  lease: it outlives every owner;
+* `eventcloud/<overlay>/owner/<id>`: who serves it at that epoch, attached to the server's lease:
+  it vanishes when the authority stops hearing from that runtime;
+* `eventcloud/<overlay>/replica/<id>`: the peer holding its current copy, which the owner records
+  (`record_replica`) before it acknowledges a write that only the new copy holds. Only that peer
+  may claim the zone: a peer that held an older copy (the owner replaced it while the two could
+  not talk) would serve it without the writes acknowledged since.
+
+A runtime serves its zone only after it *registered* (a transaction: the epoch is its
+incarnation -> the owner key is its, under its lease), and acknowledges a write only while its
+lease is surely alive (`fence`): the lease is taken as valid for its TTL from the moment the
+last successful renewal was *sent*, which ends no later than the authority's own expiry (the
+authority started its count after receiving it), with no wall clock compared across hosts.
+
+A replica takes a zone over only by *claiming* it (`claim`: the owner key is absent, so the
+owner's lease expired, and the epoch is still the one it copied -> the epoch goes one up). A
+replica cut off from the authority cannot claim, and a live owner keeps its key: neither a
+partition nor a slow link deposes a healthy owner. An owner that lost its lease re-registers
+if its epoch is unchanged (nobody claimed), and steps down if it moved on (`superseded`).
+
+Without an authority (`authority=None`: in-process tests written before it, and the overlay
+of a lone peer started without one), every check passes: the peer decides alone, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+
+import trio
+
+from eventcloud.errors import AuthorityUnreachable, Fenced, LeaseExpired
+from peers.authority.base import Authority, Delete, Put, Same
+from peers.store import PeerState, StateError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Ownership", "lease_ttl"]
+
+
+def lease_ttl(failure_timeout: float) -> int:
+    """A lease's TTL for a failure timeout: twice it, in whole seconds (etcd's unit), at least 5.
+
+    A crashed owner's zone is claimable once its lease expired, so this bounds the takeover time
+    from below; but a live owner must renew through whatever its link carries besides: behind a
+    saturated 16 kbit/s link (`experiments.faults`, scenario slow) a renewal waited behind
+    seconds of queued overlay traffic, and a 2 s lease lapsed on a live peer."""
+    return max(5, math.ceil(2 * failure_timeout))
+
+
+class Ownership:
+    def __init__(self, state: PeerState, authority: Authority | None, counters: Counter[str], *, ttl: int) -> None:
+        self.state = state
+        self.authority = authority
+        self.counters = counters
+        self.ttl = ttl
+        self.lease: int | None = None
+        self.registered = False
+        self.valid_until = -math.inf   # the trio clock's time until which the lease surely holds
+        self.superseded = trio.Event()  # the zone's epoch moved past ours: this runtime steps down
+        self.newer_epoch = 0
+        self.retired = False
+        self._unreachable_logged = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.authority is not None
+
+    def _key(self, kind: str, ident: str) -> str:
+        return f"eventcloud/{self.state.overlay}/{kind}/{ident}"
+
+    # --- the fence -------------------------------------------------------------------------------
+
+    def fence(self) -> None:
+        """Raise `Fenced` unless this runtime surely holds its zone now."""
+        if self.authority is None:
+            return
+        if self.superseded.is_set():
+            raise Fenced(f"peer {self.state.id}'s zone moved to epoch {self.newer_epoch}: this owner is deposed; retry")
+        if not self.registered or trio.current_time() >= self.valid_until:
+            self.counters["writes_fenced"] += 1
+            raise Fenced(f"peer {self.state.id} holds no live lease on its zone with the ownership authority "
+                         f"(unreachable, or the lease lapsed): nothing is acknowledged until it does; retry")
+
+    # --- registering, renewing ------------------------------------------------------------------
+
+    async def establish(self) -> None:
+        """Take a lease and register this runtime as its zone's owner at its incarnation. Sets
+        `superseded` if the epoch moved on. `AuthorityUnreachable` leaves it to `run` to retry."""
+        if self.authority is None:
+            return
+        sent = trio.current_time()
+        if self.lease is None:
+            self.lease = await self.authority.grant(self.ttl)
+        await self._register()
+        if self.registered:
+            self.valid_until = sent + self.ttl
+
+    async def _register(self) -> None:
+        assert self.authority is not None and self.lease is not None
+        state = self.state
+        epoch, owner = self._key("epoch", state.id), self._key("owner", state.id)
+        mine = str(state.incarnation)
+        record = json.dumps({"address": state.address, "incarnation": state.incarnation}, sort_keys=True)
+        if await self.authority.transact([Same(epoch, mine)], [Put(owner, record, self.lease)]):
+            self.registered = True
+            return
+        current = await self.authority.get(epoch)
+        seen = int(current.value) if current is not None else None
+        if seen is not None and seen > state.incarnation:
+            self._deposed(seen)
+            return
+        # A zone new to the authority (a new peer's, or one served before it was used), or one
+        # whose epoch an older incarnation left lower: this incarnation's, if nobody moved it meanwhile.
+        expected = None if current is None else current.value
+        if await self.authority.transact([Same(epoch, expected)], [Put(epoch, mine), Put(owner, record, self.lease)]):
+            self.registered = True
+            self.counters["zones_registered"] += 1
+
+    def _deposed(self, epoch: int) -> None:
+        if not self.superseded.is_set():
+            log.warning("peer %s: the ownership authority holds its zone at epoch %d, past its own %d: "
+                        "another peer serves it now; this one steps down", self.state.id, epoch,
+                        self.state.incarnation)
+            self.newer_epoch = epoch
+            self.counters["deposed_by_authority"] += 1
+            self.registered = False
+            self.superseded.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Renew the lease every third of its TTL, each renewal in a task of its own that may
+        take up to the TTL: behind a slow or saturated link a renewal waits seconds, and the
+        next one must not wait for it (renewals in turn lapsed a live peer's lease behind 16
+        kbit/s). Re-register after losing the lease; retry an unreachable authority twice as
+        often (the fence holds writes meanwhile)."""
+        task_status.started()
+        if self.authority is None:
+            await trio.sleep_forever()
+        try:
+            async with trio.open_nursery() as renewals:
+                while not self.superseded.is_set():
+                    if self.registered and self.lease is not None:
+                        await trio.sleep(self.ttl / 3)
+                        if self.registered and self.lease is not None:
+                            renewals.start_soon(self._renew, self.lease)
+                    else:
+                        await trio.sleep(self.ttl / 6)
+                        await self._reestablish()
+                renewals.cancel_scope.cancel()
+            await trio.sleep_forever()   # deposed: the runtime steps down (it watches `superseded`)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await self.release_lease()
+
+    def retire(self) -> None:
+        """This runtime handed its zone over (a leave, a move, an annex handed on): when it ends,
+        the zone's keys go too, so that no replica can claim a zone that lives on elsewhere."""
+        self.retired = True
+
+    async def epoch_of(self, ident: str) -> int | None:
+        """The authority's epoch of `ident`'s zone; None if unknown, unreachable or no authority."""
+        if self.authority is None:
+            return None
+        try:
+            entry = await self.authority.get(self._key("epoch", ident))
+        except AuthorityUnreachable:
+            return None
+        return int(entry.value) if entry is not None else None
+
+    async def _renew(self, lease: int) -> None:
+        """One renewal, bounded by the TTL (past it, a renewal could only arrive too late)."""
+        assert self.authority is not None
+        sent = trio.current_time()
+        with trio.move_on_after(self.ttl):
+            try:
+                await self.authority.keep_alive(lease)
+                if lease == self.lease and self.registered:
+                    self.valid_until = max(self.valid_until, sent + self.ttl)
+                self._answered()
+            except LeaseExpired:
+                if lease == self.lease:
+                    log.warning("peer %s: its lease with the ownership authority expired; writes wait until it "
+                                "registers again (or steps down, if its zone was taken over)", self.state.id)
+                    self.counters["leases_lost"] += 1
+                    self.lease, self.registered, self.valid_until = None, False, -math.inf
+            except AuthorityUnreachable as exc:
+                self._unreachable(exc)
+
+    async def _reestablish(self) -> None:
+        try:
+            await self.establish()
+            self._answered()
+        except LeaseExpired:
+            self.lease = None   # granted, then gone before it registered: a new one next time
+        except AuthorityUnreachable as exc:
+            self._unreachable(exc)
+
+    def _answered(self) -> None:
+        if self._unreachable_logged:
+            log.info("peer %s: the ownership authority answers again", self.state.id)
+            self._unreachable_logged = False
+
+    def _unreachable(self, exc: AuthorityUnreachable) -> None:
+        self.counters["authority_unreachable"] += 1
+        if not self._unreachable_logged:
+            log.warning("peer %s: %s (its writes are refused once its lease may have lapsed)", self.state.id, exc)
+            self._unreachable_logged = True
+
+    async def release_lease(self) -> None:
+        """This runtime ends: its lease goes now, so a replica need not wait out the TTL."""
+        if self.authority is None or self.lease is None:
+            return
+        lease, self.lease, self.registered, self.valid_until = self.lease, None, False, -math.inf
+        try:
+            if self.retired:
+                epoch = self._key("epoch", self.state.id)
+                await self.authority.transact([Same(epoch, str(self.state.incarnation))],
+                                              [Delete(epoch), Delete(self._key("owner", self.state.id)),
+                                               Delete(self._key("replica", self.state.id))])
+            await self.authority.revoke(lease)
+        except (AuthorityUnreachable, LeaseExpired):
+            pass
+
+    async def record_replica(self, replica: str) -> None:
+        """Name `replica` as the holder of this zone's current copy (before any write only it
+        holds is acknowledged). `Fenced` if the zone's epoch moved on: this owner is deposed."""
+        if self.authority is None:
+            return
+        epoch = self._key("epoch", self.state.id)
+        if await self.authority.transact([Same(epoch, str(self.state.incarnation))],
+                                         [Put(self._key("replica", self.state.id), replica)]):
+            return
+        current = await self.epoch_of(self.state.id)
+        if current is not None and current > self.state.incarnation:
+            self._deposed(current)
+        raise Fenced(f"peer {self.state.id} cannot name its new replica: its zone's epoch is not its own "
+                     f"({current}, not {self.state.incarnation})")
+
+    async def refuse_a_second_overlay(self) -> None:
+        """A first peer (no --join, no zone of its own) starts no overlay beside one the authority
+        knows to be served: a wiped peer restarted with its first command joins it instead."""
+        try:
+            live = {o: a for o, a in (await self.live_overlays()).items() if a}
+        except AuthorityUnreachable as exc:
+            raise StateError(f"cannot start a new overlay: {exc}") from None
+        if live:
+            overlay, addresses = next(iter(live.items()))
+            raise StateError(f"the ownership authority knows overlay {overlay}, served by {len(addresses)} peer(s) "
+                             f"(e.g. {addresses[0]}); this peer has no data of its own (a new or wiped data "
+                             f"directory), so it would start a second overlay: start it with --join {addresses[0]}")
+
+    async def live_overlays(self) -> dict[str, list[str]]:
+        """Overlay id -> addresses of its live owners, as the authority knows them (empty without
+        one). A first peer asks before it starts a new overlay: a wiped one restarted with its own
+        command would otherwise start a second overlay at the old address."""
+        if self.authority is None:
+            return {}
+        found: dict[str, list[str]] = {}
+        for entry in await self.authority.scan("eventcloud/"):
+            parts = entry.key.split("/")
+            if len(parts) == 4 and parts[2] == "owner":
+                try:
+                    address = str(json.loads(entry.value).get("address", ""))
+                except (ValueError, AttributeError):
+                    address = ""
+                found.setdefault(parts[1], [])
+                if address:
+                    found[parts[1]].append(address)
+        return found
+
+    # --- taking a zone over ----------------------------------------------------------------------
+
+    async def claim(self, owner: str, incarnation: int) -> bool:
+        """Whether this runtime won `owner`'s zone, at `incarnation` + 1: only if the owner's
+        lease expired (its key is gone) and nobody claimed the zone first. Without an authority,
+        True (the replica decides alone). `AuthorityUnreachable`: nothing claimed."""
+        if self.authority is None:
+            return True
+        if self.lease is None:
+            raise AuthorityUnreachable(f"peer {self.state.id} holds no lease with the ownership authority: "
+                                       f"it cannot claim peer {owner}'s zone now")
+        epoch, key, replica = self._key("epoch", owner), self._key("owner", owner), self._key("replica", owner)
+        record = json.dumps({"address": "", "incarnation": incarnation + 1, "claimed_by": self.state.id},
+                            sort_keys=True)
+        then = [Put(epoch, str(incarnation + 1)), Put(key, record, self.lease), Put(replica, "")]
+        won = False
+        # the copy the owner named last, or (an owner that never named one: a stand-in that did
+        # not get to choose its replica, a peer whose writes were never replicated) any
+        for named in (self.state.id, None, ""):
+            if await self.authority.transact([Same(key, None), Same(epoch, str(incarnation)), Same(replica, named)],
+                                             then):
+                won = True
+                break
+        self.counters["claims_won" if won else "claims_lost"] += 1
+        return won

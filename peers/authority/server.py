@@ -1,0 +1,149 @@
+"""The local authority served over HTTP, as the subset of etcd's v3 JSON API ownership uses.
+
+`eventcloud cluster` serves one in its supervising process, and its peers reach it with the
+same client as etcd (`EtcdAuthority`, given `http://HOST:PORT`): the contract tests run that
+client against both. Only what ownership calls is served: lease grant, keep-alive, revoke,
+range (one key or a prefix) and txn (value/absence compares, put and single-key delete).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any, Awaitable, Callable
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from eventcloud.errors import EventCloudError, LeaseExpired
+from eventcloud.net.asgi import answer_lifespan
+from peers.authority.base import Delete, Entry, Put, Same
+from peers.authority.etcd import from_b64, to_b64
+from peers.authority.local import LocalAuthority
+
+__all__ = ["serve_authority"]
+
+#: A request body past this is refused: ownership's requests are a few hundred bytes.
+MAX_BODY = 1 << 20
+
+
+class _App:
+    """The ASGI application: one JSON request, one JSON reply."""
+
+    def __init__(self, authority: LocalAuthority) -> None:
+        self.authority = authority
+        self.routes: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+            "/v3/lease/grant": self._grant, "/v3/lease/keepalive": self._keep_alive,
+            "/v3/lease/revoke": self._revoke, "/v3/kv/range": self._range, "/v3/kv/txn": self._txn,
+        }
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            return await answer_lifespan(receive, send)
+        if scope["type"] != "http":
+            return
+        route = self.routes.get(scope["path"])
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > MAX_BODY:
+                return await _reply(send, 413, {"error": "request body too large", "code": 8})
+            if not message.get("more_body"):
+                break
+        if route is None or scope["method"] != "POST":
+            return await _reply(send, 404, {"error": f"not served here: {scope['method']} {scope['path']}", "code": 12})
+        try:
+            request = json.loads(body or b"{}")
+            if not isinstance(request, dict):
+                raise ValueError("a JSON object is expected")
+            return await _reply(send, 200, await route(request))
+        except LeaseExpired as exc:
+            return await _reply(send, 404, {"error": f"etcdserver: requested lease not found ({exc})", "code": 5})
+        except EventCloudError as exc:
+            return await _reply(send, 400, {"error": str(exc), "code": 3})
+        except (ValueError, KeyError, TypeError) as exc:
+            return await _reply(send, 400, {"error": f"malformed request: {type(exc).__name__} {exc}", "code": 3})
+
+    def _header(self) -> dict[str, Any]:
+        return {"revision": str(self.authority.revision)}
+
+    async def _grant(self, request: dict[str, Any]) -> dict[str, Any]:
+        lease = await self.authority.grant(int(request["TTL"]))
+        return {"header": self._header(), "ID": str(lease), "TTL": str(int(request["TTL"]))}
+
+    async def _keep_alive(self, request: dict[str, Any]) -> dict[str, Any]:
+        lease = int(request["ID"])
+        try:
+            ttl = await self.authority.keep_alive(lease)
+        except LeaseExpired:
+            return {"result": {"header": self._header(), "ID": str(lease)}}   # etcd: no TTL when unknown
+        return {"result": {"header": self._header(), "ID": str(lease), "TTL": str(ttl)}}
+
+    async def _revoke(self, request: dict[str, Any]) -> dict[str, Any]:
+        await self.authority.revoke(int(request["ID"]))
+        return {"header": self._header()}
+
+    async def _range(self, request: dict[str, Any]) -> dict[str, Any]:
+        key = from_b64(request["key"])
+        if "range_end" in request:
+            end = base64.b64decode(request["range_end"])
+            entries = [e for e in await self.authority.scan("") if key.encode() <= e.key.encode() < end]
+        else:
+            entry = await self.authority.get(key)
+            entries = [entry] if entry is not None else []
+        return {"header": self._header(), "kvs": [_kv(e) for e in entries], "count": str(len(entries))}
+
+    async def _txn(self, request: dict[str, Any]) -> dict[str, Any]:
+        when = [_condition(c) for c in request.get("compare", [])]
+        then: list[Put | Delete] = []
+        for op in request.get("success", []):
+            if "request_put" in op:
+                put = op["request_put"]
+                then.append(Put(from_b64(put["key"]), from_b64(put.get("value", "")), int(put.get("lease", 0) or 0)))
+            elif "request_delete_range" in op and "range_end" not in op["request_delete_range"]:
+                then.append(Delete(from_b64(op["request_delete_range"]["key"])))
+            else:
+                raise ValueError(f"only puts and single-key deletes are served here, not {sorted(op)}")
+        if request.get("failure"):
+            raise ValueError("a txn's failure branch is not served here")
+        succeeded = await self.authority.transact(when, then)
+        return {"header": self._header(), "succeeded": succeeded}
+
+
+def _condition(compare: dict[str, Any]) -> Same:
+    key, target = from_b64(compare["key"]), compare.get("target", "VERSION")
+    if compare.get("result", "EQUAL") != "EQUAL":
+        raise ValueError("only EQUAL compares are served here")
+    if target == "VERSION" and int(compare.get("version", 0)) == 0:
+        return Same(key, None)
+    if target == "VALUE":
+        return Same(key, from_b64(compare.get("value", "")))
+    raise ValueError(f"only VALUE and VERSION == 0 compares are served here, not {target}")
+
+
+def _kv(entry: Entry) -> dict[str, Any]:
+    return {"key": to_b64(entry.key), "value": to_b64(entry.value), "mod_revision": str(entry.revision),
+            "lease": str(entry.lease)}
+
+
+async def _reply(send: Any, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def serve_authority(authority: LocalAuthority, listen: str = "127.0.0.1:0", *,
+                          task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve `authority` until cancelled; started with its URL, e.g. http://127.0.0.1:2379."""
+    config = Config()
+    config.bind = [listen]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("peers.authority.server")
+    config.graceful_timeout = 1
+    async with trio.open_nursery() as nursery:
+        binds: Any = await nursery.start(serve, _App(authority), config)
+        task_status.started(binds[0])

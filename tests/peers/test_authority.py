@@ -1,0 +1,255 @@
+"""The ownership authority's contract, held by each implementation: the local one in this
+process, the local one served over HTTP and reached by the etcd client, and a real etcd
+(Debian's etcd-server; skipped where it is not installed). Then a peer's standing with it
+(`Ownership`): registration, the fence on writes, claims on a crashed owner's zone."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import httpx
+import pytest
+import trio
+
+from eventcloud.errors import AuthorityUnreachable, BadRequest, Fenced, LeaseExpired
+from eventcloud.overlay import CoordinateSpace
+from eventcloud.testing.etcd import EtcdCluster, etcd_binary, free_port
+from peers.authority import Delete, EtcdAuthority, LocalAuthority, Ownership, Put, Same, parse_authority, serve_authority
+from peers.store import PeerState
+
+BACKENDS = ["local", "served", "etcd"]
+
+
+class _Clock:
+    """A clock the test moves (the served and direct local authorities run on it)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return trio.current_time() + self.offset
+
+
+@pytest.fixture
+async def backend(request, tmp_path, nursery):
+    """(authority, advance): `advance(s)` lets `s` seconds pass on the authority's clock."""
+    kind = request.param
+    if kind == "etcd":
+        if etcd_binary() is None:
+            pytest.skip("etcd is not installed (Debian's etcd-server)")
+        cluster = EtcdCluster(tmp_path / "etcd")
+        await trio.to_thread.run_sync(cluster.start)
+        authority = EtcdAuthority(cluster.url)
+        try:
+            yield authority, trio.sleep
+        finally:
+            await authority.aclose()
+            await trio.to_thread.run_sync(cluster.stop)
+        return
+    clock = _Clock()
+
+    async def advance(seconds: float) -> None:
+        clock.offset += seconds
+        await trio.sleep(0)
+
+    local = LocalAuthority(clock)
+    if kind == "local":
+        yield local, advance
+        return
+    url = await nursery.start(serve_authority, local)
+    authority = EtcdAuthority(url.replace("http://", "etcd://"))
+    try:
+        yield authority, advance
+    finally:
+        await authority.aclose()
+
+
+contract = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+
+
+@contract
+async def test_a_key_is_created_once_and_swapped_only_from_the_value_it_holds(backend):
+    authority, _ = backend
+    assert await authority.get("t/a") is None
+    assert await authority.transact([Same("t/a", None)], [Put("t/a", "1")])
+    assert not await authority.transact([Same("t/a", None)], [Put("t/a", "2")])   # exists: refused
+    assert (await authority.get("t/a")).value == "1"
+    assert not await authority.transact([Same("t/a", "0")], [Put("t/a", "2")])    # wrong value: refused
+    assert await authority.transact([Same("t/a", "1")], [Put("t/a", "2"), Put("t/b", "x")])
+    assert [(e.key, e.value) for e in await authority.scan("t/")] == [("t/a", "2"), ("t/b", "x")]
+    assert await authority.scan("u/") == []
+    # all or nothing: one failing condition applies none of the writes
+    assert not await authority.transact([Same("t/a", "2"), Same("t/b", "y")], [Put("t/a", "3"), Delete("t/b")])
+    assert (await authority.get("t/a")).value == "2" and (await authority.get("t/b")).value == "x"
+    assert await authority.transact([Same("t/b", "x")], [Delete("t/b")])
+    assert await authority.get("t/b") is None
+
+
+@contract
+async def test_a_leased_key_vanishes_when_its_lease_is_not_kept_alive(backend):
+    authority, advance = backend
+    kept, dropped = await authority.grant(2), await authority.grant(2)
+    assert await authority.transact([], [Put("l/kept", "k", kept), Put("l/dropped", "d", dropped)])
+    assert (await authority.get("l/kept")).lease == kept
+    for _ in range(4):                     # 3 s in all: past the TTL, for the lease not renewed
+        await advance(0.75)
+        assert await authority.keep_alive(kept) >= 1
+    for _ in range(40):                    # etcd expires leases on its own schedule (bounded wait)
+        if await authority.get("l/dropped") is None:
+            break
+        await advance(0.25)
+    assert await authority.get("l/dropped") is None
+    assert (await authority.get("l/kept")).value == "k"
+    with pytest.raises(LeaseExpired):
+        await authority.keep_alive(dropped)
+    with pytest.raises(LeaseExpired):      # nothing can be attached to an expired lease
+        await authority.transact([], [Put("l/late", "x", dropped)])
+    await authority.revoke(kept)
+    assert await authority.get("l/kept") is None
+    await authority.revoke(kept)           # gone already: no error
+
+
+@contract
+async def test_a_condition_on_an_absent_key_holds_after_its_lease_expired(backend):
+    """The takeover's transaction: the owner key absent (its lease expired) and the epoch unchanged."""
+    authority, advance = backend
+    owner = await authority.grant(2)
+    assert await authority.transact([], [Put("z/epoch", "1"), Put("z/owner", "o", owner)])
+    claim = [Same("z/owner", None), Same("z/epoch", "1")]
+    assert not await authority.transact(claim, [Put("z/epoch", "2")])       # the owner's lease lives
+    for _ in range(40):
+        await advance(0.25)
+        if await authority.transact(claim, [Put("z/epoch", "2")]):
+            break
+    assert (await authority.get("z/epoch")).value == "2"
+    assert not await authority.transact(claim, [Put("z/epoch", "2")])       # a second claim loses
+
+
+# --- the etcd client alone -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["served"], indirect=True)
+async def test_an_unreachable_member_is_skipped_and_none_answering_is_a_typed_error(backend):
+    authority, _ = backend
+    alive = authority.members[0].removeprefix("http://")
+    dead = f"127.0.0.1:{free_port()}"
+    both = EtcdAuthority(f"etcd://{dead},{alive}", timeout=1.0)
+    try:
+        assert await both.transact([Same("m/k", None)], [Put("m/k", "v")])
+        assert (await both.get("m/k")).value == "v"
+    finally:
+        await both.aclose()
+    none = EtcdAuthority(f"etcd://{dead}", timeout=1.0)
+    try:
+        with trio.fail_after(5):
+            with pytest.raises(AuthorityUnreachable, match=dead):
+                await none.get("m/k")
+    finally:
+        await none.aclose()
+
+
+@pytest.mark.parametrize("backend", ["served"], indirect=True)
+async def test_the_served_authority_refuses_garbage_with_a_typed_reply(backend):
+    authority, _ = backend
+    base = authority.members[0]
+    async with httpx.AsyncClient() as http:
+        garbage = await http.post(base + "/v3/kv/txn", content=b"\xff not json")
+        assert garbage.status_code == 400 and "malformed" in garbage.json()["error"]
+        unknown = await http.post(base + "/v3/kv/compact", json={})
+        assert unknown.status_code == 404 and "not served here" in unknown.json()["error"]
+        wrong = await http.post(base + "/v3/kv/txn", json={"compare": [{"key": "eA==", "result": "GREATER"}]})
+        assert wrong.status_code == 400 and "EQUAL" in wrong.json()["error"]
+    assert (await authority.get("x")) is None   # still serving
+
+
+@pytest.mark.parametrize("url", ["", "etcd://", "etcd://host", "zk://h:1", "etcd://h:x"])
+def test_a_bad_authority_url_is_refused_naming_it(url):
+    with pytest.raises(BadRequest, match="authority"):
+        parse_authority(url)
+
+
+# --- a peer's standing: registration, the fence, claims ------------------------------------------
+
+def _peer(ident: str, incarnation: int = 0) -> PeerState:
+    state = PeerState(space=CoordinateSpace(), algorithm="osma", replicas=2)
+    state.id, state.incarnation, state.overlay, state.address = ident, incarnation, "ov", f"h:{ident}"
+    return state
+
+
+async def test_an_owner_serves_while_its_lease_lives_and_a_replica_claims_only_after_it_lapsed(autojump_clock):
+    authority = LocalAuthority()         # on the test's virtual clock, as the fence is
+    owner_state, keeper_state = _peer("a", 1), _peer("b")
+    owner = Ownership(owner_state, authority, Counter(), ttl=2)
+    keeper = Ownership(keeper_state, authority, Counter(), ttl=2)
+    with pytest.raises(Fenced, match="no live lease"):
+        owner.fence()                    # not registered yet: nothing is acknowledged
+    await owner.establish()
+    await keeper.establish()
+    owner.fence()
+    assert (await authority.get("eventcloud/ov/epoch/a")).value == "1"
+    assert json.loads((await authority.get("eventcloud/ov/owner/a")).value)["address"] == "h:a"
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(owner.run)
+        nursery.start_soon(keeper.run)
+        await trio.sleep(30)             # the owner renews: it stays fenced in, and unclaimable
+        owner.fence()
+        assert not await keeper.claim("a", 1)
+        # The owner is cut off from the authority (its renewals fail): its own fence closes
+        # before the authority lets the replica claim.
+        real = authority.keep_alive
+
+        async def unreachable(lease: int) -> int:
+            if lease == owner.lease:
+                raise AuthorityUnreachable("cut off")
+            return await real(lease)
+
+        authority.keep_alive = unreachable
+        claimed_at = fenced_at = None
+        start = trio.current_time()
+        while claimed_at is None:
+            await trio.sleep(0.1)
+            if fenced_at is None:
+                try:
+                    owner.fence()
+                except Fenced:
+                    fenced_at = trio.current_time() - start
+            if await keeper.claim("a", 1):
+                claimed_at = trio.current_time() - start
+        assert fenced_at is not None and fenced_at <= claimed_at
+        assert (await authority.get("eventcloud/ov/epoch/a")).value == "2"
+        assert not await keeper.claim("a", 1)          # claimed once
+        authority.keep_alive = real                    # healed: the old owner learns it was deposed
+        with trio.fail_after(10):
+            await owner.superseded.wait()
+        with pytest.raises(Fenced, match="deposed"):
+            owner.fence()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_restarted_owner_resumes_its_epoch_and_a_superseded_one_steps_down(autojump_clock):
+    authority = LocalAuthority()
+    first = Ownership(_peer("a", 1), authority, Counter(), ttl=2)
+    await first.establish()
+    # killed -9: its lease is never revoked; the same incarnation restarted registers again at once
+    again = Ownership(_peer("a", 1), authority, Counter(), ttl=2)
+    await again.establish()
+    again.fence()
+    assert not again.superseded.is_set()
+    # a replica claims after the restarted one's lease lapsed; an older incarnation then steps down
+    await trio.sleep(5)
+    keeper = Ownership(_peer("b"), authority, Counter(), ttl=2)
+    await keeper.establish()
+    assert await keeper.claim("a", 1)
+    stale = Ownership(_peer("a", 1), authority, Counter(), ttl=2)
+    await stale.establish()
+    assert stale.superseded.is_set() and stale.newer_epoch == 2
+    standin = Ownership(_peer("a", 2), authority, Counter(), ttl=2)
+    await standin.establish()
+    standin.fence()
+
+
+async def test_without_an_authority_every_check_passes():
+    alone = Ownership(_peer("a"), None, Counter(), ttl=2)
+    await alone.establish()
+    alone.fence()
+    assert await alone.claim("b", 3)

@@ -1,0 +1,141 @@
+"""Ownership decided by the authority, in one process: partitions (peers cut off both ways, the
+authority included) depose no healthy owner, split no zone, and lose nothing acknowledged.
+
+Without the authority (`authority=None`) the first test fails: the cut-off replica, unable to
+reach anyone, takes over the healthy owners whose copies it holds (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from eventcloud.client import ClientError
+from eventcloud.errors import ErrorCode, EventCloudError
+from eventcloud.testing import open_overlay
+from peers.authority import LocalAuthority, lease_ttl
+from tests.helpers import ALGORITHMS, spread_events
+
+
+async def _publish_all(publisher, events, acknowledged: list, refused: list, seconds: float) -> None:
+    """Publish each event (the SDK retries what is refused as unavailable); note what was acknowledged."""
+    for event in events:
+        try:
+            with trio.fail_after(seconds):
+                await publisher.publish(event)
+            acknowledged.append(event)
+        except (ClientError, trio.TooSlowError) as exc:
+            refused.append((event, exc))
+
+
+async def _not_whole(client, events) -> list[str]:
+    """The events not stored whole, exactly once (empty: all are)."""
+    wrong = []
+    for event in events:
+        found = await client.find(event.graph)
+        if len(found) != len(event):
+            wrong.append(f"{event.graph.value}: {len(found)} of {len(event)} quads")
+    return wrong
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+async def test_a_replica_cut_off_for_15_s_deposes_no_healthy_owner_and_nothing_acknowledged_is_lost(
+        autojump_clock, algorithm):
+    async with open_overlay(5, algorithm, seed=7, authority=LocalAuthority()) as overlay:
+        acknowledged: list = []
+        refused: list = []
+        async with overlay.client(0, "sub") as subscriber, overlay.client(0, "pub") as publisher:
+            sub = await subscriber.subscribe("SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }", kind="signal")
+            await _publish_all(publisher, spread_events(10, "before"), acknowledged, refused, 30)
+            with trio.fail_after(30):   # every zone has its copy (made once its owner has data)
+                while sum(len(p.replicas.held()) for p in overlay.peers) < len(overlay.peers):
+                    await trio.sleep(0.5)
+            victim = max(overlay.peers[1:], key=lambda p: len(p.replicas.held()))
+            owners = set(victim.replicas.held())
+            assert owners
+            await overlay.cut(victim)
+            started = trio.current_time()
+            await _publish_all(publisher, spread_events(20, "during"), acknowledged, refused, 30)
+            await trio.sleep(max(0.0, 15 - (trio.current_time() - started)))
+            overlay.heal(victim)
+            await _publish_all(publisher, spread_events(10, "after"), acknowledged, refused, 30)
+            await trio.sleep(20)   # the victim learns its own zone moved on, steps down, rejoins
+            assert not refused, refused
+
+            # the cut-off replica tried and was refused; no healthy owner was deposed
+            assert victim.counters["takeovers"] == 0
+            assert victim.counters["takeovers_unclaimed"] > 0
+            for peer in overlay.peers:
+                if peer.id in owners:
+                    assert peer.counters["superseded"] == 0 and peer.counters["deposed_by_authority"] == 0, peer.id
+            # its own zone moved to its replica (it was unreachable to all), and it stepped down
+            assert sum(p.counters["takeovers"] for p in overlay.peers if p is not victim) == 1
+            assert victim.counters["deposed_by_authority"] + victim.counters["superseded"] >= 1
+
+            assert await _not_whole(publisher, acknowledged) == []
+            assert await publisher.count() == sum(len(e) for e in acknowledged)
+            got: set[str] = set()
+            with trio.move_on_after(30):
+                async for note in sub:
+                    assert note.event not in got, "a pair notified twice"
+                    got.add(note.event)
+                    if len(got) == len(acknowledged):
+                        break
+            assert got == {e.graph.value for e in acknowledged}
+
+
+async def test_a_minority_cut_off_refuses_writes_and_the_overlay_converges_with_one_owner_per_zone(autojump_clock):
+    async with open_overlay(6, seed=11, authority=LocalAuthority()) as overlay:
+        minority = overlay.peers[4:]
+        acknowledged: list = []
+        refused: list = []
+        async with overlay.client(0) as publisher:
+            await _publish_all(publisher, spread_events(10, "before"), acknowledged, refused, 30)
+            for peer in minority:
+                await overlay.cut(peer)
+            # the minority's owners acknowledge nothing once their leases may have lapsed: a write
+            # there is refused as unavailable (fenced, or no replica reachable), never acknowledged
+            await trio.sleep(lease_ttl(overlay.config.failure_timeout) + 1)
+            for peer in minority:
+                with trio.fail_after(30), pytest.raises(EventCloudError) as refusal:
+                    await peer.current_store.write([["abort", "http://example.org/minority-write"]])
+                assert refusal.value.code is ErrorCode.UNAVAILABLE, refusal.value
+            # the majority's writes go on, but for a zone both of whose copies are in the minority
+            # (nobody can serve it): those wait, and may stay unacknowledged
+            during: list = []
+            await _publish_all(publisher, spread_events(20, "during"), acknowledged, during, 10)
+            await trio.sleep(15)
+            for peer in minority:
+                overlay.heal(peer)
+            await _publish_all(publisher, spread_events(10, "after"), acknowledged, refused, 30)
+            await trio.sleep(20)
+            assert not refused, refused
+            landed = 0
+            for event, _ in during:      # not acknowledged: whole or absent, never partial
+                found = len(await publisher.find(event.graph))
+                assert found in (0, len(event)), f"{event.graph.value}: {found} of {len(event)} quads"
+                landed += found
+            # one owner per zone: every peer serving is one the authority knows, each id once
+            epochs = {e.key.rsplit("/", 1)[1]: int(e.value) for e in await overlay.authority.scan("eventcloud/")
+                      if "/epoch/" in e.key}
+            status = await publisher.status()
+            assert not any(p.down for p in status.peers)
+            ids = [p.id for p in status.peers]
+            assert len(ids) == len(set(ids))
+            for ident in ids:
+                assert ident in epochs, f"peer {ident} serves a zone the authority does not know"
+            assert await _not_whole(publisher, acknowledged) == []
+            assert await publisher.count() == sum(len(e) for e in acknowledged) + landed
+
+
+async def test_a_first_peer_with_no_data_starts_no_second_overlay_beside_one_the_authority_knows(autojump_clock):
+    from dataclasses import replace
+
+    from peers.runtime import run_peer
+    from peers.store import StateError
+
+    async with open_overlay(2, seed=3, authority=LocalAuthority()) as overlay:
+        wiped = replace(overlay.config, join=None, seed=99)   # the first peer's command, its data gone
+        with pytest.raises(StateError, match=f"--join ({overlay.peers[0].address}|{overlay.peers[1].address})"):
+            await run_peer(wiped, overlay.network.endpoint(), authority=overlay.authority)
+    async with open_overlay(1, seed=3, authority=LocalAuthority()) as alone:   # the first one of all starts
+        assert alone.peers[0].current.has_zone

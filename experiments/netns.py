@@ -17,6 +17,8 @@ removes what a killed harness left, by prefix).
 from __future__ import annotations
 
 import subprocess
+import time
+from pathlib import Path
 
 __all__ = ["Hosts", "remove_leftovers"]
 
@@ -81,6 +83,7 @@ class Hosts:
         _ip("netns", "exec", ns, "ip", "link", "set", "eth0", "up")
         _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
         self.addresses[name] = address
+        self._await_forwarding(name, 10.0)
         return address
 
     def run(self, name: str, command: list[str]) -> list[str]:
@@ -90,13 +93,37 @@ class Hosts:
     def cut(self, name: str) -> None:
         _ip("link", "set", self.link(name), "down")
 
-    def heal(self, name: str) -> None:
+    def heal(self, name: str, within: float = 10.0) -> None:
+        """The host's link back on the main bridge, returning once it forwards again.
+
+        `ip link set … up` returns before the kernel has the carrier up at both ends of the veth
+        and the bridge port forwarding (link events are deferred, by up to a second, longer on a
+        loaded machine); a probe sent in that gap is dropped, so "healed" waits for all three.
+        """
         _ip("link", "set", self.link(name), "master", self.bridge)
         _ip("link", "set", self.link(name), "up")
+        self._await_forwarding(name, within)
+
+    def _await_forwarding(self, name: str, within: float) -> None:
+        deadline = time.monotonic() + within
+        while not self._forwarding(name):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"host {name!r}: link {self.link(name)} not forwarding {within} s after coming up")
+            time.sleep(0.05)
+
+    def _forwarding(self, name: str) -> bool:
+        link = self.link(name)
+        inside = _ip("netns", "exec", self.namespace(name), "ip", "-o", "link", "show", "dev", "eth0", check=False).stdout
+        outside = _ip("-o", "link", "show", "dev", link, check=False).stdout
+        port = Path(f"/sys/class/net/{link}/brport/state")
+        forwarding = port.exists() and port.read_text().strip() == "3"   # BR_STATE_FORWARDING
+        return "LOWER_UP" in inside and "LOWER_UP" in outside and forwarding
 
     def isolate(self, names: list[str]) -> None:
         for name in names:
             _ip("link", "set", self.link(name), "master", self.island)
+        for name in names:
+            self._await_forwarding(name, 10.0)
 
     def slow(self, name: str, rate: str = "16kbit") -> None:
         """Both directions of the host's link limited to `rate` (a token bucket, not a delay)."""

@@ -52,6 +52,9 @@ def peer(args: argparse.Namespace) -> int:
     # every renewal with the ownership authority is an HTTP request: httpx's own line for each
     # would drown --log-level info (the authority's failures are logged by peers.authority)
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # rdflib logs a traceback for each literal of a query it cannot cast (ill-typed, or past
+    # int()'s digit limit); SPARQL keeps such a literal as it is, which is what happens: noise
+    logging.getLogger("rdflib.term").setLevel(logging.ERROR)
     try:
         config = PeerConfig(listen=args.listen, join=args.join, data_dir=args.data_dir, algorithm=args.algorithm,
                             space=CoordinateSpace(mapping=args.mapping), advertise=args.advertise, seed=args.seed,

@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, NamedTuple, Union
 
 from eventcloud.errors import ModelError
+from eventcloud.rdf.syntax import iri_problem, is_language_tag
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 XSD_STRING = XSD + "string"
@@ -44,6 +46,9 @@ class IRI:
         if not _SCHEME.match(self.value):
             raise ModelError(f"IRI {self.value[:80]!r} has no scheme: RDF needs absolute IRIs such as "
                              f"http://example.org/x or urn:x")
+        problem = iri_problem(self.value)
+        if problem is not None:
+            raise ModelError(f"IRI {self.value[:80]!r} is malformed: {problem}")
 
     def n3(self) -> str:
         return f"<{self.value}>"
@@ -69,9 +74,16 @@ class Literal:
             else:
                 raise ModelError(f"a literal's datatype must be an IRI (an IRI object or its string), "
                                  f"got {self.datatype!r}")
+        elif self.datatype != XSD_STRING:
+            problem = _datatype_problem(self.datatype)
+            if problem is not None:
+                raise ModelError(problem)
+            if len(self.lexical) > MAX_NUMERAL_DIGITS and self.datatype in _NUMERALS:
+                raise ModelError(f"an xsd:{self.datatype.rpartition('#')[2]} literal of {len(self.lexical)} characters: "
+                                 f"numbers are accepted up to {MAX_NUMERAL_DIGITS} digits")
         if self.language is not None:
-            if not _LANG.match(self.language):
-                raise ModelError(f"invalid language tag {self.language!r}")
+            if not is_language_tag(self.language):
+                raise ModelError(f"invalid language tag {self.language!r}: not a BCP 47 tag such as en, en-GB or zh-Hant")
             # RDF 1.1: language tags compare case-insensitively; keep one canonical form.
             object.__setattr__(self, "language", self.language.lower())
             object.__setattr__(self, "datatype", RDF_LANGSTRING)
@@ -91,6 +103,23 @@ class Literal:
 
 
 Term = Union[IRI, Literal]
+
+#: Python's own bound on converting digits to an int (sys.get_int_max_str_digits): a longer
+#: numeral is refused where it enters, not failed on where a filter or a store reads it.
+MAX_NUMERAL_DIGITS = 4300
+_NUMERALS = frozenset(XSD + name for name in (
+    "integer", "decimal", "byte", "short", "int", "long", "unsignedByte", "unsignedShort", "unsignedInt",
+    "unsignedLong", "positiveInteger", "negativeInteger", "nonPositiveInteger", "nonNegativeInteger"))
+
+
+@lru_cache(maxsize=4096)
+def _datatype_problem(datatype: str) -> str | None:
+    """Why a literal's datatype is no IRI (datatypes recur: each is checked once)."""
+    try:
+        IRI(datatype)
+    except ModelError as exc:
+        return f"a literal's datatype must be an IRI: {exc}"
+    return None
 
 
 class Quad(NamedTuple):
@@ -184,7 +213,6 @@ def skolem_iri(graph: IRI, label: str) -> IRI:
 
 _IRI_FORBIDDEN = re.compile(r'[\x00-\x20<>"{}|^`\\]')
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-_LANG = re.compile(r"^[A-Za-z]+(-[A-Za-z0-9]+)*$")
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 _UNESCAPES = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 _NEEDS_ESCAPE = re.compile(r'["\\\n\r\t\b\f]')

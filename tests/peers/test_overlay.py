@@ -122,6 +122,13 @@ async def test_malformed_request_body_gets_a_clear_error(autojump_clock):
                 await client.call(Op.PUBLISH, {"events": [{"graph": "", "quads": [["http://s", "http://p", "o"]]}]})
             with pytest.raises(ClientError, match="field 'events' is missing"):
                 await client.call(Op.PUBLISH, {"ev": {}})
+            # terms the store would refuse after routing (an `internal` error once): refused at entry
+            for bad, why in ((["http://s", "http://p", "http://x/%zz"], "two hexadecimal digits"),
+                             (["http://s", "http://p", ["1" * 5000, "http://www.w3.org/2001/XMLSchema#integer"]],
+                              "up to 4300 digits")):
+                with pytest.raises(ClientError, match=why) as info:
+                    await client.call(Op.PUBLISH, {"events": [{"graph": "http://x/g", "quads": [bad]}]})
+                assert info.value.code == "bad-request"
             assert await client.count() == 0
 
 

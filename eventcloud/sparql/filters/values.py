@@ -109,6 +109,8 @@ _DOUBLE_RE = re.compile(
 
 
 def parse_integer(text: str) -> int | None:
+    if len(text) > 20 and len(text.lstrip("+-0")) > 20:   # beyond 64 bits (and int()'s digit limit)
+        return None
     if text.isascii() and text.isdigit():  # the common case, without the regular expression
         value = int(text)
         return value if value <= _I64_MAX else None
@@ -126,7 +128,7 @@ def parse_decimal(text: str) -> Dec | None:
     frac = (frac or "").rstrip("0")
     if not whole and not frac:  # "", "." and (as the oracle has it) ".000" are not decimals
         return None
-    if len(frac) > 18:
+    if len(frac) > 18 or len(whole.lstrip("0")) > 21:   # beyond 128 bits (and int()'s digit limit)
         return None
     value = int(whole or "0") * _SCALE + (int(frac) * 10 ** (18 - len(frac)) if frac else 0)
     value = -value if sign == "-" else value

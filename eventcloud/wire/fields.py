@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from eventcloud.errors import BadRequest
@@ -10,6 +11,25 @@ from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire import codec as c
 from eventcloud.wire.schema import Codec
 
+_PEER_ID = re.compile(r"[0-9A-Za-z_-]{1,64}")
+
+
+def _peer_id(data: Any, trusted: bool) -> str:
+    """A peer's id names files and directories (replica copies, stand-ins): never a path."""
+    if type(data) is not str or _PEER_ID.fullmatch(data) is None:
+        raise BadRequest(f"expected a peer id (1 to 64 letters, digits, '-' or '_'), got {str(data)[:40]!r}")
+    return data
+
+
+def _batch(data: Any, trusted: bool) -> list[Any]:
+    if type(data) is not list:
+        raise BadRequest(f"expected a batch of store mutations (a list), got {type(data).__name__}")
+    return data
+
+
+PEER_ID = Codec("a peer id", lambda v: v, _peer_id)
+#: One writer's store mutations; each is checked by the store before anything is logged.
+BATCH = Codec("a batch of store mutations", lambda v: list(v), _batch)
 TERM = Codec("an RDF term", c.term_to_wire, c.term_from_wire)
 IRI_ = Codec("an IRI", lambda v: v.value, lambda d, t: c.iri_from_wire(d, "value", t))
 QUAD = Codec("a quad", c.quad_to_wire, c.quad_from_wire)

@@ -11,7 +11,9 @@ from eventcloud.overlay.zones import Zone
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.client_messages import Notification
-from eventcloud.wire.fields import BOX, NEIGHBOUR, NEIGHBOURS, PARTIAL, POINT, QUAD, SOLUTIONS, TAXONOMY, ZONE
+from eventcloud.wire.fields import (
+    BATCH, BOX, NEIGHBOUR, NEIGHBOURS, PARTIAL, PEER_ID, POINT, QUAD, SOLUTIONS, TAXONOMY, ZONE,
+)
 from eventcloud.wire.schema import BOOL, INT, LIST, MAP, NESTED, OPT, RAW, STR, Body, field, message
 
 @message
@@ -414,19 +416,19 @@ class PeerId(Body):
 class Replicate(Body):
     """Store mutations an owner applied to its zone, on the replica it chose (acknowledged once durable)."""
 
-    owner: str = field(STR)
+    owner: str = field(PEER_ID)
     incarnation: int = field(INT)
-    batches: tuple[Any, ...] = field(LIST(RAW))
+    batches: tuple[Any, ...] = field(LIST(BATCH))
 
 
 @message
 class ReplicaSync(Body):
     """A full copy of an owner's zone, in chunks: the first resets the copy, the last ends it."""
 
-    owner: str = field(STR)
+    owner: str = field(PEER_ID)
     incarnation: int = field(INT)
     state: dict[str, Any] | None = field(OPT(MAP), default=None)   # the owner's peer state, first chunk
-    batches: tuple[Any, ...] = field(LIST(RAW), default=())
+    batches: tuple[Any, ...] = field(LIST(BATCH), default=())
     reset: bool = field(BOOL, default=False)
     done: bool = field(BOOL, default=False)
     to: str = field(STR, default="")   # the peer the owner chose for its copy (another may answer there now)
@@ -436,14 +438,14 @@ class ReplicaSync(Body):
 class ReplicaState(Body):
     """The owner's peer state (zone, neighbours), so a takeover starts from it."""
 
-    owner: str = field(STR)
+    owner: str = field(PEER_ID)
     incarnation: int = field(INT)
     state: dict[str, Any] = field(MAP)
 
 
 @message
 class ReplicaOf(Body):
-    owner: str = field(STR)
+    owner: str = field(PEER_ID)
     incarnation: int = field(INT, default=0)
 
 
@@ -461,7 +463,7 @@ class ReplicaStatus(Body):
 class Probe(Body):
     """Can you reach this peer? (the indirect check before a takeover)"""
 
-    id: str = field(STR)
+    id: str = field(PEER_ID)
     address: str = field(STR)
 
 

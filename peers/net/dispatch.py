@@ -77,6 +77,14 @@ class Dispatcher:
         self._batches.update(batches)
 
     @property
+    def peers_proven(self) -> bool:
+        """Whether a peer operation surely comes from a peer, so its body is decoded without
+        checking again what its sender checked (terms, quads): only with a cluster secret, which
+        `PeerAuth.check` demands for every peer operation. In an open cluster anyone may send
+        them, and they are validated like a client's."""
+        return not self.auth.open
+
+    @property
     def request_ops(self) -> frozenset[Op]:
         """What a request frame may name: routed operations too, to be refused with a reply."""
         return frozenset(self._requests) | frozenset(self._routed)
@@ -92,7 +100,7 @@ class Dispatcher:
                                    ErrorCode.BAD_REQUEST)
             raise RequestError(f"unknown message type {op.value!r}", ErrorCode.UNKNOWN_OP)
         self.auth.check(conn, op)
-        body = REQUESTS[op].from_wire(raw, trusted=op in PEER_OPS)
+        body = REQUESTS[op].from_wire(raw, trusted=op in PEER_OPS and self.peers_proven)
         if op not in SERVED_BEFORE_READY:
             await self._until_ready(op)
         return await handler(conn, body)
@@ -116,7 +124,7 @@ class Dispatcher:
             if handler is None:
                 raise RequestError(f"operation {op.value!r} is not accepted as a push", ErrorCode.UNKNOWN_OP)
             self.auth.check(conn, op)
-            body = REQUESTS[op].from_wire(raw, trusted=True)
+            body = REQUESTS[op].from_wire(raw, trusted=self.peers_proven)
             await self._until_ready(op)
             await handler(conn, body)
         except EventCloudError as exc:
@@ -139,7 +147,7 @@ class Dispatcher:
             try:
                 if not isinstance(raw, dict):
                     raise BadRequest(f"the body of routed operation {op_name!r} must be a map")
-                bodies.append(REQUESTS[op].from_wire(raw, trusted=True))
+                bodies.append(REQUESTS[op].from_wire(raw, trusted=self.peers_proven))
                 where.append(i)
             except EventCloudError as exc:
                 outcome[i] = exc
@@ -158,4 +166,4 @@ class Dispatcher:
         if not isinstance(raw, dict):
             raise BadRequest(f"the body of routed operation {op_name!r} must be a map")
         self.counters[f"run:{op_name}"] += 1
-        return await handler(REQUESTS[op].from_wire(raw, trusted=True))
+        return await handler(REQUESTS[op].from_wire(raw, trusted=self.peers_proven))

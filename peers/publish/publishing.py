@@ -28,7 +28,7 @@ from eventcloud.net.rpc import RpcConnection
 from eventcloud.overlay import Zone, next_hop
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.sparql.filters.values import canonical_term
-from eventcloud.wire.codec import point_from_wire, triple_from_wire, triple_to_wire, trusted_iri
+from eventcloud.wire.codec import iri_from_wire, point_from_wire, triple_from_wire, triple_to_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
 from eventcloud.wire.messages import Commit, Deliver, Delivered, Delivery, Publish, Published, Receipt
 from eventcloud.wire.ops import Op
@@ -66,8 +66,10 @@ class Publishing:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, commits: Commits, matcher: Matcher,
                  clock: HybridClock, counters: Counter[str], guard: ZoneGuard, *, retry_window: float,
                  resolve_after: float, commit_later: float = 1.0, abort_after: float, admit_backlog: int = 0,
-                 backlog: Callable[[], int] | None = None, published: RecentPublications | None = None) -> None:
+                 backlog: Callable[[], int] | None = None, published: RecentPublications | None = None,
+                 peers_proven: bool = True) -> None:
         self.state = state
+        self.peers_proven = peers_proven   # False in an open cluster: deliveries are checked like a client's
         self.guard = guard
         self.router = router
         self.store = store
@@ -306,6 +308,9 @@ class Publishing:
     # --- delivery -----------------------------------------------------------------------------
 
     async def _on_deliver(self, conn: RpcConnection, body: Deliver) -> Delivered:
+        if not self.peers_proven:
+            for delivery in body.deliveries:
+                _check(delivery)
         owners, prompt, backlog, zones = await self._deliver(list(body.deliveries))
         ordered = sorted(owners)
         return Delivered(tuple(ordered), backlog, tuple(sorted(prompt)),
@@ -419,6 +424,8 @@ class Publishing:
         return mine, groups, stray
 
     async def _local_deliver(self, body: Delivery) -> list[str]:
+        if not self.peers_proven:
+            _check(body)
         graph = trusted_iri(body.graph)
         quads = [triple_from_wire(graph, q, trusted=True) for q in body.quads]
         taken = _taken(body)
@@ -502,6 +509,14 @@ def _part(delivery: Delivery, taken: list[int], passed: tuple[str, ...] = ()) ->
         return Delivery(d.graph, d.size, d.published, d.quads, tuple(taken), True, d.tx, d.origin, passed)
     return Delivery(d.graph, d.size, d.published, tuple(d.quads[i] for i in taken), None, False, d.tx, d.origin,
                     passed)
+
+
+def _check(delivery: Delivery) -> None:
+    """A delivery's graph and quads as a client's publication is checked (BadRequest naming what
+    is wrong): from a peer of an open cluster, that may be anyone."""
+    graph = iri_from_wire(delivery.graph, "the graph of a delivery")
+    for quad in delivery.quads:
+        triple_from_wire(graph, quad)
 
 
 def _whole_event(graph: IRI, delivery: Delivery, quads: list[Quad | None]) -> CompoundEvent | None:

@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from eventcloud.errors import ErrorCode, EventCloudError, RequestError
+from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import (
     Empty, Load, Pong, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
@@ -182,6 +182,7 @@ class ReplicaKeeper:
             raise RequestError(f"this is peer {self.state.id}, not {body.to}: the sender's entry for this address "
                                f"is stale", ErrorCode.FORBIDDEN)
         if body.reset:
+            _check_state(body.owner, body.state)
             old = self._copies.pop(body.owner, None)
             if old is not None:
                 await self.offload.run(self._discard, old)
@@ -199,6 +200,7 @@ class ReplicaKeeper:
         return Empty()
 
     async def _on_state(self, conn: RpcConnection, body: ReplicaState) -> Empty:
+        _check_state(body.owner, body.state)
         copy = self._copy_of(body.owner, body.incarnation)
         copy.state = body.state
         copy.last_ok = trio.current_time()
@@ -439,3 +441,13 @@ def _move_copy(copy: _Copy, target: Path, state: PeerState) -> None:
     (copy.directory / "owner.json").unlink(missing_ok=True)
     copy.directory.rename(target)
     save_state(target, state)
+
+
+def _check_state(owner: str, state: dict[str, Any] | None) -> None:
+    """An owner's peer state is what a takeover starts from: junk is refused now, not met then."""
+    try:
+        parsed = PeerState.from_json(state)
+    except (ValueError, KeyError, TypeError, AttributeError, EventCloudError) as exc:
+        raise BadRequest(f"invalid peer state of {owner}: {exc}") from None
+    if parsed.id != owner:
+        raise BadRequest(f"the peer state sent for {owner} is that of {parsed.id}")

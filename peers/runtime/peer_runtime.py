@@ -318,7 +318,7 @@ class _PeerRuntime:
                                          resolve_after=config.resolve_after,
                                          abort_after=config.abort_after, admit_backlog=config.admit_backlog,
                                          backlog=lambda: max(matcher.backlog, delivery.backlog),
-                                         published=published)
+                                         published=published, peers_proven=dispatcher.peers_proven)
         self.persistence = StateFile(state, clock, data_dir, offload, replication)
         self.scope = lifetime.runtime(state, store_)   # what the peer's handle reads from now on
         self.limits = ConnectionLimits(config.max_connections, config.max_buffered)

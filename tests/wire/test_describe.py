@@ -15,7 +15,7 @@ def test_the_protocol_document_is_true_to_the_code():
     text = DOC.read_text()
     assert BEGIN in text and END in text, "docs/protocol.md lost its generated reference"
     embedded = text[text.index(BEGIN): text.index(END) + len(END)]
-    assert embedded == reference(), "regenerate it: python -m eventcloud.wire.describe"
+    assert embedded == reference(), "regenerate it: python -m eventcloud.wire.describe --update docs/protocol.md"
 
 
 def test_the_reference_names_every_operation_and_error_code():

@@ -42,6 +42,7 @@ class ErrorCode(StrEnum):
     TIMEOUT = "timeout"                    # gave up waiting
     ROUTING = "routing"                    # no route (a routing loop or a broken overlay)
     CANNOT_LEAVE = "cannot-leave"          # a leave that cannot be done now
+    CONFLICT = "conflict"                  # a graph IRI that holds another event (other content)
     INCOMPATIBLE = "incompatible"          # a joining peer whose operator set is not the overlay's
     INTERNAL = "internal"                  # a bug: please report it
 

@@ -22,7 +22,7 @@ REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 401
 STATUS_OF: Mapping[ErrorCode, int] = {
     ErrorCode.BAD_REQUEST: 400, ErrorCode.BAD_SUBSCRIPTION: 400, ErrorCode.BAD_QUERY: 400, ErrorCode.BAD_RDF: 400,
     ErrorCode.NOT_FOUND: 404, ErrorCode.GONE: 410, ErrorCode.FORBIDDEN: 403, ErrorCode.TOO_LARGE: 413,
-    ErrorCode.CANNOT_LEAVE: 409,
+    ErrorCode.CANNOT_LEAVE: 409, ErrorCode.CONFLICT: 409,
     ErrorCode.UNREACHABLE: 502, ErrorCode.ROUTING: 502, ErrorCode.PROTOCOL: 502, ErrorCode.UNKNOWN_OP: 502,
     ErrorCode.INTERNAL: 502,
     ErrorCode.UNAVAILABLE: 503, ErrorCode.BUSY: 503, ErrorCode.TIMEOUT: 504,

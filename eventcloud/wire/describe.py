@@ -42,6 +42,7 @@ _CODE_MEANINGS = {
     ErrorCode.TIMEOUT: "gave up waiting",
     ErrorCode.ROUTING: "no route: a routing loop or a broken overlay",
     ErrorCode.CANNOT_LEAVE: "a graceful leave that cannot be done now",
+    ErrorCode.CONFLICT: "a graph IRI that holds another event (other content): publish under a new IRI, or delete it first",
     ErrorCode.INCOMPATIBLE: "a joining peer whose operator set is not the overlay's (the message names the missing ones)",
     ErrorCode.INTERNAL: "a bug in the peer (logged there); please report it",
 }

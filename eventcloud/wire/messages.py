@@ -19,7 +19,7 @@ from eventcloud.wire.peer_messages import *  # noqa: F401,F403
 from eventcloud.wire.peer_messages import (
     Announce, ChainMember, Commit, CsmaStep, Deliver, Delivered, Delivery, EventGet, Handover, JoinCommit, JoinRequest, Leases, Load, LoadAsk, MailboxAck,
     MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, MulticastEach, NextChunk, Notifies, Notify, PeerId, Probe, ProbeResult,
-    ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, Route, Routed, StoreSubscription,
+    ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, GraphClaim, Route, Routed, StoreSubscription,
     SchemaNewer, SchemaOffer, SparqlLocal, StepAside, Table, TakeOver, AnnexAsk, AnnexOffer, AdoptAnnex,
 )
 from eventcloud.wire.schema import Body
@@ -40,7 +40,7 @@ REQUESTS: dict[Op, type[Body]] = {
     Op.REPLICA_STATUS: ReplicaOf, Op.EVENT_GET: EventGet,
     Op.MCAST: Multicast, Op.MCAST_EACH: MulticastEach, Op.JOIN_SPLIT: JoinRequest, Op.LOAD: LoadAsk, Op.LOAD_LOCAL: Empty, Op.JOIN_DATA: NextChunk, Op.LEAVE_DATA: NextChunk, Op.DELIVER_LOCAL: Delivery, Op.FIND_LOCAL: Find,
     Op.COUNT_LOCAL: Find, Op.DELETE_LOCAL: Delete, Op.STATUS_LOCAL: Empty, Op.CLOCK: Empty,
-    Op.STORE_SUB: StoreSubscription, Op.REMOVE_SUB: SubscriptionId, Op.CSMA_SUB: CsmaStep, Op.RESOLVE: Resolve,
+    Op.STORE_SUB: StoreSubscription, Op.REMOVE_SUB: SubscriptionId, Op.CSMA_SUB: CsmaStep, Op.RESOLVE: Resolve, Op.CLAIM_GRAPH: GraphClaim, Op.RELEASE_GRAPH: GraphClaim,
     Op.NOTIFICATION: Notification,
 }
 

@@ -118,6 +118,16 @@ class EventGet(Body):
 
 
 @message
+class GraphClaim(Body):
+    """To the owner of a graph IRI's claim point: this event's content (`digest`) is the graph's,
+    unless another content claimed it first (`claim_graph` answers the digest that stands);
+    `release_graph` forgets the claim once the event is deleted."""
+
+    graph: str = field(STR)
+    digest: str = field(STR, default="")
+
+
+@message
 class Resolve(Body):
     """To the peer holding publication attempts' decisions: committed, aborted or still
     unknown? One answer per key, in order (an owner asks for all it holds pending at once)."""

@@ -32,6 +32,7 @@ from eventcloud.wire.codec import iri_from_wire, point_from_wire, triple_from_wi
 from eventcloud.wire.hlc import HybridClock, unpack
 from eventcloud.wire.messages import Commit, Deliver, Delivered, Delivery, Publish, Published, Receipt
 from eventcloud.wire.ops import Op
+from peers.publish.claims import GraphClaims, conflict, digest_of
 from peers.publish.commits import ABORT, COMMIT, Commits, UNKNOWN
 from peers.matching import Matcher
 from peers.publish.owner_cache import OwnerCache
@@ -67,8 +68,9 @@ class Publishing:
                  clock: HybridClock, counters: Counter[str], guard: ZoneGuard, *, retry_window: float,
                  resolve_after: float, commit_later: float = 1.0, abort_after: float, admit_backlog: int = 0,
                  backlog: Callable[[], int] | None = None, published: RecentPublications | None = None,
-                 peers_proven: bool = True) -> None:
+                 peers_proven: bool = True, claims: GraphClaims) -> None:
         self.state = state
+        self.claims = claims   # event identity: a graph IRI holds one content
         self.peers_proven = peers_proven   # False in an open cluster: deliveries are checked like a client's
         self.guard = guard
         self.router = router
@@ -162,7 +164,23 @@ class Publishing:
             await trio.sleep(min(1.0, backlog / (4 * self.admit_backlog)))
 
     async def publish(self, stamped: list[tuple[CompoundEvent, int]]) -> None:
-        """Both phases for a batch: pending at the owners, the decision here, then the commits."""
+        """Claim each event's graph IRI for its content, then both phases for the events whose
+        claim stands: pending at the owners, the decision here, then the commits. Events whose
+        IRI holds other content are refused (`conflict`) after the others are published."""
+        try:
+            ours = await self.claims.claim([(e.graph.value, digest_of(e)) for e, _ in stamped])
+        except EventCloudError as exc:
+            raise RequestError(f"publication not stored, nothing of it is visible (its graph IRIs could not be "
+                               f"claimed); retry it (same graph IRIs): {exc.message}",
+                               exc.code if exc.transient else ErrorCode.UNAVAILABLE) from None
+        conflicting = [e.graph.value for (e, _), mine in zip(stamped, ours) if not mine]
+        stamped = [pair for pair, mine in zip(stamped, ours) if mine]
+        if stamped:
+            await self._both_phases(stamped)
+        if conflicting:
+            raise conflict(conflicting)
+
+    async def _both_phases(self, stamped: list[tuple[CompoundEvent, int]]) -> None:
         attempts = [self.commits.attempt(t) for _, t in stamped]
         whole = self.state.algorithm == "osma"
         origin = "" if whole else self.state.address  # CSMA: chains carry it, entries ask it for the event

@@ -39,7 +39,7 @@ from eventcloud.wire.messages import (
 from eventcloud.wire.ops import Op
 from peers.net import Router
 from peers.store import AsyncStore, EventInfo, ForeignQuads, Offload, PeerState, delete, query_rows
-from peers.publish import COMMIT, Commits
+from peers.publish import COMMIT, Commits, GraphClaims
 from peers.queries.candidates import QueryCandidates
 from peers.matching import Subscriptions, analyse_locked
 from peers.queries.child_process import QueryBudget, evaluate_in_child
@@ -61,9 +61,10 @@ MAX_CRAWLED = 100_000
 
 class Queries:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 commits: Commits, counters: Counter[str], *, offload: Offload,
+                 commits: Commits, claims: GraphClaims, counters: Counter[str], *, offload: Offload,
                  budget: QueryBudget | None = None, foreign: ForeignQuads | None = None) -> None:
         self.state = state
+        self.claims = claims   # a deleted event's graph IRI is released for another event
         self.budget = budget               # gathered queries run in a child process under it (None: a thread)
         self.foreign = foreign if foreign is not None else ForeignQuads()  # quads another peer answers for
         self.commits = commits
@@ -258,6 +259,7 @@ class Queries:
     async def _on_delete(self, conn: RpcConnection, body: Delete) -> Deleted:
         box = self.state.space.pattern_box((body.graph, None, None, None))
         removed = await self.router.multicast(box, Op.DELETE_LOCAL, body)
+        await self.claims.release(body.graph.value)   # after the quads: a failed delete keeps the claim
         return Deleted(sum(removed))
 
     async def _local_delete(self, body: Delete) -> int:

@@ -40,7 +40,7 @@ from peers.authority import Authority, Ownership, lease_ttl
 from peers.membership import Annexes, LoadSurvey, Membership, Rebalancer
 from peers.delivery import Attachments, Gatherer, Homes, Subscribers
 from peers.net import Dispatcher, PeerAuth, RetryPolicy, Router
-from peers.publish import Commits, Publishing, RecentPublications
+from peers.publish import Commits, GraphClaims, Publishing, RecentPublications
 from peers.config import PeerConfig, advertised_address
 from peers.process import PeerLauncher, ProcessPeers
 from peers.matching import (
@@ -286,7 +286,9 @@ class _PeerRuntime:
                              sync_every=config.schema_sync_every,
                              rng=random.Random(None if config.seed is None else config.seed + 1))
         self.commits = commits = Commits(state, router, store_, counters)
-        self.queries = queries = Queries(state, router, store_, subscriptions, commits, counters,
+        guard = ZoneGuard()
+        claims = GraphClaims(state, router, store_, guard, counters, retry_window=config.retry_window)
+        self.queries = queries = Queries(state, router, store_, subscriptions, commits, claims, counters,
                                          offload=Offload(config.offloaded, 2),
                                          budget=QueryBudget(config.query_budget, config.query_memory_mb,
                                                             config.max_frame // 2)
@@ -303,7 +305,6 @@ class _PeerRuntime:
         self.attachments = attachments = Attachments(state, router, delivery, clock, counters, self.tasks["attachments"],
                                                      attach_refresh=config.attach_refresh,
                                                      retry_window=config.retry_window)
-        guard = ZoneGuard()
         self.homes = homes = Homes(
             state, router, store_, subscriptions, gatherer, counters, self.tasks["homes"], physical_ms=physical_ms,
             retry_window=config.retry_window, attach_refresh=config.attach_refresh,
@@ -318,7 +319,8 @@ class _PeerRuntime:
                                          resolve_after=config.resolve_after,
                                          abort_after=config.abort_after, admit_backlog=config.admit_backlog,
                                          backlog=lambda: max(matcher.backlog, delivery.backlog),
-                                         published=published, peers_proven=dispatcher.peers_proven)
+                                         published=published, peers_proven=dispatcher.peers_proven,
+                                         claims=claims)
         self.persistence = StateFile(state, clock, data_dir, offload, replication)
         self.scope = lifetime.runtime(state, store_)   # what the peer's handle reads from now on
         self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
@@ -360,6 +362,7 @@ class _PeerRuntime:
         dispatcher.register(self.annexes.handlers())
         dispatcher.register(routed=matcher.routed(), batches=matcher.routed_batches())
         dispatcher.register(routed=commits.routed())
+        dispatcher.register(routed=claims.routed())
         dispatcher.register(routed=homes.routed())
 
     async def _ping(self, conn: RpcConnection, body: Empty) -> Pong:

@@ -12,7 +12,7 @@ from peers.store.async_store import AsyncStore
 from peers.store.offload import Offload
 from peers.store.foreign import ForeignQuads
 from peers.store.mutations import (
-    RESERVED_GRAPHS, Mutation, abort, add, check_mutation, commit, decide, delete, drop_subscription, notified,
+    RESERVED_GRAPHS, Mutation, abort, add, check_mutation, commit, decide, delete, drop_subscription, notified, release,
     put_subscription, remove,
 )
 from peers.store.peer_store import EventInfo, PeerStore, StoreError, query_rows, write_atomically
@@ -22,5 +22,5 @@ from peers.store.zone_guard import ZoneGuard
 
 __all__ = ["AsyncStore", "EventInfo", "ForeignQuads", "Mutation", "Offload", "PeerState", "PeerStore", "RESERVED_GRAPHS", "StateError",
            "StoreError", "WriteAheadLog", "ZoneGuard", "abort", "add", "check_mutation", "commit", "decide", "delete",
-           "drop_subscription", "load_state", "mailboxes", "notified", "put_subscription", "query_rows", "remove",
+           "drop_subscription", "load_state", "mailboxes", "notified", "put_subscription", "query_rows", "release", "remove",
            "save_state", "write_atomically"]

@@ -100,12 +100,17 @@ def decide(key: str, decision: str, point: list[str]) -> Mutation:
     return ["decide", key, decision, point]
 
 
+def release(key: str) -> Mutation:
+    """Forget a decision (a graph's claim, once its event is deleted: the IRI may be used again)."""
+    return ["release", key]
+
+
 _TRIPLES = "a list of [s, p, o] triples"
 #: kind -> the type of each argument ("triples": a list of 3-item lists; "tx": attempts or None)
 _SHAPES: dict[str, tuple[Any, ...]] = {
     "add": (str, "triples", int, int, bool, "tx"), "commit": (str,), "notified": (str,), "abort": (str,),
     "delete": (str,), "remove": (str, "triples"), "sub": (str, dict), "unsub": (str,),
-    "decide": (str, str, list), **mb.SHAPES,
+    "decide": (str, str, list), "release": (str,), **mb.SHAPES,
 }
 
 

@@ -360,6 +360,11 @@ class PeerStore:
             self._decisions[key] = (decision, point)
             self._records.put_decision(key, json.dumps([decision, point]))
             return decision
+        if kind == "release":
+            found = self._decisions.pop(mutation[1], None) is not None
+            if found:
+                self._records.drop_decision(mutation[1])
+            return found
         raise ValueError(f"unknown store mutation {kind!r}")
 
     def _add(self, graph: str, quads: list[Quad], size: int, published: int, committed: bool,

@@ -91,6 +91,10 @@ class Records:
     def put_decision(self, key: str, decision: str) -> None:
         self._store.add(ox.Quad(ox.NamedNode(_TX + key), DECISION, ox.Literal(decision), _HERE))
 
+    def drop_decision(self, key: str) -> None:
+        for quad in list(self._store.quads_for_pattern(ox.NamedNode(_TX + key), DECISION, None, _HERE)):
+            self._store.remove(quad)
+
     def flush(self) -> None:
         self._store.flush()
 

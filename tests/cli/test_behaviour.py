@@ -342,3 +342,19 @@ def test_ctrl_c_of_the_demo_says_what_happened_and_stops_its_cluster(tmp_path):
         host, port = address.rsplit(":", 1)
         with socket.socket() as probe:
             assert probe.connect_ex((host, int(port))) != 0, f"{address} still serves"
+
+
+def test_an_event_iri_reused_with_other_content_is_refused(cluster):
+    """The newcomer's case: "C" then "D" under one graph IRI. The same content again is a retry;
+    other content is a conflict that names the event and what to do, with nothing stored."""
+    first = f'<{EX}c> <{EX}q> "C" <{EX}g3> .\n'
+    assert cli("publish", "--peer", cluster.entry, "-", stdin=first).returncode == 0
+    again = cli("publish", "--peer", cluster.entry, "-", stdin=first)
+    assert again.returncode == 0 and "published 1 event (1 quad)" in again.stdout, again.stderr
+    other = cli("publish", "--peer", cluster.entry, "-", stdin=first.replace('"C"', '"D"'))
+    assert other.returncode == 1, other.stdout
+    assert f"{EX}g3 already holds an event with other content" in other.stderr
+    assert "new IRI" in other.stderr and "delete the event first" in other.stderr
+    no_traceback(other.stderr)
+    found = cli("query", "--peer", cluster.entry, f"SELECT ?o WHERE {{ GRAPH <{EX}g3> {{ ?s ?p ?o }} }}")
+    assert "C" in found.stdout and "D" not in found.stdout, found.stdout

@@ -170,6 +170,9 @@ async def test_publishing_every_syntax(gateway):
         again = await http.post("/events", params={"graph": f"{EX}turtle-event"}, content=turtle,
                                 headers={"content-type": "text/turtle"})
         assert again.json() == reply.json()  # a retry: same graph, same skolem IRIs, nothing doubled
+        other = await http.post("/events", params={"graph": f"{EX}turtle-event"}, content=f"<{EX}a> <{EX}p> 3 .",
+                                headers={"content-type": "text/turtle"})
+        assert other.status_code == 409 and "already holds an event with other content" in other.text
         reply = await http.post("/events", content=rdfxml, headers={"content-type": "application/rdf+xml"})
         body = reply.json()
         assert reply.status_code == 200 and body["events"] == 1 and body["quads"] == 1

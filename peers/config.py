@@ -66,6 +66,9 @@ class PeerConfig:
     max_connections: int = 1024           # connections served at once (more are refused)
     max_buffered: int = 64 * 1024 * 1024  # bytes of unfinished frames buffered by all connections together
     idle_timeout: float = 300.0           # a connection without any message for this long is closed
+    first_request_timeout: float = 10.0   # a new connection must ask something this soon (else closed)
+    max_per_address: int = 256            # connections without credentials one host may hold at once
+    reserved_connections: int = 64        # slots kept for connections that prove the secret or admin token
     frame_timeout: float = 30.0           # a frame begun must be complete within this
     # matching and delivery
     workers: int = 4                      # matching tasks
@@ -128,7 +131,7 @@ class PeerConfig:
         if self.replicas not in (1, 2):
             raise ValueError(f"replicas must be 1 or 2, got {self.replicas!r}")
         positive = ("retry_window", "heartbeat", "failure_timeout", "join_timeout", "reconstruct_deadline",
-                    "idle_timeout", "frame_timeout", "lease_default", "lease_max", "session_lease",
+                    "idle_timeout", "frame_timeout", "first_request_timeout", "lease_default", "lease_max", "session_lease",
                     "attach_refresh", "lease_check_every", "ended_ttl", "lease_grace",
                     "tombstone_ttl", "schema_sync_every",
                     "commit_later", "resolve_after", "abort_after", "outbox_every", "give_up_after", "operator_budget",

@@ -6,6 +6,7 @@ Test modules import from here (never from each other).
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pyoxigraph as ox
 import trio
@@ -557,3 +558,29 @@ def isa_functions(edges: list[tuple[str, str]]) -> dict:
         EXT + "ancestorOf": relation(lambda c, of: c in above(of)),
         EXT + "childOf": relation(lambda c, of: (c, of) in edges),
     }
+
+
+# --- wire bodies with a part replaced (fuzz tests) ------------------------------------------
+
+def paths(data: Any, here: tuple = ()) -> list[tuple]:
+    """Every node of `data` (the root too), as the keys leading to it."""
+    found = [here]
+    if isinstance(data, (list, dict)):
+        for key in (range(len(data)) if isinstance(data, list) else list(data)):
+            found += paths(data[key], here + (key,))
+    return found
+
+
+def replaced(data: Any, path: tuple, new: Any) -> Any:
+    if not path:
+        return new
+    copy = list(data) if isinstance(data, list) else dict(data)
+    if new is DROP and len(path) == 1:
+        del copy[path[0]]
+    else:
+        copy[path[0]] = replaced(copy[path[0]], path[1:], new)
+    return copy
+
+
+#: `replaced`'s new value that drops the node (a map's key) instead.
+DROP = object()

@@ -65,6 +65,8 @@ class RpcConnection:
         limits: "ConnectionLimits | None" = None,
         idle_timeout: float | None = None,
         frame_timeout: float | None = None,
+        first_request_timeout: float | None = None,
+        remote: str = "",
     ) -> None:
         self.stream = stream
         self.clock = clock
@@ -76,19 +78,28 @@ class RpcConnection:
         self._limits = limits
         self._accounted = 0
         self._frame_began = 0.0
-        self._last_read = trio.current_time() if (idle_timeout or frame_timeout) else 0.0
+        self._last_read = trio.current_time() if (idle_timeout or frame_timeout or first_request_timeout) else 0.0
         self._watch = trio.Event()        # wakes the watchdog (a frame began)
         self._watching_until = math.inf   # the deadline the watchdog sleeps until
         self._receiving = False           # the reader waits for bytes (deadlines run)
         self._reading = trio.CancelScope()
         self._replies = 0
         self._idle_timeout = idle_timeout      # no message for this long: close (None: never)
+        # a new connection's first request must come this soon (an idle one only holds a slot)
+        self._first_request_timeout = first_request_timeout
+        self._opened = trio.current_time() if first_request_timeout else 0.0
+        self._requested = False
+        self.remote = remote   # the other side's host, as the server saw it ("" if unknown)
+        self.probation = False  # admitted into the slots kept for proven roles: must prove one first
         self._frame_timeout = frame_timeout    # a frame begun must be complete within this (None: never)
         self._max_frame = max_frame
         self._decoder = FrameDecoder(max_frame, accepted_ops)
         self._ids = itertools.count(1)
         self._waiting: dict[int, _Pending] = {}
         self._inflight = trio.Semaphore(max_inflight)
+        self._max_inflight = max_inflight
+        self.last_request = trio.current_time()   # when the other side last asked something
+        self._evicted: str | None = None          # why the server ends this connection to admit another
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
         self._outbox_frames = 0           # frames the outbox holds (a chunk may end several)
@@ -115,6 +126,17 @@ class RpcConnection:
         await self._closed.wait()
 
     @property
+    def waiting(self) -> bool:
+        """Whether nothing it asked is being served (an idle connection, or one only listening)."""
+        return self._inflight.value == self._max_inflight
+
+    def evict(self, why: str) -> None:
+        """End this connection (its server needs the slot): told why, then closed."""
+        if self._evicted is None and not self.closed:
+            self._evicted = self.close_reason = why
+            self._reading.cancel()
+
+    @property
     def reused(self) -> bool:
         """Has a request on it already been answered (so it may be an idle pooled connection)?"""
         return self._replies > 0
@@ -128,9 +150,12 @@ class RpcConnection:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop, nursery.cancel_scope)
                 with trio.CancelScope() as self._reading:
-                    if self._idle_timeout or self._frame_timeout:
+                    if self._idle_timeout or self._frame_timeout or self._first_request_timeout:
                         nursery.start_soon(self._watchdog)
                     await self._read_loop(nursery)
+                if self._evicted is not None:
+                    await self._send_quietly(Message(Kind.ERROR, None, None, self.clock.now(),
+                                                     {"code": ErrorCode.BUSY.value, "message": self._evicted}))
                 nursery.cancel_scope.cancel()
         finally:
             self._finish()
@@ -145,6 +170,9 @@ class RpcConnection:
                 return self._frame_began + self._frame_timeout, \
                     f"a frame was not completed within {self._frame_timeout:g} s"
             return math.inf, ""
+        if self._first_request_timeout and not self._requested:
+            return self._opened + self._first_request_timeout, \
+                f"no request within {self._first_request_timeout:g} s of connecting"
         if self._idle_timeout:
             return self._last_read + self._idle_timeout, f"no message for {self._idle_timeout:g} s"
         return math.inf, ""
@@ -249,6 +277,8 @@ class RpcConnection:
                 pending.reply = message
                 pending.done.set()
         elif kind is Kind.REQUEST:
+            self._requested = True
+            self.last_request = trio.current_time()
             await self._admit()  # bounded: past the limit, stop reading this connection
             nursery.start_soon(self._serve_request, message)
         elif self._on_push is not None and self._push_async:
@@ -469,23 +499,59 @@ class ConnectionLimits:
     """What the connections of one server may hold together: how many there are, and how many
     bytes of frames not yet complete they buffer."""
 
-    def __init__(self, max_connections: int, max_buffered: int) -> None:
+    def __init__(self, max_connections: int, max_buffered: int, *, per_address: int = 0, reserved: int = 0,
+                 evictable: Callable[[RpcConnection], bool] = lambda conn: True) -> None:
         self.max_connections = max_connections
         self.max_buffered = max_buffered
+        self.per_address = per_address  # connections without credentials one host may hold (0: any)
+        self.reserved = reserved        # slots only connections that prove a role may keep (peers, admin)
+        self.evictable = evictable      # whether a connection holds nothing its loss would end (subscriptions)
         self.open = 0
+        self.evicted = 0
+        self._live: dict[RpcConnection, str] = {}   # connection -> the host it comes from
         self._buffered = 0
         self._reserved = 0
         self._changed = trio.Event()
 
-    def admit(self) -> bool:
-        """Count a new connection in; False (refuse it) when there are already too many."""
-        if self.open >= self.max_connections:
-            return False
+    def admit(self, conn: RpcConnection) -> str | None:
+        """Count a new connection in; why it is refused (None: admitted).
+
+        Connections without credentials cannot lock others out. One host may hold `per_address`
+        of them, and all together leave `reserved` slots free. Where a newcomer would pass one
+        of these bounds (or the total), the least recently active connection in that bound that
+        proved nothing, has no request being served and holds no subscription is ended for it:
+        idle connections, kept alive or not, only delay newcomers. With none to end, the
+        newcomer is refused, or enters the reserved slots on probation (its first request must
+        prove the cluster secret or the admin token; the dispatcher refuses any other)."""
+        anonymous = {other: host for other, host in self._live.items() if other.role == "client"}
+        if self.per_address and conn.remote and sum(1 for h in anonymous.values() if h == conn.remote) \
+                >= self.per_address:
+            if not self._evict([c for c, h in anonymous.items() if h == conn.remote],
+                               f"{conn.remote} holds {self.per_address} connections without credentials"):
+                return f"holds {self.per_address} connections without credentials from {conn.remote} already"
+        elif self.open >= self.max_connections or len(anonymous) >= self.max_connections - self.reserved:
+            if not self._evict(list(anonymous), "the server is full of connections without credentials"):
+                if self.open >= self.max_connections:
+                    return f"serves {self.max_connections} connections already"
+                conn.probation = True
+        self._live[conn] = conn.remote
         self.open += 1
+        return None
+
+    def _evict(self, candidates: list[RpcConnection], why: str) -> bool:
+        idle = [c for c in candidates if c.waiting and not c.closed and c._evicted is None and self.evictable(c)]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.last_request)
+        oldest.evict(f"closing: {why}, and this one was the least active (reconnect when needed)")
+        self._live.pop(oldest, None)   # its slot goes to the newcomer now; `release` finds it gone
+        self.open -= 1
+        self.evicted += 1
         return True
 
-    def release(self) -> None:
-        self.open -= 1
+    def release(self, conn: RpcConnection) -> None:
+        if self._live.pop(conn, None) is not None:
+            self.open -= 1
 
     def buffered(self, delta: int) -> None:
         self._buffered += delta

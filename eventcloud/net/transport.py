@@ -115,3 +115,14 @@ def _tls_reason(exc: BaseException) -> str:
     if isinstance(cause, ssl.SSLError):
         return f"{cause.reason or cause} (is the peer serving TLS?)"
     return f"the connection closed during the handshake ({cause or 'no reason'}; is the peer serving TLS?)"
+
+
+def remote_host(stream: trio.abc.Stream) -> str:
+    """The host a served connection comes from ("" when the stream is no socket, as in tests)."""
+    inner = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    if isinstance(inner, trio.SocketStream):
+        try:
+            return str(inner.socket.getpeername()[0])
+        except OSError:
+            return ""
+    return ""

@@ -27,7 +27,15 @@ def _batch(data: Any, trusted: bool) -> list[Any]:
     return data
 
 
+def _lease(data: Any, trusted: bool) -> tuple[str, int]:
+    if type(data) not in (list, tuple) or len(data) != 2 or type(data[0]) is not str or type(data[1]) is not int:
+        raise BadRequest(f"expected a lease [subscription id, expires in ms], got {str(data)[:60]}")
+    return data[0], data[1]
+
+
 PEER_ID = Codec("a peer id", lambda v: v, _peer_id)
+#: A subscription's new lease end: [id, expires (physical ms)].
+LEASE = Codec("a lease [id, expires]", lambda v: [v[0], v[1]], _lease, "[id, expires]")
 #: One writer's store mutations; each is checked by the store before anything is logged.
 BATCH = Codec("a batch of store mutations", lambda v: list(v), _batch)
 TERM = Codec("an RDF term", c.term_to_wire, c.term_from_wire)

@@ -19,7 +19,7 @@ from eventcloud.wire.peer_messages import *  # noqa: F401,F403
 from eventcloud.wire.peer_messages import (
     Announce, ChainMember, Commit, CsmaStep, Deliver, Delivered, Delivery, EventGet, Handover, JoinCommit, JoinRequest, Leases, Load, LoadAsk, MailboxAck,
     MailboxAttach, MailboxDeliver, MailboxEnd, MailboxOpen, Multicast, MulticastEach, NextChunk, Notifies, Notify, PeerId, Probe, ProbeResult,
-    ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, GraphClaim, Route, Routed, StoreSubscription,
+    ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate, Resolve, GraphClaim, Notified, Route, Routed, StoreSubscription,
     SchemaNewer, SchemaOffer, SparqlLocal, StepAside, Table, TakeOver, AnnexAsk, AnnexOffer, AdoptAnnex,
 )
 from eventcloud.wire.schema import Body
@@ -52,7 +52,7 @@ REPLIES: dict[Op, type[Body]] = {
     Op.UNSUBSCRIBE: SubscriptionId, Op.LEAVE: Left, Op.ATTACH: Attached, Op.ACK: Empty, Op.RENEW: Renewed,
     Op.SUBSCRIPTIONS: SubscriptionList, Op.MAILBOX_DELIVER: Empty, Op.SCHEMA: SchemaInfo,
     Op.SCHEMA_LOAD: SchemaInfo, Op.SCHEMA_FETCH: SchemaOffer,
-    Op.ROUTE: Routed, Op.DELIVER: Delivered, Op.COMMIT: Empty, Op.NOTIFY: Empty, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,
+    Op.ROUTE: Routed, Op.DELIVER: Delivered, Op.COMMIT: Empty, Op.NOTIFY: Notified, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,
     Op.TAKE_OVER: PeerId, Op.STEP_ASIDE: PeerId, Op.ANNEX_OFFER: AnnexOffer, Op.ANNEX_ADOPT: PeerId, Op.TABLE: Table, Op.PROBE: ProbeResult, Op.REPLICATE: Empty, Op.REPLICA_SYNC: Empty,
     Op.REPLICA_STATE: Empty, Op.REPLICA_DROP: Empty, Op.REPLICA_STATUS: ReplicaStatus, Op.LOAD: Load, Op.JOIN_DATA: Handover, Op.LEAVE_DATA: Handover,
     Op.EVENT_GET: Quads,

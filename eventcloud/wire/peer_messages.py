@@ -12,7 +12,7 @@ from eventcloud.rdf.model import Quad, Term
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.client_messages import Notification
 from eventcloud.wire.fields import (
-    BATCH, BOX, NEIGHBOUR, NEIGHBOURS, PARTIAL, PEER_ID, POINT, QUAD, SOLUTIONS, TAXONOMY, ZONE,
+    BATCH, BOX, LEASE, NEIGHBOUR, NEIGHBOURS, PARTIAL, PEER_ID, POINT, QUAD, SOLUTIONS, TAXONOMY, ZONE,
 )
 from eventcloud.wire.schema import BOOL, INT, LIST, MAP, NESTED, OPT, RAW, STR, Body, field, message
 
@@ -160,6 +160,14 @@ class Notifies(Body):
 
 
 @message
+class Notified(Body):
+    """The entry's answer: the subscriptions it does not hold (their connection closed, or the
+    entry restarted), which the notifying peer drops instead of matching them ever again."""
+
+    unknown: tuple[str, ...] = field(LIST(STR), default=())
+
+
+@message
 class SubscriptionRecord(Body):
     """What every peer of a subscription's box stores about it."""
 
@@ -255,7 +263,7 @@ class MailboxEnd(Body):
 class Leases(Body):
     """New lease ends of subscriptions, for every peer storing them: [[id, expires], …]."""
 
-    leases: tuple[Any, ...] = field(LIST(RAW))
+    leases: tuple[tuple[str, int], ...] = field(LIST(LEASE))
 
 
 @message

@@ -150,6 +150,10 @@ class Attachments:
                         log.info("peer %s: refreshing the attachment of %s failed (retried): %s", self.state.id,
                                  attachment.id, exc.message)
 
+    def holds(self, conn: RpcConnection) -> bool:
+        """Whether durable subscriptions are attached on `conn` (their subscriber listens there)."""
+        return bool(self._by_conn.get(conn))
+
     async def connection_closed(self, conn: RpcConnection) -> None:
         """The subscriber's connection ended: its attachments end (its subscriptions do not)."""
         for attachment in list(self._by_conn.pop(conn, {}).values()):

@@ -17,6 +17,7 @@ worker.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import uuid
@@ -34,7 +35,7 @@ from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
-    Empty, Leases, MailboxEnd, MailboxOpen, Notification, Notifies, Notify, StoreSubscription, Subscribe, Subscribed,
+    Empty, Leases, MailboxEnd, MailboxOpen, Notification, Notified, Notifies, Notify, StoreSubscription, Subscribe, Subscribed,
     SubscribedMany, SubscribeMany, SubscribeOutcome, SubscriptionId, SubscriptionRecord, Unsubscribe,
 )
 from eventcloud.wire.parsed import subscription_to_wire
@@ -53,6 +54,9 @@ __all__ = ["Subscribers", "Session"]
 
 #: Most notifications pushed to one subscriber in one write.
 PUSH_BATCH = 256
+#: Subscriptions of closed connections removed per multicast tree; the wait before a retry, and its cap.
+REMOVAL_BATCH = 512
+REMOVAL_BACKOFF, REMOVAL_BACKOFF_MAX = 0.5, 10.0
 #: Durable subscriptions of one `subscribe_many` opened at once (each opens its mailbox first).
 DURABLE_AT_ONCE = 16
 #: Subscriptions of one `subscribe_many` parsed between two yields to the event loop.
@@ -120,6 +124,8 @@ class Subscribers:
         self._sessions: dict[RpcConnection, Session] = {}
         self._by_id: dict[str, Session] = {}
         self._rebuild_send, self._rebuild_receive = trio.open_memory_channel[_Reconstruction](1024)
+        self._removals: dict[str, Box] = {}   # subscriptions of closed connections not yet removed everywhere
+        self._removals_waiting = trio.Event()
 
     @property
     def backlog(self) -> int:
@@ -137,6 +143,7 @@ class Subscribers:
         """Pumps and reconstructions run here, owned by the runtime's task for this service."""
         for _ in range(self.reconstructors):
             self.tasks.start_soon(self._reconstructor, self._rebuild_receive.clone())
+        self.tasks.start_soon(self._remove_closed)
         task_status.started()
         await self.renew_sessions_forever()
 
@@ -361,6 +368,11 @@ class Subscribers:
             except ConnectionLost:
                 break
 
+    def holds(self, conn: RpcConnection) -> bool:
+        """Whether subscriptions live on `conn` (ending it would end them)."""
+        session = self._sessions.get(conn)
+        return session is not None and bool(session.subscriptions)
+
     async def connection_closed(self, conn: RpcConnection) -> None:
         """A client connection ended: its subscriptions end with it."""
         session = self._sessions.pop(conn, None)
@@ -370,31 +382,57 @@ class Subscribers:
         session.wakeup.set()
         for ident, stored in list(session.subscriptions.items()):
             self._forget(ident)
+            self._removals[ident] = self.box_of(stored.sparql)
+        if self._removals:
+            self._removals_waiting.set()
+
+    async def _remove_closed(self) -> None:
+        """Remove the subscriptions of closed connections from every peer of their boxes, a batch
+        per multicast tree, retried (with backoff) until every peer has: one multicast each, cut
+        off after a few seconds, left thousands behind for their whole lease."""
+        backoff = REMOVAL_BACKOFF
+        while True:
+            if not self._removals:
+                self._removals_waiting = trio.Event()
+                await self._removals_waiting.wait()
+            batch = list(itertools.islice(self._removals.items(), REMOVAL_BATCH))
+            outcome: list[Any] = [None] * len(batch)
             with trio.move_on_after(self.retry_window * 2):
                 try:
-                    await self.router.multicast(self.box_of(stored.sparql), Op.REMOVE_SUB,
-                                                SubscriptionId(ident))
+                    outcome = await self.router.multicast_each(Op.REMOVE_SUB,
+                                                               [(box, SubscriptionId(i)) for i, box in batch])
                 except EventCloudError as exc:
-                    log.warning("could not remove subscription %s of a closed connection: %s", ident, exc)
+                    log.info("removing %d subscriptions of closed connections: %s; retrying", len(batch), exc)
+            done = [ident for (ident, _), result in zip(batch, outcome)
+                    if result is not None and not isinstance(result, EventCloudError)]
+            for ident in done:
+                del self._removals[ident]
+            self.counters["closed_subscriptions_removed"] += len(done)
+            if len(done) < len(batch):
+                self.counters["closed_subscription_removals_retried"] += len(batch) - len(done)
+                await trio.sleep(backoff)
+                backoff = min(REMOVAL_BACKOFF_MAX, backoff * 2)
+            else:
+                backoff = REMOVAL_BACKOFF
 
     # --- notifications ------------------------------------------------------------------------
 
-    async def _on_notify(self, conn: RpcConnection, body: Notifies) -> Empty:
-        for note in body.items:
-            await self.accept(note)
-        return Empty()
+    async def _on_notify(self, conn: RpcConnection, body: Notifies) -> Notified:
+        unknown = [note.subscription for note in body.items if not await self.accept(note)]
+        return Notified(tuple(dict.fromkeys(unknown)))
 
-    async def accept(self, body: Notify) -> None:
-        """A notification for a subscription entered here (from any peer, or this one)."""
+    async def accept(self, body: Notify) -> bool:
+        """A notification for a subscription entered here (from any peer, or this one); False if
+        no subscriber here holds that subscription (nothing is pushed: the sender drops it)."""
         ident, graph = body.subscription, body.event
         session = self._by_id.get(ident)
         if session is None or ident not in session.subscriptions:
             self.counters["notifications_unknown_subscription"] += 1
-            return
+            return False
         seen = session.seen[ident]
         if graph in seen:
             self.counters["duplicates_filtered"] += 1
-            return
+            return True
         seen[graph] = None
         if len(seen) > self.seen_limit:
             seen.popitem(last=False)
@@ -403,9 +441,10 @@ class Subscribers:
         if body.csma and (kind != "signal" or body.verify):
             await self._rebuild_send.send(_Reconstruction(session, stored, graph, body.size, body.published,
                                                           body.verify, body.origin))
-            return
+            return True
         self._offer(session, Notification(ident, graph, kind, body.published, solutions=body.solutions or (),
                                           quads=body.quads or (), truncated=body.truncated))
+        return True
 
     def _offer(self, session: Session, note: Notification) -> None:
         if not session.offer(note):

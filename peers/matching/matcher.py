@@ -43,7 +43,7 @@ from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.wire.codec import quad_from_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
 from eventcloud.wire.messages import (
-    ChainMember, CsmaStep, Find, Notifies, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord,
+    ChainMember, CsmaStep, Find, Notified, Notifies, Notify, StoreSubscription, SubscriptionId, SubscriptionRecord,
 )
 from eventcloud.wire.ops import Op
 from peers.matching.operators import OperatorRunner
@@ -83,7 +83,7 @@ Work = Union[_Committed, _First]
 
 class Matcher:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 notify_here: Callable[[Notify], Awaitable[None]], clock: HybridClock, counters: Counter[str],
+                 notify_here: Callable[[Notify], Awaitable[bool]], clock: HybridClock, counters: Counter[str],
                  runner: OperatorRunner, *, workers: int, work_queue: int, enqueue_timeout: float,
                  outbox_every: float, give_up_after: float, guard: ZoneGuard,
                  contained_chains: bool = True) -> None:
@@ -121,7 +121,7 @@ class Matcher:
                 Op.CSMA_SUB: self._local_csma_sub}
 
     def routed_batches(self) -> dict[Op, Any]:
-        return {Op.STORE_SUB: self._local_store_subs}
+        return {Op.STORE_SUB: self._local_store_subs, Op.REMOVE_SUB: self._local_remove_subs}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -248,6 +248,11 @@ class Matcher:
     async def _local_remove_sub(self, body: SubscriptionId) -> int:
         async with self.guard.store():
             return int(await self.subscriptions.remove(body.id))
+
+    async def _local_remove_subs(self, bodies: list[SubscriptionId]) -> list[int]:
+        """Remove many (a multicast_each's items for this peer: a closed connection's), in one log write."""
+        async with self.guard.store():
+            return [int(found) for found in await self.subscriptions.remove_many([b.id for b in bodies])]
 
     async def _local_csma_sub(self, body: CsmaStep) -> int:
         """A rewritten subscription for one event: match it against the quads of that event held
@@ -421,16 +426,23 @@ class Matcher:
             await self._notify_home(record, body)
             return
         if record.entry == self.state.address:
-            await self.notify_here(body)
-            return
-        try:  # merged with the notifications other tasks send the same entry peer meanwhile
-            await self.router.call_merged(record.entry, Op.NOTIFY, [body], Notifies)
-        except EventCloudError as exc:
-            self.counters["notifications_undeliverable"] += 1
-            if self.subscriptions.get(record.id) is None:
-                return  # the subscription is gone meanwhile: nothing is owed any more
-            raise RequestError(f"cannot reach entry {record.entry} of subscription {record.id}: {exc.message}",
-                               ErrorCode.UNREACHABLE) from None
+            held = await self.notify_here(body)
+        else:
+            try:  # merged with the notifications other tasks send the same entry peer meanwhile
+                reply = Notified.from_wire(await self.router.call_merged(record.entry, Op.NOTIFY, [body], Notifies),
+                                           trusted=True)
+            except EventCloudError as exc:
+                self.counters["notifications_undeliverable"] += 1
+                if self.subscriptions.get(record.id) is None:
+                    return  # the subscription is gone meanwhile: nothing is owed any more
+                raise RequestError(f"cannot reach entry {record.entry} of subscription {record.id}: {exc.message}",
+                                   ErrorCode.UNREACHABLE) from None
+            held = record.id not in reply.unknown
+        if not held and self.subscriptions.get(record.id) is not None:
+            # Its entry holds no such subscription (the subscriber's connection closed, the entry
+            # restarted): a ghost, dropped here at once rather than matched until its lease ends.
+            self.counters["ghost_subscriptions_dropped"] += 1
+            await self.subscriptions.remove(record.id)
 
     async def _notify_home(self, record: Stored | SubscriptionRecord | ChainMember, body: Notify) -> None:
         """A durable subscription's notification goes to its home, which keeps it (numbered,

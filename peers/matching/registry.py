@@ -196,14 +196,21 @@ class Subscriptions:
 
     async def remove(self, ident: str) -> bool:
         """Forget a subscription (a tombstone keeps late copies of it out for `tombstone_ttl`)."""
+        return (await self.remove_many([ident]))[0]
+
+    async def remove_many(self, idents: list[str]) -> list[bool]:
+        """Forget subscriptions, in one log write; whether each was held here."""
         now = trio.current_time()
         self._expire_tombstones(now)
-        self._tombstones.pop(ident, None)   # re-added last: the dict stays in the order tombstones expire
-        self._tombstones[ident] = now + self.tombstone_ttl
-        found = self._stored.pop(ident, None) is not None
-        self.index.remove(ident)
-        if found:
-            await self.store.write([drop_subscription(ident)])
+        found = []
+        for ident in idents:
+            self._tombstones.pop(ident, None)   # re-added last: the dict stays in the order tombstones expire
+            self._tombstones[ident] = now + self.tombstone_ttl
+            found.append(self._stored.pop(ident, None) is not None)
+            self.index.remove(ident)
+        dropped = [drop_subscription(ident) for ident, held in zip(idents, found) if held]
+        if dropped:
+            await self.store.write(dropped)
             self.counters["subscriptions"] = len(self._stored)
         return found
 

@@ -14,6 +14,14 @@ Both sides check the other's proof (a fake peer learns nothing, a fake server is
 challenge serves once. When the overlay has an admin token, the administrative client
 operations (`leave`, `delete`) need a connection that presented it (`admin`). A peer started
 without a secret accepts every operation from everyone, and says so once at start.
+
+A wrong proof or token ends its connection, and failures are counted per host: past
+`FAILURES_ALLOWED` within `FAILURE_WINDOW` seconds a penalty begins (one log line each time),
+doubling with each further failure up to `MAX_PENALTY`, during which that host's admin tokens
+are refused unchecked. Peer proofs are never refused unchecked: peers share hosts (a local
+cluster, 127.0.0.1), and a misconfigured or hostile neighbour must not lock them out; an HMAC
+over 128-bit challenges with a random secret cannot be guessed anyway, and every wrong one still
+costs its connection.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import secrets
 from collections import Counter
 from typing import Any
 
+import trio
+
 from eventcloud.errors import ErrorCode, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import Admin, Auth, Challenge, Empty, Hello, PeerId
@@ -35,6 +45,19 @@ log = logging.getLogger(__name__)
 __all__ = ["PeerAuth", "CLIENT", "PEER", "ADMIN"]
 
 CLIENT, PEER, ADMIN = "client", "peer", "admin"
+
+FAILURES_ALLOWED = 5
+FAILURE_WINDOW = 10.0
+FIRST_PENALTY, MAX_PENALTY = 2.0, 120.0
+
+
+class _Failures:
+    """Failed proofs of one host: when they began, how many, and the penalty now in force."""
+
+    __slots__ = ("since", "count", "penalty", "until")
+
+    def __init__(self, now: float) -> None:
+        self.since, self.count, self.penalty, self.until = now, 0, 0.0, 0.0
 
 
 def _mac(secret: bytes, *parts: str) -> str:
@@ -48,6 +71,7 @@ class PeerAuth:
         self.admin_token = admin_token
         self.counters = counters
         self._challenges: dict[RpcConnection, tuple[str, str]] = {}
+        self._failures: dict[str, _Failures] = {}   # host (or connection, without one) -> its failures
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.HELLO: self._on_hello, Op.AUTH: self._on_auth, Op.ADMIN: self._on_admin}
@@ -75,6 +99,35 @@ class PeerAuth:
         """May `conn` use administrative operations (no admin token set, or it presented it)?"""
         return self.admin_token is None or conn.role in (ADMIN, PEER)
 
+    @staticmethod
+    def _host(conn: RpcConnection) -> str:
+        return conn.remote or f"connection {conn.name}#{id(conn)}"
+
+    def _refuse_if_throttled(self, conn: RpcConnection) -> None:
+        failures = self._failures.get(self._host(conn))
+        if failures is not None and trio.current_time() < failures.until:
+            self.counters["refused_throttled_auth"] += 1
+            conn.end_after_reply = True
+            raise RequestError(f"too many failed proofs from {self._host(conn)}: wait "
+                               f"{failures.until - trio.current_time():.0f} s", ErrorCode.FORBIDDEN)
+
+    def _failed(self, conn: RpcConnection, what: str) -> None:
+        """Count a failed proof of `conn`'s host; end the connection; past the allowance, a penalty."""
+        conn.end_after_reply = True   # told why, then disconnected
+        now, host = trio.current_time(), self._host(conn)
+        failures = self._failures.get(host)
+        if failures is None or (now - failures.since > FAILURE_WINDOW and now >= failures.until):
+            if len(self._failures) > 10_000:   # bounded: forget hosts whose penalty is over
+                self._failures = {h: f for h, f in self._failures.items() if f.until > now}
+            failures = self._failures[host] = _Failures(now)
+        failures.count += 1
+        if failures.count > FAILURES_ALLOWED:
+            failures.penalty = min(MAX_PENALTY, failures.penalty * 2 or FIRST_PENALTY)
+            failures.until = now + failures.penalty
+            self.counters["auth_penalties"] += 1
+            log.warning("%d failed %s from %s within %.0f s: its proofs are refused for %.0f s", failures.count,
+                        what, host, now - failures.since, failures.penalty)
+
     async def _on_hello(self, conn: RpcConnection, body: Hello) -> Challenge:
         if self.secret is None:
             return Challenge("", "")
@@ -90,14 +143,16 @@ class PeerAuth:
         if not mine or not hmac.compare_digest(body.proof, _mac(self.secret, "client", mine, theirs)):
             self.counters["failed_peer_auth"] += 1
             log.warning("a connection claiming to be peer %s failed to prove the cluster secret", body.id[:40])
-            conn.end_after_reply = True  # a wrong proof: told why, then disconnected
+            self._failed(conn, "proofs of the cluster secret")
             raise RequestError("wrong proof of the cluster secret", ErrorCode.FORBIDDEN)
         conn.role = PEER
         return PeerId(self._peer_id())
 
     async def _on_admin(self, conn: RpcConnection, body: Admin) -> Empty:
+        self._refuse_if_throttled(conn)
         if self.admin_token is not None and not hmac.compare_digest(body.token.encode(), self.admin_token.encode()):
             self.counters["failed_admin_auth"] += 1
+            self._failed(conn, "admin tokens")
             raise RequestError("wrong admin token", ErrorCode.FORBIDDEN)
         if conn.role != PEER:
             conn.role = ADMIN

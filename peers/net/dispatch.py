@@ -32,6 +32,8 @@ __all__ = ["BatchHandler", "Dispatcher", "RequestHandler", "RoutedHandler"]
 #: writes waiting for this join (and the join's commit, at that owner, for its writes).
 SERVED_BEFORE_READY = frozenset({Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.REPLICATE, Op.REPLICA_SYNC,
                                  Op.REPLICA_STATE, Op.REPLICA_DROP, Op.REPLICA_STATUS, Op.PROBE})
+#: What a connection on probation may ask first: a proof of the cluster secret or of the admin token.
+_PROOFS = frozenset({Op.HELLO, Op.AUTH, Op.ADMIN})
 
 #: Serves a request from a connection: (connection, decoded body) -> reply body.
 RequestHandler = Callable[[RpcConnection, Any], Awaitable[Body | dict[str, Any]]]
@@ -99,6 +101,11 @@ class Dispatcher:
                 raise RequestError(f"operation {op.value!r} is not a request: peers send it inside 'route'",
                                    ErrorCode.BAD_REQUEST)
             raise RequestError(f"unknown message type {op.value!r}", ErrorCode.UNKNOWN_OP)
+        if conn.probation and conn.role == "client" and op not in _PROOFS:
+            conn.end_after_reply = True
+            self.counters["refused_on_probation"] += 1
+            raise RequestError("this peer serves as many connections without credentials as it takes; the slots "
+                               "left are for peers and the admin token: try another peer or later", ErrorCode.BUSY)
         self.auth.check(conn, op)
         body = REQUESTS[op].from_wire(raw, trusted=op in PEER_OPS and self.peers_proven)
         if op not in SERVED_BEFORE_READY:

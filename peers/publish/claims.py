@@ -21,7 +21,10 @@ from collections import Counter
 from functools import partial
 from typing import Any
 
-from eventcloud.errors import ErrorCode, RequestError, Unavailable
+import trio
+
+from eventcloud.errors import ErrorCode, EventCloudError, RequestError, Unavailable
+from eventcloud.overlay import CoordinateSpace, Point
 from eventcloud.rdf.model import CompoundEvent
 from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.messages import GraphClaim
@@ -30,13 +33,18 @@ from peers.net import Router
 from peers.store import AsyncStore, PeerState, ZoneGuard, decide, release
 from peers.tasks import gather
 
-__all__ = ["GraphClaims", "digest_of", "conflict"]
+__all__ = ["GraphClaims", "claim_point", "digest_of", "conflict"]
 
 
 def digest_of(event: CompoundEvent) -> str:
     """The event's content, as a digest that does not depend on the order of its quads."""
     lines = sorted(q.n_quads() for q in event.quads)
     return hashlib.blake2b("\n".join(lines).encode("utf-8"), digest_size=16).hexdigest()
+
+
+def claim_point(space: CoordinateSpace, graph: str) -> Point:
+    """Where the claim of `graph` is kept: a point that depends on the IRI alone."""
+    return space.key_point("claim " + graph)
 
 
 def _key(graph: str) -> str:
@@ -66,18 +74,33 @@ class GraphClaims:
         return {Op.CLAIM_GRAPH: self._local_claim, Op.RELEASE_GRAPH: self._local_release}
 
     def _point(self, graph: str) -> Any:
-        return self.state.space.key_point("claim " + graph)
+        return claim_point(self.state.space, graph)
 
     async def claim(self, events: list[tuple[str, str]]) -> list[bool]:
         """Claim each (graph, digest); whether each is ours (first, or the same content again)."""
         async def one(graph: str, digest: str) -> bool:
-            return await self.router.route(self._point(graph), Op.CLAIM_GRAPH, GraphClaim(graph, digest)) == digest
+            return await self._route(Op.CLAIM_GRAPH, GraphClaim(graph, digest)) == digest
         outcome = await gather([partial(one, graph, digest) for graph, digest in events])
         self.counters["graph_conflicts"] += sum(1 for ours in outcome if not ours)
         return outcome
 
     async def release(self, graph: str) -> None:
-        await self.router.route(self._point(graph), Op.RELEASE_GRAPH, GraphClaim(graph))
+        await self._route(Op.RELEASE_GRAPH, GraphClaim(graph))
+
+    async def _route(self, op: Op, body: GraphClaim) -> Any:
+        """To the owner of the claim's point, again while that zone is being handed over (its new
+        owner answers once the handover is done), for up to three retry windows."""
+        deadline = trio.current_time() + 3 * self.retry_window
+        pause = 0.05
+        while True:
+            try:
+                return await self.router.route(self._point(body.graph), op, body)
+            except EventCloudError as exc:
+                if not exc.transient or trio.current_time() + pause > deadline:
+                    raise
+                self.counters["graph_claims_retried"] += 1
+            await trio.sleep(pause)
+            pause = min(1.0, pause * 2)
 
     async def _write_here(self, graph: str, mutation: list[Any]) -> Any:
         """Write a claim's record while this zone surely holds its point (a split waits for it)."""

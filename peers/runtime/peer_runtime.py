@@ -30,7 +30,7 @@ import trio
 from eventcloud.errors import AuthorityUnreachable, EventCloudError
 from eventcloud.net.rpc import ConnectionLimits, RpcConnection
 from eventcloud.net.tls import client_context, server_context
-from eventcloud.net.transport import TcpTransport, Transport
+from eventcloud.net.transport import TcpTransport, Transport, remote_host
 from eventcloud.overlay import Point, Zone
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
@@ -323,7 +323,10 @@ class _PeerRuntime:
                                          claims=claims)
         self.persistence = StateFile(state, clock, data_dir, offload, replication)
         self.scope = lifetime.runtime(state, store_)   # what the peer's handle reads from now on
-        self.limits = ConnectionLimits(config.max_connections, config.max_buffered)
+        self.limits = ConnectionLimits(
+            config.max_connections, config.max_buffered, per_address=config.max_per_address,
+            reserved=min(config.reserved_connections, config.max_connections // 4),
+            evictable=lambda conn: not (delivery.holds(conn) or attachments.holds(conn)))
         self._nursery: trio.Nursery | None = None
         joins_rng = random.Random(config.seed)   # the join's random point and its probes: one sequence
         self.survey = survey = LoadSurvey(state, router, store_, joins_rng, process)
@@ -399,21 +402,25 @@ class _PeerRuntime:
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         config, limits = self.config, self.limits
-        if not limits.admit():
-            self.counters["connections_refused"] += 1
-            await _refuse(stream, self.clock, f"peer {self.state.id} serves {limits.max_connections} connections "
-                                              f"already; try another peer or later")
-            return
         conn = RpcConnection(stream, self.clock, on_request=self.dispatcher.handle, on_push=self.dispatcher.handle_push,
                              max_frame=config.max_frame,
                              accepted_ops=self.dispatcher.request_ops, max_inflight=config.max_inflight,
                              max_outbox=config.max_outbox, name=f"{self.state.address}<-client",
                              counters=self.counters, limits=limits, idle_timeout=config.idle_timeout,
-                             frame_timeout=config.frame_timeout)
+                             frame_timeout=config.frame_timeout, first_request_timeout=config.first_request_timeout,
+                             remote=remote_host(stream))
+        refused = limits.admit(conn)
+        self.counters["connections_evicted"] = limits.evicted
+        if refused is not None:
+            self.counters["connections_refused"] += 1
+            others = [n.address for n in self.state.neighbours.values()][:2]
+            elsewhere = f"try another peer ({', '.join(others)}) or later" if others else "try again later"
+            await _refuse(stream, self.clock, f"peer {self.state.id} {refused}; {elsewhere}")
+            return
         try:
             await conn.run()
         finally:
-            limits.release()
+            limits.release(conn)
             self.auth.forget(conn)
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(config.retry_window):

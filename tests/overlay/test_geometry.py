@@ -584,7 +584,8 @@ def test_coordinate_is_strictly_order_preserving_at_small_precision(a: str, b: s
 
 
 @settings(max_examples=100, deadline=None)
-@given(text=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x2FF, exclude_characters='<>"{}|^`\\'), min_size=1))
+@given(text=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x2FF, exclude_characters='<>"{}|^`\\%#[]',
+                                  exclude_categories=("Cc",)), min_size=1))
 def test_identity_iri_and_literal_share_the_axis(text: str) -> None:
-    text = "u:" + text  # an IRI needs a scheme
+    text = "u:" + text  # an IRI needs a scheme (and, RFC 3987, no control character, lone '%' or '[')
     assert IDENTITY.coordinate(IRI(text)) == IDENTITY.coordinate(Literal(text))

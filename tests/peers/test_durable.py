@@ -10,6 +10,7 @@ import trio
 from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode
 from eventcloud.rdf.model import IRI, CompoundEvent, Literal, event_graph, make_quad
+from peers.publish.claims import claim_point
 from eventcloud.testing import open_overlay, trio_ms
 from tests.helpers import sample_events, spread_events
 
@@ -262,11 +263,12 @@ async def test_a_notification_kept_while_its_home_hands_its_zone_over_is_not_los
 
             home.membership._handover = slow_handover
             heir = overlay.peers[others[0]]
-            # the events published during the handover are stored and matched at the heir only
+            # the events published during the handover are stored, claimed and matched at the heir only
             # (stores at the leaving home wait for its zone change); their notifications go home
             space = heir.state.space
             events[4:8] = [e for e in spread_events(200, "heir")
-                           if all(heir.state.zone.contains(space.point(q)) for q in e.quads)][:4]
+                           if all(heir.state.zone.contains(space.point(q)) for q in e.quads)
+                           and heir.state.zone.contains(claim_point(space, e.graph.value))][:4]
             assert len(events[4:8]) == 4
             async with _client(overlay, others) as publisher:
                 for event in events[:4]:

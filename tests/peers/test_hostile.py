@@ -178,26 +178,112 @@ async def _errors_then_close(stream) -> list:
     return messages
 
 
-async def test_connections_beyond_the_limit_are_refused_and_stalled_frames_closed(autojump_clock):
+async def test_idle_connections_cannot_lock_clients_out_and_stalled_frames_are_closed(autojump_clock):
+    """Past the limit a newcomer takes the slot of the least active connection that holds nothing
+    (no request served, no subscription); only when every slot holds something is it refused.
+    A connection that asks nothing within `first_request_timeout`, a frame never completed, and
+    a connection silent past the idle timeout are closed, each saying why."""
     import struct
 
     from eventcloud.testing import open_overlay
+    from eventcloud.wire.frames import Kind, Message, encode
+    from eventcloud.wire.ops import Op
 
-    async with open_overlay(1, max_connections=3, frame_timeout=5.0, idle_timeout=30.0) as overlay:
+    async with open_overlay(1, max_connections=3, frame_timeout=5.0, idle_timeout=30.0,
+                            first_request_timeout=20.0) as overlay:
         address = overlay.peers[0].address
+        ping = encode(Message(Kind.REQUEST, Op.PING, 1, 0, {}))
         held = [await overlay.network.connect(address) for _ in range(3)]
-        fourth = await overlay.network.connect(address)
-        (refusal,) = await _errors_then_close(fourth)
-        assert refusal.body["code"] == "busy" and "connections" in refusal.body["message"]
-        # a frame that never completes: closed after the frame timeout, with a clear reason
-        await held[0].send_all(struct.pack(">I", 1000) + b"\x81\xa1k")
-        (closing,) = await _errors_then_close(held[0])
-        assert closing.body["code"] == "timeout" and "frame was not completed" in closing.body["message"]
-        # an idle connection: closed after the idle timeout
-        (closing,) = await _errors_then_close(held[1])
-        assert closing.body["code"] == "timeout" and "no message" in closing.body["message"]
+        for stream in held:   # each asks something, then idles (as a keep-alive attacker's would)
+            await stream.send_all(ping)
+            await trio.sleep(1)
+        async with overlay.client() as client:   # a newcomer gets in: the least active one makes room
+            assert await client.count() == 0
+            (evicted,) = [m for m in await _errors_then_close(held[0]) if m.kind is Kind.ERROR]
+            assert evicted.body["code"] == "busy" and "least active" in evicted.body["message"]
+            sub = await client.subscribe("SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }")
+            # the subscriber's connection holds a subscription: never evicted; the others are
+            async with overlay.client() as second:
+                assert await second.count() == 0
+            assert overlay.peers[0].counters["connections_evicted"] == 2
+            full = [await overlay.network.connect(address) for _ in range(2)]
+            for stream in full:
+                await stream.send_all(encode(Message(Kind.REQUEST, Op.SUBSCRIBE, 2, 0, {
+                    "sparql": "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"})))
+            await trio.sleep(1)
+            refused = await overlay.network.connect(address)   # every slot holds a subscription
+            (refusal,) = await _errors_then_close(refused)
+            assert refusal.body["code"] == "busy" and "3 connections already" in refusal.body["message"]
+            for stream in full:
+                await stream.aclose()
+            await sub.unsubscribe()
+        await trio.sleep(1)
+        silent = await overlay.network.connect(address)   # asks nothing: closed after 20 s
+        (closing,) = await _errors_then_close(silent)
+        assert closing.body["code"] == "timeout" and "no request within 20 s" in closing.body["message"]
+        stalled = await overlay.network.connect(address)   # a frame that never completes
+        await stalled.send_all(ping + struct.pack(">I", 1000) + b"\x81\xa1k")
+        closing = [m for m in await _errors_then_close(stalled) if m.kind is Kind.ERROR]
+        assert closing[0].body["code"] == "timeout" and "frame was not completed" in closing[0].body["message"]
+        idle = await overlay.network.connect(address)   # asked once, then silent: the idle timeout
+        await idle.send_all(ping)
+        closing = [m for m in await _errors_then_close(idle) if m.kind is Kind.ERROR]
+        assert closing[0].body["code"] == "timeout" and "no message" in closing[0].body["message"]
         async with overlay.client() as client:  # the peer serves on
             assert await client.count() == 0
+
+
+async def test_one_host_holds_a_bounded_share_of_connections_and_newcomers_still_get_in():
+    """Over real TCP: 60 connections from one address that each asked once and idle (a keep-alive
+    attacker) hold at most `max_per_address` slots together, and a client from the same address
+    still gets in (the least active idle one makes room)."""
+    from eventcloud.wire.frames import Kind, Message, encode
+    from eventcloud.wire.ops import Op
+
+    config = PeerConfig(listen="127.0.0.1:0", stabilise_every=0, max_connections=40, max_per_address=16,
+                        reserved_connections=8)
+    async with trio.open_nursery() as nursery:
+        peer = await nursery.start(run_peer, config, TcpTransport())
+        transport = TcpTransport()
+        ping = encode(Message(Kind.REQUEST, Op.PING, 1, 0, {}))
+        held = []
+        for _ in range(60):
+            stream = await transport.connect(peer.address)
+            await stream.send_all(ping)
+            held.append(stream)
+        await trio.sleep(0.5)
+        limits = peer.runtime_limits
+        assert limits.open <= 16 and limits.evicted >= 44
+        with trio.fail_after(10):
+            async with connect(peer.address) as client:
+                assert await client.count() == 0
+        for stream in held:
+            await stream.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_token_guessing_is_throttled_per_host():
+    """Each wrong admin token ends its connection; past 5 failures within 10 s the host's
+    proofs are refused unchecked (the right token too) for a penalty, then accepted again."""
+    config = PeerConfig(listen="127.0.0.1:0", stabilise_every=0, admin_token="tok-12345")
+    async with trio.open_nursery() as nursery:
+        peer = await nursery.start(run_peer, config, TcpTransport())
+        said = []
+        for guess in range(8):
+            with pytest.raises(ClientError) as info:
+                async with connect(peer.address, admin_token=f"guess-{guess}") as client:
+                    await client.delete(IRI(f"{EXO}g"))
+            said.append(info.value.message)
+        assert all("wrong admin token" in m for m in said[:5]), said
+        assert all("too many failed proofs from 127.0.0.1" in m for m in said[6:]), said
+        with pytest.raises(ClientError, match="too many failed proofs"):
+            async with connect(peer.address, admin_token="tok-12345") as client:
+                await client.delete(IRI(f"{EXO}g"))
+        assert peer.counters["auth_penalties"] >= 1
+        await trio.sleep(peer.counters["auth_penalties"] * 4 + 1)   # the penalties (2 s, doubling) pass
+        async with connect(peer.address, admin_token="tok-12345") as client:
+            assert await client.delete(IRI(f"{EXO}g")) == 0
+        nursery.cancel_scope.cancel()
 
 
 async def test_unfinished_frames_cannot_take_more_than_the_buffer_budget(autojump_clock):

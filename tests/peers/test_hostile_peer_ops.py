@@ -16,8 +16,8 @@ from eventcloud.client import ClientError
 from eventcloud.testing import open_overlay
 from eventcloud.wire.messages import REQUESTS
 from eventcloud.wire.ops import PEER_OPS, ROUTED_OPS, Op
+from tests.helpers import paths, replaced
 from tests.wire.samples import SAMPLES
-from tests.wire.test_fuzz import paths, replaced
 
 JUNK = [None, 1, -1, 2 ** 63, "x", "../../etc", "", [], [1], [[1]], {}, {"a": 1}, True, b"\x00", 1.5, ["x"],
         "http://x/%zz", ["1", "nope"], [[["add", "http://g", [[1, 2, 3]]]]], ["1" * 5000, "http://www.w3.org/2001/XMLSchema#integer"]]

@@ -32,7 +32,7 @@ SAMPLES: list[Body] = [
     m.Ack("id", 3), m.Admin("token"), m.AdoptAnnex("p", ZONE, ZONE), m.AnnexAsk(("n1",)), m.Attach("id", "t", 2),
     m.Auth("p", "proof"), m.Commit(("http://ex/g",)), m.Deliver((m.Delivery("http://ex/g", 1, 9, (
         ["http://s", "http://p", "http://o"],)),)), m.Ended("id", "lease-expired", "gone"), m.EventGet("http://ex/g"),
-    m.Hello("c"), m.JoinCommit("p"), m.JoinRequest("p", "h:2"), m.Leases((["id", 5],)), m.LoadAsk(),
+    m.Hello("c"), m.JoinCommit("p"), m.JoinRequest("p", "h:2"), m.Leases((("id", 5),)), m.LoadAsk(),
     m.MailboxAck("id", 1, 2), m.MailboxAttach("id", "t", "h:1", 1), m.MailboxDeliver("id", 1, (
         m.Notification("id", "http://ex/g", "signal", 9),)), m.MailboxEnd("id"),
     m.MailboxOpen("id", {"sparql": RECORD.sparql}), m.MulticastEach(ZONE.bounds, "clock", (
@@ -40,6 +40,6 @@ SAMPLES: list[Body] = [
     m.Probe("p", "h:1"), m.Renew("id", "t", 30.0), m.ReplicaOf("p", 1), m.ReplicaState("p", 1, {"id": "p"}),
     m.ReplicaSync("p", 1, {"id": "p"}, ([["commit", "http://ex/g"]],), reset=True, done=True),
     m.Replicate("p", 1, ([["commit", "http://ex/g"]],)), m.Resolve(("k",)),
-    m.SchemaNewer(1), m.SparqlLocal(("ASK {}",)), m.StepAside(ZONE.bounds, 100), m.SubscribeMany((
+    m.SchemaNewer(1), m.SparqlLocal(("ASK {}",)), m.GraphClaim("http://ex/g", "d1"), m.Notified(("id",)), m.StepAside(ZONE.bounds, 100), m.SubscribeMany((
         m.Subscribe("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }"),)), m.SubscriptionId("id"),
 ]

@@ -18,6 +18,7 @@ from eventcloud.rdf.model import XSD
 from eventcloud.sparql.subscription import parse_subscription
 from eventcloud.wire import messages as m
 from eventcloud.wire.parsed import subscription_from_wire, subscription_to_wire
+from tests.helpers import DROP as _DROP, paths, replaced
 from tests.wire.samples import RECORD, SAMPLES
 
 PARSED = subscription_to_wire(parse_subscription(
@@ -34,29 +35,6 @@ ATOMS = st.none() | NUMBERS | st.binary(max_size=8) | STRINGS
 GARBAGE = st.recursive(ATOMS, lambda inner: st.lists(inner, max_size=4)
                        | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=10)
 FUZZ = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def paths(data: Any, here: tuple = ()) -> list[tuple]:
-    """Every node of `data` (the root too), as the keys leading to it."""
-    found = [here]
-    if isinstance(data, (list, dict)):
-        for key in (range(len(data)) if isinstance(data, list) else list(data)):
-            found += paths(data[key], here + (key,))
-    return found
-
-
-def replaced(data: Any, path: tuple, new: Any) -> Any:
-    if not path:
-        return new
-    copy = list(data) if isinstance(data, list) else dict(data)
-    if new is _DROP and len(path) == 1:
-        del copy[path[0]]
-    else:
-        copy[path[0]] = replaced(copy[path[0]], path[1:], new)
-    return copy
-
-
-_DROP = object()
 
 
 def mutate(data: Any, draw: Any) -> Any:

@@ -41,6 +41,8 @@ class PeerConfig:
     # security
     secret: bytes | None = None           # the cluster secret peers prove to each other (None: open overlay)
     admin_token: str | None = None        # needed for leave and delete when set
+    # publish token -> the graph IRI prefixes it may publish under (None: anyone publishes anywhere)
+    publish_policy: dict[str, tuple[str, ...]] | None = None
     tls_cert: Path | None = None          # serve TLS with this certificate chain and key …
     tls_key: Path | None = None
     tls_ca: Path | None = None            # … and verify the peers one connects to against this CA
@@ -169,6 +171,14 @@ class PeerConfig:
             raise ValueError("tls_ca verifies other peers' certificates: give this peer's own (tls_cert, tls_key) too")
         if self.secret is not None and len(self.secret) < 16:
             raise ValueError("the cluster secret must be at least 16 bytes long")
+        if self.max_per_address < 0 or self.reserved_connections < 0:
+            raise ValueError("max_per_address and reserved_connections must be 0 or more")
+        if self.publish_policy is not None:
+            for token, prefixes in self.publish_policy.items():
+                if not isinstance(token, str) or len(token) < 8:
+                    raise ValueError("publish_policy: every token needs at least 8 characters")
+                if not isinstance(prefixes, tuple) or not all(isinstance(p, str) and p for p in prefixes):
+                    raise ValueError(f"publish_policy: token {token[:4]}…: a tuple of graph IRI prefixes")
         if self.admin_token is not None and len(self.admin_token) < 8:
             raise ValueError("the admin token must be at least 8 characters long")
         if self.lease_default > self.lease_max:

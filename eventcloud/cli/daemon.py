@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import trio
 
-from eventcloud.cli.credentials import CredentialError, read_admin_token, read_secret
+from eventcloud.cli.credentials import CredentialError, read_admin_token, read_publish_policy, read_secret
 from eventcloud.cli.render import root_cause
 from eventcloud.errors import EventCloudError
 
@@ -61,6 +61,10 @@ def peer(args: argparse.Namespace) -> int:
                             replicas=args.replicas, fsync=not args.no_fsync, failure_timeout=args.failure_timeout,
                             lease_ttl=args.lease_ttl,
                             secret=read_secret(args.secret_file), admin_token=read_admin_token(args.admin_token_file),
+                            publish_policy=read_publish_policy(args.publish_policy),
+                            max_connections=args.max_connections, max_per_address=args.max_per_address,
+                            reserved_connections=args.reserved_connections,
+                            first_request_timeout=args.first_request_timeout,
                             tls_cert=args.tls_cert, tls_key=args.tls_key, tls_ca=args.tls_ca,
                             retain_count=args.retain_count, retain_bytes=args.retain_bytes,
                             lease_max=args.lease_max, lease_default=min(86_400.0, args.lease_max),

@@ -28,7 +28,8 @@ def gateway(args: argparse.Namespace) -> int:
     except CredentialError as exc:
         print(f"eventcloud gateway: {exc.message}", file=sys.stderr)
         return 2
-    overlay = Overlay(args.peer, admin_token=options["admin_token"], tls=options["tls"])
+    overlay = Overlay(args.peer, admin_token=options["admin_token"], publish_token=options["publish_token"],
+                      tls=options["tls"])
     settings = GatewaySettings(admin_token=options["admin_token"], cors=tuple(args.cors or ()),
                                max_body=args.max_body, ack_delay=args.ack_delay, linger=args.linger)
     app = Gateway(overlay, settings)

@@ -64,6 +64,18 @@ def _security_options(p: argparse.ArgumentParser) -> None:
                         f"without one, any client may use peer operations")
     p.add_argument("--admin-token-file", type=Path, metavar="FILE",
                    help=f"file holding the admin token that leave and delete require (or set {TOKEN_ENV})")
+    p.add_argument("--publish-policy", type=Path, metavar="FILE",
+                   help='JSON file {"TOKEN": ["http://graph-prefix/", ...], ...}: publishing then needs a token, '
+                        'and a token publishes only under its prefixes (give every peer the same file)')
+    p.add_argument("--max-connections", type=int, default=1024, metavar="N",
+                   help="connections served at once [1024]")
+    p.add_argument("--max-per-address", type=int, default=256, metavar="N",
+                   help="connections without credentials one host may hold; past it the least active one that holds "
+                        "nothing makes room [256]")
+    p.add_argument("--reserved-connections", type=int, default=64, metavar="N",
+                   help="slots kept for connections proving the cluster secret or the admin token [64]")
+    p.add_argument("--first-request-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="a new connection that asks nothing this long is closed [10]")
     p.add_argument("--tls-cert", type=Path, metavar="FILE",
                    help="serve and connect with TLS, with this certificate chain (PEM); it must name the "
                         "advertised host")

@@ -439,7 +439,7 @@ def _encodable(body: Publish) -> Publish:
 @asynccontextmanager
 async def connect(address: str | list[str] | tuple[str, ...], *, transport: Transport | None = None,
                   source: str | None = None, physical_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                  publish_retry: float = 30.0, admin_token: str | None = None,
+                  publish_retry: float = 30.0, admin_token: str | None = None, publish_token: str | None = None,
                   tls: ssl.SSLContext | str | Path | bool | None = None, reconnect: float = 60.0,
                   on_event: Callable[[str], None] | None = None,
                   request_timeout: float = 300.0) -> AsyncIterator[Client]:
@@ -451,7 +451,8 @@ async def connect(address: str | list[str] | tuple[str, ...], *, transport: Tran
     can safely run twice; `on_event` hears of each reconnection. A publication that fails for
     a transient reason is retried for up to `publish_retry` seconds (0: never). `admin_token`
     is presented at once (for `leave`, `delete` and `subscriptions` where the overlay requires
-    it). `tls`: connect with TLS, verifying the peer against a CA file (a path), the system's
+    it); `publish_token` likewise, where the overlay has a publish policy (the graph IRI
+    namespaces this client may publish under). `tls`: connect with TLS, verifying the peer against a CA file (a path), the system's
     CAs (True), or an `ssl.SSLContext` of your own. `request_timeout`: seconds one request may
     wait for its answer before it fails with a `timeout` ClientError (0: no limit); the peers
     bound their own retries well within it, so it ends only a request a peer never answers."""
@@ -462,6 +463,7 @@ async def connect(address: str | list[str] | tuple[str, ...], *, transport: Tran
         transport = TcpTransport(client_tls=_tls_context(tls)) if tls else TcpTransport()
     client = Client(source or f"client-{id(seeds):x}", publish_retry=publish_retry)
     client.link = link = Link(seeds, transport, HybridClock(physical_ms), admin_token=admin_token,
+                              publish_token=publish_token,
                               reconnect=reconnect, on_push=client._on_push, on_connect=client._on_connect,
                               on_disconnect=client._on_connection_lost, on_lost=client._on_lost, on_event=on_event or (lambda line: None),
                               request_timeout=request_timeout)

@@ -23,7 +23,7 @@ from eventcloud.errors import ConnectionLost, ErrorCode, EventCloudError, Remote
 from eventcloud.net.rpc import RpcConnection, open_connection
 from eventcloud.net.transport import AddressError, Transport
 from eventcloud.wire.hlc import HybridClock
-from eventcloud.wire.messages import Admin, Empty, OverlayInfo
+from eventcloud.wire.messages import Admin, Empty, OverlayInfo, Publisher
 from eventcloud.wire.ops import Op
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ HANDSHAKE_TIMEOUT = 10.0
 
 class Link:
     def __init__(self, seeds: list[str], transport: Transport, clock: HybridClock, *, admin_token: str | None,
+                 publish_token: str | None = None,
                  reconnect: float, on_push: Callable[[Op, dict[str, Any]], None],
                  on_connect: Callable[[], Awaitable[None]], on_disconnect: Callable[[], None],
                  on_lost: Callable[[str], None], on_event: Callable[[str], None],
@@ -59,6 +60,7 @@ class Link:
         self.transport = transport
         self.clock = clock
         self.admin_token = admin_token
+        self.publish_token = publish_token
         self.reconnect = reconnect
         self.on_push = on_push
         self.on_connect = on_connect
@@ -141,6 +143,8 @@ class Link:
                 with trio.fail_after(HANDSHAKE_TIMEOUT):
                     if self.admin_token is not None:
                         await conn.call(Op.ADMIN, Admin(self.admin_token))
+                    if self.publish_token is not None:
+                        await conn.call(Op.PUBLISHER, Publisher(self.publish_token))
                     info = OverlayInfo.from_wire(await conn.call(Op.OVERLAY_INFO, Empty()))
             except trio.TooSlowError:
                 message = (f"{address} accepted the connection but did not answer within {HANDSHAKE_TIMEOUT:g} s: "

@@ -20,11 +20,20 @@ from eventcloud.sparql.subscription import JoinPlan, Subscription, Var
 Bindings = dict[str, Term]
 
 __all__ = ["Bindings", "EventIndex", "event_index", "solutions", "results", "project", "matches", "match_pattern",
-           "MAX_SOLUTIONS"]
+           "MAX_SOLUTIONS", "MAX_SOLUTION_TERMS", "solution_limit"]
 
 #: Solutions one notification carries at most (a subscription whose patterns share no variable
 #: has the product of their matches; its notification says it was truncated).
 MAX_SOLUTIONS = 10_000
+#: Bound terms held for one subscription's solutions at most (solutions x variables): 50
+#: unconnected patterns (150 variables) x 10,000 solutions made a 1 GB peer and a notification
+#: over the frame limit, whose failure re-ran the match for ever.
+MAX_SOLUTION_TERMS = 200_000
+
+
+def solution_limit(sub: Subscription) -> int:
+    """Solutions kept for one notification of `sub`: MAX_SOLUTIONS, fewer for many variables."""
+    return max(1, min(MAX_SOLUTIONS, MAX_SOLUTION_TERMS // max(1, len(sub.variables()))))
 
 
 class EventIndex:

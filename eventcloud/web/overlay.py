@@ -55,13 +55,14 @@ class translated:
 
 
 class Overlay:
-    def __init__(self, peers: list[str], *, admin_token: str | None = None,
+    def __init__(self, peers: list[str], *, admin_token: str | None = None, publish_token: str | None = None,
                  tls: ssl.SSLContext | str | Path | bool | None = None, request_timeout: float = 60.0,
                  reconnect: float = 10.0) -> None:
         if not peers:
             raise ValueError("the gateway needs at least one peer address")
         self.peers = list(peers)
         self.admin_token = admin_token
+        self.publish_token = publish_token   # where the overlay has a publish policy: what POST /events may publish
         self.tls = tls
         self.request_timeout = request_timeout
         self.reconnect = reconnect
@@ -84,8 +85,8 @@ class Overlay:
         delay = 0.2
         while True:
             try:
-                async with connect(self.peers, source="gateway", admin_token=self.admin_token, tls=self.tls,
-                                   reconnect=self.reconnect, on_event=lambda line: log.info("overlay: %s", line)) as client:
+                async with connect(self.peers, source="gateway", admin_token=self.admin_token,
+                                   publish_token=self.publish_token, tls=self.tls, reconnect=self.reconnect, on_event=lambda line: log.info("overlay: %s", line)) as client:
                     self._client, self.error, delay = client, None, 0.2
                     self._connected.set()
                     log.info("gateway connected to the overlay through %s", client.address)
@@ -127,8 +128,8 @@ class Overlay:
         explicitly (`Subscription.ack`) is acknowledged to the overlay."""
         try:
             with translated():
-                async with connect(self.peers, source="gateway-stream", admin_token=self.admin_token, tls=self.tls,
-                                   reconnect=self.reconnect) as client:
+                async with connect(self.peers, source="gateway-stream", admin_token=self.admin_token,
+                                   publish_token=self.publish_token, tls=self.tls, reconnect=self.reconnect) as client:
                     self.sessions += 1
                     try:
                         yield client

@@ -73,6 +73,14 @@ class Admin(Body):
 
 
 @message
+class Publisher(Body):
+    """A publish token: the graph IRI namespaces this connection may publish under, where the
+    overlay has a publish policy."""
+
+    token: str = field(STR)
+
+
+@message
 class OverlayInfo(Body):
     id: str = field(STR)
     address: str = field(STR)

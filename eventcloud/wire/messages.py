@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from eventcloud.wire.client_messages import *  # noqa: F401,F403 - one place to import every body from
 from eventcloud.wire.client_messages import (
-    Ack, Admin, Attach, Attached, Auth, Challenge, Counted, Delete, Deleted, Empty, Ended, Find, Hello, Left,
+    Ack, Admin, Publisher, Attach, Attached, Auth, Challenge, Counted, Delete, Deleted, Empty, Ended, Find, Hello, Left,
     Notification, OverlayInfo, Pong, SchemaInfo, SchemaLoad, Publish, Published, Quads, Renew, Renewed, Sparql, SparqlResult, Status,
     Subscribe, SubscribeMany, Subscribed, SubscribedMany, SubscriptionId, SubscriptionList, Unsubscribe,
 )
@@ -26,7 +26,7 @@ from eventcloud.wire.schema import Body
 
 #: Request body type of each operation a connection may carry or a route may run.
 REQUESTS: dict[Op, type[Body]] = {
-    Op.PING: Empty, Op.HELLO: Hello, Op.AUTH: Auth, Op.ADMIN: Admin, Op.OVERLAY_INFO: Empty, Op.PUBLISH: Publish, Op.FIND: Find, Op.COUNT: Find,
+    Op.PING: Empty, Op.HELLO: Hello, Op.AUTH: Auth, Op.ADMIN: Admin, Op.PUBLISHER: Publisher, Op.OVERLAY_INFO: Empty, Op.PUBLISH: Publish, Op.FIND: Find, Op.COUNT: Find,
     Op.SPARQL: Sparql, Op.DELETE: Delete, Op.STATUS: Empty, Op.SUBSCRIBE: Subscribe, Op.SUBSCRIBE_MANY: SubscribeMany,
     Op.UNSUBSCRIBE: Unsubscribe, Op.LEAVE: Empty, Op.ATTACH: Attach, Op.ACK: Ack, Op.RENEW: Renew,
     Op.SUBSCRIPTIONS: Empty, Op.MAILBOX_DELIVER: MailboxDeliver,
@@ -46,7 +46,7 @@ REQUESTS: dict[Op, type[Body]] = {
 
 #: Reply body type of each client and peer operation (routed operations reply with plain values).
 REPLIES: dict[Op, type[Body]] = {
-    Op.PING: Pong, Op.HELLO: Challenge, Op.AUTH: PeerId, Op.ADMIN: Empty, Op.OVERLAY_INFO: OverlayInfo, Op.PUBLISH: Published, Op.FIND: Quads, Op.COUNT: Counted,
+    Op.PING: Pong, Op.HELLO: Challenge, Op.AUTH: PeerId, Op.ADMIN: Empty, Op.PUBLISHER: Empty, Op.OVERLAY_INFO: OverlayInfo, Op.PUBLISH: Published, Op.FIND: Quads, Op.COUNT: Counted,
     Op.SPARQL: SparqlResult, Op.DELETE: Deleted, Op.STATUS: Status, Op.SUBSCRIBE: Subscribed,
     Op.SUBSCRIBE_MANY: SubscribedMany,
     Op.UNSUBSCRIBE: SubscriptionId, Op.LEAVE: Left, Op.ATTACH: Attached, Op.ACK: Empty, Op.RENEW: Renewed,

@@ -24,6 +24,7 @@ class Op(StrEnum):
     HELLO = "hello"
     AUTH = "auth"
     ADMIN = "admin"
+    PUBLISHER = "publisher"
     OVERLAY_INFO = "overlay_info"
     PUBLISH = "publish"
     FIND = "find"
@@ -98,7 +99,7 @@ class Op(StrEnum):
 
 
 CLIENT_OPS = frozenset({
-    Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
+    Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.PUBLISHER, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
     Op.SUBSCRIBE, Op.SUBSCRIBE_MANY, Op.UNSUBSCRIBE, Op.LEAVE, Op.ATTACH, Op.ACK, Op.RENEW, Op.SUBSCRIPTIONS,
     Op.SCHEMA, Op.SCHEMA_LOAD,
 })

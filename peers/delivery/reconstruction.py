@@ -19,7 +19,7 @@ from collections import Counter, OrderedDict
 import trio
 
 from eventcloud.errors import EventCloudError
-from eventcloud.matching.reference import MAX_SOLUTIONS, project, solutions
+from eventcloud.matching.reference import project, solution_limit, solutions
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.messages import EventGet, Notification, Quads
@@ -133,7 +133,7 @@ async def reconstruct(gatherer: Gatherer, stored: Stored, graph: str, size: int,
     event = CompoundEvent(IRI(graph), tuple(quads))
     if kind == "bindings" or verify:
         sub = stored.sub.with_taxonomy(taxonomy)
-        limit = MAX_SOLUTIONS if kind == "bindings" else 1
+        limit = solution_limit(sub) if kind == "bindings" else 1
         if runner is not None and sub.uses_operators:
             found = await runner.run(graph, lambda: solutions(sub, event, limit))
         else:
@@ -143,5 +143,5 @@ async def reconstruct(gatherer: Gatherer, stored: Stored, graph: str, size: int,
             return None
         if kind == "bindings":
             return Notification(stored.id, graph, kind, published, solutions=tuple(project(sub, found)),
-                                truncated=len(found) >= MAX_SOLUTIONS)
+                                truncated=len(found) >= limit)
     return Notification(stored.id, graph, kind, published, quads=event.quads if kind == "event" else ())

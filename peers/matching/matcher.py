@@ -38,7 +38,7 @@ from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestErr
 from eventcloud.matching.chains import ChainGrouper
 from eventcloud.matching.csma import PartialMatch, advance, is_complete, next_pattern, start
 from eventcloud.matching.osma import decide, in_notifier_order
-from eventcloud.matching.reference import MAX_SOLUTIONS, event_index, matches
+from eventcloud.matching.reference import event_index, matches, solution_limit
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad
 from eventcloud.wire.codec import quad_from_wire, trusted_iri
 from eventcloud.wire.hlc import HybridClock, unpack
@@ -370,17 +370,19 @@ class Matcher:
             if ident not in matched or stored is None or published < stored.t:
                 continue
             kind = stored.kind
+            limit = solution_limit(stored.sub)
             if stored.sub.uses_operators:
                 position, solutions = await self.runner.run(
-                    graph, lambda: decide(stored.sub, view, want_solutions=kind == "bindings", memo=memo))
+                    graph, lambda: decide(stored.sub, view, want_solutions=kind == "bindings", limit=limit, memo=memo))
             else:
-                position, solutions = decide(stored.sub, view, want_solutions=kind == "bindings", memo=memo)
+                position, solutions = decide(stored.sub, view, want_solutions=kind == "bindings", limit=limit,
+                                             memo=memo)
             if position is None or not zone.contains(space.point(event.quads[position])):
                 continue
             owed.append(partial(self._notify, stored, graph, size, published,
                                 solutions=tuple(solutions) if kind == "bindings" else None,
                                 quads=event.quads if kind == "event" else None,
-                                truncated=kind == "bindings" and len(solutions) >= MAX_SOLUTIONS))
+                                truncated=kind == "bindings" and len(solutions) >= limit))
         if owed:  # all at once: the notifications for one entry peer travel in one request
             await gather(owed)
 

@@ -37,7 +37,7 @@ import trio
 
 from eventcloud.errors import ErrorCode, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
-from eventcloud.wire.messages import Admin, Auth, Challenge, Empty, Hello, PeerId
+from eventcloud.wire.messages import Admin, Auth, Challenge, Empty, Hello, PeerId, Publisher
 from eventcloud.wire.ops import ADMIN_OP_WORDS, ADMIN_OPS, PEER_OPS, Op
 
 log = logging.getLogger(__name__)
@@ -65,16 +65,20 @@ def _mac(secret: bytes, *parts: str) -> str:
 
 
 class PeerAuth:
-    def __init__(self, peer_id: Any, secret: bytes | None, admin_token: str | None, counters: Counter[str]) -> None:
+    def __init__(self, peer_id: Any, secret: bytes | None, admin_token: str | None, counters: Counter[str],
+                 publish_policy: dict[str, tuple[str, ...]] | None = None) -> None:
         self._peer_id = peer_id          # a callable: this peer's current id
         self.secret = secret
         self.admin_token = admin_token
+        self.publish_policy = publish_policy   # publish token -> graph IRI prefixes (None: no policy)
+        self._prefixes: dict[RpcConnection, tuple[str, ...]] = {}   # what each connection's token allows
         self.counters = counters
         self._challenges: dict[RpcConnection, tuple[str, str]] = {}
         self._failures: dict[str, _Failures] = {}   # host (or connection, without one) -> its failures
 
     def handlers(self) -> dict[Op, Any]:
-        return {Op.HELLO: self._on_hello, Op.AUTH: self._on_auth, Op.ADMIN: self._on_admin}
+        return {Op.HELLO: self._on_hello, Op.AUTH: self._on_auth, Op.ADMIN: self._on_admin,
+                Op.PUBLISHER: self._on_publisher}
 
     @property
     def open(self) -> bool:
@@ -94,6 +98,22 @@ class PeerAuth:
             what = ADMIN_OP_WORDS.get(op, f"operation {op.value}")
             raise RequestError(f"{what} needs the overlay's admin token, and this connection did not present it",
                                ErrorCode.FORBIDDEN)
+
+    def publish_refusal(self, conn: RpcConnection, graphs: list[str]) -> str | None:
+        """Why `conn` may not publish under these graph IRIs (None: it may). Without a publish
+        policy anyone publishes anywhere; with one, a connection publishes under the prefixes
+        its publish token allows (peers and the admin token anywhere)."""
+        if self.publish_policy is None or conn.role in (ADMIN, PEER):
+            return None
+        prefixes = self._prefixes.get(conn)
+        if prefixes is None:
+            return ("this overlay has a publish policy: publishing needs a publish token (eventcloud "
+                    "--publish-token-file FILE, EVENTCLOUD_PUBLISH_TOKEN, or connect(..., publish_token=...))")
+        outside = [g for g in graphs if not g.startswith(prefixes)]
+        if outside:
+            return (f"graph IRI {outside[0]} is outside the namespaces your publish token allows "
+                    f"({', '.join(prefixes[:5])}); publish under one of them")
+        return None
 
     def is_admin(self, conn: RpcConnection) -> bool:
         """May `conn` use administrative operations (no admin token set, or it presented it)?"""
@@ -158,6 +178,19 @@ class PeerAuth:
             conn.role = ADMIN
         return Empty()
 
+    async def _on_publisher(self, conn: RpcConnection, body: Publisher) -> Empty:
+        self._refuse_if_throttled(conn)
+        if self.publish_policy is None:
+            return Empty()   # no policy: every connection publishes anywhere already
+        prefixes = next((p for token, p in self.publish_policy.items()
+                         if hmac.compare_digest(token.encode(), body.token.encode())), None)
+        if prefixes is None:
+            self.counters["failed_publish_auth"] += 1
+            self._failed(conn, "publish tokens")
+            raise RequestError("unknown publish token", ErrorCode.FORBIDDEN)
+        self._prefixes[conn] = prefixes
+        return Empty()
+
     # --- the client side (a peer opening a connection to another) -----------------------------
 
     async def prove(self, conn: RpcConnection) -> None:
@@ -180,3 +213,4 @@ class PeerAuth:
 
     def forget(self, conn: RpcConnection) -> None:
         self._challenges.pop(conn, None)
+        self._prefixes.pop(conn, None)

@@ -68,9 +68,11 @@ class Publishing:
                  clock: HybridClock, counters: Counter[str], guard: ZoneGuard, *, retry_window: float,
                  resolve_after: float, commit_later: float = 1.0, abort_after: float, admit_backlog: int = 0,
                  backlog: Callable[[], int] | None = None, published: RecentPublications | None = None,
-                 peers_proven: bool = True, claims: GraphClaims) -> None:
+                 peers_proven: bool = True, claims: GraphClaims,
+                 may_publish: Callable[[RpcConnection, list[str]], str | None] = lambda conn, graphs: None) -> None:
         self.state = state
         self.claims = claims   # event identity: a graph IRI holds one content
+        self.may_publish = may_publish   # the publish policy: why a connection may not publish these (None: it may)
         self.peers_proven = peers_proven   # False in an open cluster: deliveries are checked like a client's
         self.guard = guard
         self.router = router
@@ -142,6 +144,10 @@ class Publishing:
         for event in body.events:
             if event.graph.value in RESERVED_GRAPHS:  # checked here, where clients' events enter
                 raise BadRequest(f"graph {event.graph.value} is reserved for the peers' own records")
+        refusal = self.may_publish(conn, [e.graph.value for e in body.events])
+        if refusal is not None:
+            self.counters["publications_refused_by_policy"] += len(body.events)
+            raise RequestError(refusal, ErrorCode.FORBIDDEN)
         events = [canonical_event(e) for e in body.events]
         await self._admit()
         stamped = [(event, self.clock.now()) for event in events]

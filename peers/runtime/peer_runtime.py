@@ -244,7 +244,8 @@ class _PeerRuntime:
         self.ownership = ownership = Ownership(state, authority, counters,
                                                ttl=config.lease_ttl or lease_ttl(config.failure_timeout))
         offload = Offload(config.offloaded, 1)
-        self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters)
+        self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters,
+                             publish_policy=config.publish_policy)
         self.dispatcher = dispatcher = Dispatcher(counters, self.auth, ready_wait=config.retry_window)
         # the long-lived tasks of each service that starts some run in a nursery of this runtime
         # (the router serves its own in its run(): its readers must end before it closes their connections)
@@ -320,7 +321,7 @@ class _PeerRuntime:
                                          abort_after=config.abort_after, admit_backlog=config.admit_backlog,
                                          backlog=lambda: max(matcher.backlog, delivery.backlog),
                                          published=published, peers_proven=dispatcher.peers_proven,
-                                         claims=claims)
+                                         claims=claims, may_publish=self.auth.publish_refusal)
         self.persistence = StateFile(state, clock, data_dir, offload, replication)
         self.scope = lifetime.runtime(state, store_)   # what the peer's handle reads from now on
         self.limits = ConnectionLimits(

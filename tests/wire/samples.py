@@ -29,7 +29,7 @@ SAMPLES: list[Body] = [
     m.JoinGrant(ZONE, {"n1": Neighbour("h:2", ZONE)}, "csma", "o", "h:1", m.Handover()),
     m.Announce({"n1": Neighbour("h:2", ZONE)}, ("gone",)), m.Table(("me", Neighbour("h:1", ZONE)), {}),
     m.TakeOver("x", ZONE, {}, m.Handover()), m.PeerId("p"),
-    m.Ack("id", 3), m.Admin("token"), m.AdoptAnnex("p", ZONE, ZONE), m.AnnexAsk(("n1",)), m.Attach("id", "t", 2),
+    m.Ack("id", 3), m.Admin("token"), m.Publisher("token"), m.AdoptAnnex("p", ZONE, ZONE), m.AnnexAsk(("n1",)), m.Attach("id", "t", 2),
     m.Auth("p", "proof"), m.Commit(("http://ex/g",)), m.Deliver((m.Delivery("http://ex/g", 1, 9, (
         ["http://s", "http://p", "http://o"],)),)), m.Ended("id", "lease-expired", "gone"), m.EventGet("http://ex/g"),
     m.Hello("c"), m.JoinCommit("p"), m.JoinRequest("p", "h:2"), m.Leases((("id", 5),)), m.LoadAsk(),

@@ -119,6 +119,51 @@ _POSITION_SUFFIX = re.compile(r" \(line \d+\)$")
 _NOT_SOURCE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+#: The longest statement (line, term, literal) the parser buffers: pyoxigraph's own bound.
+MAX_STATEMENT = 16 * 1024 * 1024
+
+
+class RDFTooLarge(RDFInputError):
+    """One statement (a line, a literal) over the parser's buffer: refused, naming the limit."""
+
+
+def _too_large(label: str, data: bytes | str | None = None, path: str | Path | None = None) -> RDFTooLarge:
+    """The refusal of input holding a statement over MAX_STATEMENT, with the first such line when
+    it can be found (scanned in chunks: the file may be far larger than memory allows)."""
+    line = _first_long_line(data, path)
+    return RDFTooLarge(label, line, f"a statement over {MAX_STATEMENT // (1024 * 1024)} MiB (a literal or line this "
+                                    f"long cannot be parsed, nor published: a whole event travels in one message of "
+                                    f"at most 32 MiB)")
+
+
+def _first_long_line(data: bytes | str | None, path: str | Path | None) -> int | None:
+    if data is not None:
+        raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
+        return _long_line_in(raw[i:i + (1 << 20)] for i in range(0, len(raw), 1 << 20))
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return _long_line_in(iter(lambda: handle.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
+def _long_line_in(chunks: Iterable[bytes]) -> int | None:
+    number, length = 1, 0
+    for chunk in chunks:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            length += (end if end >= 0 else len(chunk)) - start
+            if length > MAX_STATEMENT:
+                return number
+            if end < 0:
+                break
+            number, length, start = number + 1, 0, end + 1
+    return None
+
+
 def guess_format(path: str | Path) -> str:
     """The format named by a file's extension (case-insensitive)."""
     suffix = Path(path).suffix.lower()
@@ -259,6 +304,8 @@ def stream_events(
             quads.append(quad)
     except RDFInputError:
         raise
+    except MemoryError:
+        raise _too_large(label, path=source_file if isinstance(source_file, (str, Path)) else None) from None
     except SyntaxError as exc:
         raise _syntax_error(exc, b"", format, label) from None
     except OSError as exc:
@@ -353,6 +400,8 @@ def _parse_groups(data: bytes | str, fmt: str, name: str, base_iri: str | None) 
     try:
         for quad in ox.parse(data, _OX_FORMATS[fmt], base_iri=base_iri):
             groups.setdefault(quad.graph_name, []).append(quad)
+    except MemoryError:
+        raise _too_large(name, data=data) from None
     except SyntaxError as exc:
         raise _syntax_error(exc, data, fmt, name) from None
     except ValueError as exc:  # e.g. an invalid base IRI

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventcloud.errors import ModelError
-from eventcloud.rdf.files import RDFInputError, parse_events
+from eventcloud.rdf.files import RDFInputError, RDFTooLarge, parse_events
 from eventcloud.rdf.model import IRI, CompoundEvent
 from eventcloud.web.http import HttpError, Request
 
@@ -55,6 +55,8 @@ def events_of(request: Request, timestamp_ms: int, sequence: int) -> list[Compou
     try:
         events = parse_events(request.body, fmt, name="body", source=source, timestamp_ms=timestamp_ms,
                               sequence=sequence, default_graph=default_graph)
+    except RDFTooLarge as exc:
+        raise HttpError(413, f"{exc} (nothing was published)", code="bad-rdf") from None
     except RDFInputError as exc:
         raise HttpError(400, f"{exc} (nothing was published)", code="bad-rdf") from None
     if not events:

@@ -358,3 +358,10 @@ def test_an_event_iri_reused_with_other_content_is_refused(cluster):
     no_traceback(other.stderr)
     found = cli("query", "--peer", cluster.entry, f"SELECT ?o WHERE {{ GRAPH <{EX}g3> {{ ?s ?p ?o }} }}")
     assert "C" in found.stdout and "D" not in found.stdout, found.stdout
+
+
+def test_a_literal_over_16_mib_is_refused_without_a_traceback(cluster):
+    big = f'<{EX}s> <{EX}p> "ok" <{EX}big> .\n<{EX}s> <{EX}p> "' + "a" * (17 << 20) + f'" <{EX}big> .\n'
+    done = cli("publish", "--peer", cluster.entry, "-", stdin=big)
+    assert done.returncode == 1 and "a statement over 16 MiB" in done.stderr and ":2" in done.stderr, done.stderr[-500:]
+    no_traceback(done.stderr)

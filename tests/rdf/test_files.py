@@ -444,3 +444,19 @@ def test_edited_documents_give_events_or_an_rdf_input_error(fmt: str, edits, as_
         assert "fuzzed" in str(exc)
     else:
         assert all(isinstance(e, CompoundEvent) and e.quads for e in events)
+
+
+def test_a_statement_over_the_parsers_buffer_is_refused_naming_the_limit_and_the_line(tmp_path):
+    """A 17 MiB literal made pyoxigraph raise MemoryError (a traceback in the CLI, 500 at the
+    gateway): it is a typed refusal naming the 16 MiB limit and the line, for a document and for
+    a streamed file (found by scanning in chunks, however big the file)."""
+    from eventcloud.rdf.files import RDFTooLarge, stream_events
+
+    big = '<http://x/s> <http://x/p> "ok" <http://x/g> .\n<http://x/s> <http://x/p> "' + "a" * (17 << 20) + \
+        '" <http://x/g> .\n'
+    with pytest.raises(RDFTooLarge, match=r"stdin:2: a statement over 16 MiB"):
+        parse_events(big, "nquads", name="stdin")
+    path = tmp_path / "big.nq"
+    path.write_text(big)
+    with pytest.raises(RDFTooLarge, match=r"big.nq:2: a statement over 16 MiB"):
+        list(stream_events(path, "nquads"))

@@ -173,6 +173,9 @@ async def test_publishing_every_syntax(gateway):
         other = await http.post("/events", params={"graph": f"{EX}turtle-event"}, content=f"<{EX}a> <{EX}p> 3 .",
                                 headers={"content-type": "text/turtle"})
         assert other.status_code == 409 and "already holds an event with other content" in other.text
+        huge = await http.post("/events", content=f'<{EX}a> <{EX}p> "{"a" * (17 << 20)}" <{EX}huge> .\n',
+                               headers={"content-type": "application/n-quads"})
+        assert huge.status_code == 413 and "a statement over 16 MiB" in huge.text
         reply = await http.post("/events", content=rdfxml, headers={"content-type": "application/rdf+xml"})
         body = reply.json()
         assert reply.status_code == 200 and body["events"] == 1 and body["quads"] == 1

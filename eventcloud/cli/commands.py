@@ -283,5 +283,10 @@ async def status(args: argparse.Namespace) -> int:
         rows.append([p.id, p.address + (" (down)" if p.down else ""), f"{p.quads:,}", f"{p.subscriptions:,}",
                      str(len(p.neighbours)), span])
     table(["peer", "address", "quads", "subs", "neighbours", "zone (g s p o: from, to)"], rows)
+    events = sum(p.events_claimed for p in result.peers)
+    subscriptions = sum(p.subscriptions_homed for p in result.peers)
+    print(f"{sum(p.quads for p in result.peers):,} quads, {events:,} event{'s' * (events != 1)}, "
+          f"{subscriptions:,} subscription{'s' * (subscriptions != 1)} (each counted once, though held by several "
+          f"peers)")
     print(f"algorithm: {result.algorithm}; mapping: {result.space.mapping}; {report}")
     return 0

@@ -34,6 +34,9 @@ def status_json(status: Status, gateway: dict[str, Any]) -> dict[str, Any]:
         })
     return {"algorithm": status.algorithm, "dimensions": list(DIMENSIONS), "space": space.to_dict(),
             "partition": partition_ok(status), "peers": peers,
-            "totals": {"quads": sum(p.quads for p in status.peers), "events": sum(p.events for p in status.peers),
-                       "subscriptions": sum(p.subscriptions for p in status.peers)},
+            # events and subscriptions are held by several peers each: the totals add what each
+            # peer counts once overlay-wide (claims, subscriptions homed in its zone)
+            "totals": {"quads": sum(p.quads for p in status.peers),
+                       "events": sum(p.events_claimed for p in status.peers),
+                       "subscriptions": sum(p.subscriptions_homed for p in status.peers)},
             "gateway": gateway}

@@ -167,6 +167,11 @@ class PeerStatus(Body):
     counters: dict[str, int] = field(MAP)
     down: bool = field(BOOL, default=False)        # did not answer (the other fields are its last known)
     pending: int = field(INT, default=0)           # of `quads`, those of events not known committed here yet
+    # counted at one peer each, so that sums over peers are totals (an event's quads and a
+    # subscription are held by several): graph IRIs claimed here, subscriptions whose box's
+    # lowest corner is in this zone
+    events_claimed: int = field(INT, default=0)
+    subscriptions_homed: int = field(INT, default=0)
 
 
 @message

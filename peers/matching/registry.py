@@ -214,6 +214,11 @@ class Subscriptions:
             self.counters["subscriptions"] = len(self._stored)
         return found
 
+    def homed_in(self, zone: Zone) -> int:
+        """Subscriptions whose box's lowest corner `zone` holds: each is stored on every peer of
+        its box but homed at exactly one, so these add up to the overlay's total."""
+        return sum(1 for s in self._stored.values() if zone.contains(tuple(lo for lo, _ in self.box(s.sub))))
+
     def export(self, zone: Zone) -> list[SubscriptionRecord]:
         """Records of the subscriptions whose box meets `zone` (to hand over with it)."""
         return [self.with_parsed(s) for s in self._stored.values() if zone.intersects(self.box(s.sub))]

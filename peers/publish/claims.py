@@ -31,6 +31,7 @@ from eventcloud.wire.messages import GraphClaim
 from eventcloud.wire.ops import Op
 from peers.net import Router
 from peers.store import AsyncStore, PeerState, ZoneGuard, decide, release
+from peers.store.peer_store import CLAIM_PREFIX
 from peers.tasks import gather
 
 __all__ = ["GraphClaims", "claim_point", "digest_of", "conflict"]
@@ -49,7 +50,7 @@ def claim_point(space: CoordinateSpace, graph: str) -> Point:
 
 def _key(graph: str) -> str:
     """A claim's decision key (the IRI hashed: keys name records, and IRIs may hold any character)."""
-    return "claim:" + hashlib.blake2b(graph.encode("utf-8"), digest_size=16).hexdigest()
+    return CLAIM_PREFIX + hashlib.blake2b(graph.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def conflict(graphs: list[str]) -> RequestError:

@@ -338,6 +338,7 @@ class Queries:
             id=state.id, address=state.address, zone=state.zone, quads=quads,
             pending=min(self.store.sync.pending_quads, quads),
             events=len(self.store.events()), subscriptions=len(self.subscriptions),
+            events_claimed=self.store.sync.claims, subscriptions_homed=self.subscriptions.homed_in(state.zone),
             neighbours={k: n.address for k, n in sorted(state.neighbours.items())},
             counters={**{k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},
                       "regex_timeouts": self.subscriptions.regex_timeouts()},

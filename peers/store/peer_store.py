@@ -45,6 +45,8 @@ __all__ = ["EventInfo", "PeerStore", "StoreError", "write_atomically", "query_ro
            "notified", "abort", "delete", "remove", "put_subscription", "drop_subscription", "decide"]
 
 _RECORD = ox.NamedNode("urn:eventcloud:record")
+#: The key prefix of a graph IRI's claim among the decisions (peers/publish/claims.py).
+CLAIM_PREFIX = "claim:"
 _SUBS = ox.NamedNode(SUBSCRIPTIONS_GRAPH)
 
 #: Mutations that change only in-memory metadata (the store gets it at the next checkpoint).
@@ -100,6 +102,7 @@ class PeerStore:
         self._events: dict[str, EventInfo] = {}
         self._dirty: set[str] = set()   # events whose metadata the store does not have yet
         self._decisions: dict[str, tuple[str, list[str]]] = {}
+        self.claims = 0   # of the decisions, graph IRIs' claims (peers/publish/claims.py)
         self.mailboxes = mb.Mailboxes()  # of durable subscriptions homed here; a file at checkpoints
         # subscription records stored here (id -> record): a file at checkpoints, the log between
         self._subs: dict[str, dict[str, Any]] = {}
@@ -140,6 +143,7 @@ class PeerStore:
         for key, recorded in self._records.decisions():
             decision, point = json.loads(recorded)
             self._decisions[key] = (decision, point)
+        self.claims = sum(1 for key in self._decisions if key.startswith(CLAIM_PREFIX))
         for quad in self._store.quads_for_pattern(None, _RECORD, None, _SUBS):
             self._subs[quad.subject.value.rsplit(":", 1)[1]] = json.loads(quad.object.value)
             self._legacy_subs = self._subs_dirty = True
@@ -358,12 +362,14 @@ class PeerStore:
             if key in self._decisions:
                 return self._decisions[key][0]  # the first decision stands
             self._decisions[key] = (decision, point)
+            self.claims += key.startswith(CLAIM_PREFIX)
             self._records.put_decision(key, json.dumps([decision, point]))
             return decision
         if kind == "release":
             found = self._decisions.pop(mutation[1], None) is not None
             if found:
                 self._records.drop_decision(mutation[1])
+                self.claims -= mutation[1].startswith(CLAIM_PREFIX)
             return found
         raise ValueError(f"unknown store mutation {kind!r}")
 

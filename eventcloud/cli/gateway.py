@@ -37,7 +37,9 @@ def gateway(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             url = await nursery.start(serve_gateway, app, args.listen)
-            auth = "bearer token required" if settings.admin_token else "no token (the overlay has none given)"
+            auth = ("bearer token required for DELETE /events and the subscription list" if settings.admin_token else
+                    "no admin token given: if the overlay has one (eventcloud cluster writes it to DATA_DIR/admin.token),"
+                    " DELETE /events answers 403 until the gateway is started with --admin-token-file")
             state = f"connected through {overlay.address}" if overlay.connected else f"not connected yet: {overlay.error}"
             print(f"eventcloud gateway: listening on {url} for the overlay at {', '.join(args.peer)} "
                   f"({state}; {auth})", flush=True)

@@ -57,11 +57,16 @@ async def publish(args: argparse.Namespace) -> int:
     from eventcloud.cli.inputs import events_of, expand
     from eventcloud.rdf.files import RDFInputError
 
+    skipped: list[str] = []
     try:
-        inputs = expand(args.files, args.format)
+        inputs = expand(args.files, args.format, skipped)
     except RDFInputError as exc:
         print(f"eventcloud publish: {exc} (nothing was published)", file=sys.stderr)
         return 1
+    if skipped:
+        print(f"eventcloud publish: skipping {len(skipped)} CSV file{'s' * (len(skipped) > 1)} that "
+              f"{'are' if len(skipped) > 1 else 'is'} no CityBench stream this reader knows: "
+              f"{', '.join(skipped[:5])}{' …' if len(skipped) > 5 else ''}", file=sys.stderr)
     stamp = int(time.time() * 1000)
     big = sum(i.size or 0 for i in inputs) > 8 * 1024 * 1024
     progress = Progress(args.progress or sys.stderr.isatty() or big)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from eventcloud.rdf.citybench import read_stream
+from eventcloud.rdf.citybench import is_stream, read_stream
 from eventcloud.rdf.files import FORMATS, QUAD_FORMATS, RDFInputError, guess_format, parse_events, read_events, \
     stream_events
 from eventcloud.rdf.model import CompoundEvent
@@ -48,8 +48,10 @@ def _format_of(path: Path, given: str | None) -> str:
     return guess_format(path)
 
 
-def expand(names: list[str], given: str | None) -> list[Input]:
-    """The inputs named on the command line; RDFInputError for what cannot be read."""
+def expand(names: list[str], given: str | None, skipped: list[str] | None = None) -> list[Input]:
+    """The inputs named on the command line; RDFInputError for what cannot be read. In a
+    directory, a CSV that is no CityBench stream this reader knows is left out (named in
+    `skipped`) rather than failing the whole directory."""
     inputs: list[Input] = []
     for name in names:
         if name == "-":
@@ -59,6 +61,10 @@ def expand(names: list[str], given: str | None) -> list[Input]:
         if path.is_dir():
             found = [p for p in sorted(path.rglob("*")) if p.is_file() and not p.name.startswith(".")
                      and _known(p, given)]
+            unknown = [p for p in found if _format_of(p, given) == "citybench" and not is_stream(p)]
+            if skipped is not None:
+                skipped += [str(p) for p in unknown]
+            found = [p for p in found if p not in unknown]
             if not found:
                 raise RDFInputError(name, None, "is a directory holding no file with an RDF or CityBench extension "
                                                 "(.nq .trig .ttl .nt .n3 .rdf .owl .xml .rss .stream .csv)")

@@ -246,6 +246,22 @@ def sample_events(data_dir: Path, n: int) -> list[CompoundEvent]:
     return events
 
 
+def is_stream(path: str | Path) -> bool:
+    """Whether `path` is a CityBench stream this reader knows (by its name, else its CSV header)."""
+    path = Path(path)
+    if path.name in STREAMS:
+        return True
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            header = next(csv.reader(handle), None)
+        if header is None:
+            return False
+        _stream_kind(path, header)
+        return True
+    except (OSError, UnicodeDecodeError, csv.Error, CityBenchError):
+        return False
+
+
 # --- internals ---------------------------------------------------------------------------
 
 

@@ -250,3 +250,16 @@ def test_sample_events_mix_parking_and_traffic() -> None:
     assert all(s.startswith("AarhusParkingData") for s in sources[0::2])
     assert {s for s in sources[1::2]} == {f"AarhusTrafficData{i}" for i in (158324, 158355, 158386)}
     assert sample_events(DATA, 0) == []
+
+
+def test_a_directory_publishes_the_streams_it_knows_and_names_the_csvs_it_skips(tmp_path):
+    """`eventcloud publish <citybench dir>` published nothing: trafficMetaData.csv is no stream."""
+    from eventcloud.cli.inputs import expand
+
+    write(tmp_path, "traffic.csv", TRAFFIC_HEADER + "OK,60,40,1,60,2014-08-01T08:00:00,3,7,999\n")
+    write(tmp_path, "mystery.csv", "a,b,c\n1,2,3\n")
+    write(tmp_path, "events.nq", "<http://x/s> <http://x/p> <http://x/o> <http://x/g> .\n")
+    skipped: list[str] = []
+    inputs = expand([str(tmp_path)], None, skipped)
+    assert sorted(Path(i.label).name for i in inputs) == ["events.nq", "traffic.csv"]
+    assert [Path(s).name for s in skipped] == ["mystery.csv"]

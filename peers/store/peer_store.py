@@ -550,19 +550,28 @@ def query_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int
     if isinstance(result, ox.QueryBoolean):
         return bool(result)
     names = [v.value for v in result.variables]
-    rows = []
+    rows: list[Any] = []
+    over = False
+    solution = None
     for solution in result:
         if limit is not None and len(rows) >= limit:
             break
         if len(rows) >= max_rows:
-            raise StoreError(f"the query has more than {max_rows:,} results on one peer: add a LIMIT, or "
-                             f"aggregate (COUNT, SUM, GROUP BY …)", ErrorCode.BAD_QUERY)
+            over = True
+            break
         row = {}
         for name in names:
             term = solution[name]
             if term is not None:
                 row[name] = _term_json(term)
         rows.append(row)
+    # pyoxigraph's solutions belong to this (worker) thread: an exception raised while they are
+    # locals would carry them to the event loop's thread, which dropping them there reports as
+    # a RuntimeError traceback ("unsendable, but is being dropped on another thread")
+    del result, solution
+    if over:
+        raise StoreError(f"the query has more than {max_rows:,} results on one peer: add a LIMIT, or "
+                         f"aggregate (COUNT, SUM, GROUP BY …)", ErrorCode.BAD_QUERY)
     return rows
 
 

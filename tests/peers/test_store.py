@@ -476,3 +476,41 @@ def test_the_stores_records_stay_out_of_every_query_and_an_older_layout_is_carri
             del again
         else:
             store.close()
+
+
+def test_a_refused_query_leaves_no_oxigraph_object_to_another_thread():
+    """A query past the row cap raised while pyoxigraph's solutions were its locals: the exception
+    carried them to the event loop's thread, and dropping them there printed a RuntimeError
+    traceback ("unsendable, but is being dropped on another thread") on the peer's stderr."""
+    import gc
+    import sys
+    import threading
+
+    import pyoxigraph as ox
+
+    from peers.store import StoreError, query_rows
+
+    store = ox.Store()
+    store.extend([ox.Quad(ox.NamedNode(f"http://s/{i}"), ox.NamedNode("http://p"), ox.Literal(str(i)),
+                          ox.NamedNode("http://g")) for i in range(50)])
+    caught: list[BaseException] = []
+    hooked: list[str] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: hooked.append(str(unraisable.exc_value))
+
+    def run() -> None:
+        try:
+            query_rows(store, "SELECT * WHERE { ?s ?p ?o }", None, None, 10)
+        except StoreError as exc:
+            caught.append(exc)
+
+    try:
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join()
+        assert caught and "more than 10 results" in str(caught[0])
+        caught.clear()
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert not hooked, hooked

@@ -90,8 +90,9 @@ class GraphClaims:
 
     async def _route(self, op: Op, body: GraphClaim) -> Any:
         """To the owner of the claim's point, again while that zone is being handed over (its new
-        owner answers once the handover is done), for up to three retry windows."""
-        deadline = trio.current_time() + 3 * self.retry_window
+        owner answers once the handover is done), for up to a retry window (a publisher's retry
+        covers longer outages, such as a full disk, without holding its request here)."""
+        deadline = trio.current_time() + self.retry_window
         pause = 0.05
         while True:
             try:

@@ -280,11 +280,16 @@ class PeerStore:
             try:
                 self._wal.append(batches, sync=durable)
             except OSError as exc:
-                what = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
-                raise StoreError(f"cannot write the log of {self.path}: {what}") from None
-        if defer_mailboxes:
-            return [[None if m[0] in mb.SHAPES else self._apply(m) for m in batch] for batch in batches]
-        return [[self._apply(m) for m in batch] for batch in batches]
+                raise StoreError(f"cannot write the log of {self.path}: {_why(exc)}") from None
+        try:
+            if defer_mailboxes:
+                return [[None if m[0] in mb.SHAPES else self._apply(m) for m in batch] for batch in batches]
+            return [[self._apply(m) for m in batch] for batch in batches]
+        except OSError as exc:
+            # Logged already: the log is replayed at the next start, so nothing it holds is lost;
+            # this write's caller is told, typed (it was an `internal` error with a traceback).
+            raise StoreError(f"cannot write the store of {self.path}: {_why(exc)} (the write is in its log, "
+                             f"applied again at the next start)") from None
 
     def apply_mailboxes(self, batches: list[list[Mutation]], results: list[list[Any]]) -> None:
         """Apply the mailbox mutations `write_many(defer_mailboxes=True)` logged, filling `results`."""
@@ -573,6 +578,11 @@ def query_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int
         raise StoreError(f"the query has more than {max_rows:,} results on one peer: add a LIMIT, or "
                          f"aggregate (COUNT, SUM, GROUP BY …)", ErrorCode.BAD_QUERY)
     return rows
+
+
+def _why(exc: OSError) -> str:
+    full = exc.errno == errno.ENOSPC or "No space left on device" in str(exc)   # oxigraph's IO errors carry no errno
+    return "the disk is full" if full else (exc.strerror or str(exc))
 
 
 def write_atomically(path: Path, data: bytes) -> None:

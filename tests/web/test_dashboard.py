@@ -69,6 +69,17 @@ async def test_dashboard_shows_peers_zones_and_live_notifications(gateway, clust
                     "state": driver.find_element(By.ID, "overlay-state").text}
             fills = {r.get_attribute("fill") for r in driver.find_elements(By.CSS_SELECTOR, "#zones rect.zone")}
             seen["fills"] = fills
+            # every peer's zone is a rectangle of its own (zones split along the axes not drawn were
+            # drawn on top of each other: 3 zones for 4 peers)
+            def rects() -> set:
+                return {tuple(r.get_attribute(a) for a in ("x", "y", "width", "height"))
+                        for r in driver.find_elements(By.CSS_SELECTOR, "#zones rect.zone")}
+            seen["rects"] = rects()
+            # drawn along predicate x object, which no zone of 3 peers is split on: side by side
+            from selenium.webdriver.support.ui import Select
+            Select(driver.find_element(By.ID, "axis-x")).select_by_value("2")
+            Select(driver.find_element(By.ID, "axis-y")).select_by_value("3")
+            seen["stacked"] = rects()
             sparql = driver.find_element(By.ID, "sparql")
             sparql.clear()
             sparql.send_keys("SELECT ?s ?v WHERE { GRAPH ?g { ?s <http://purl.oclc.org/NET/sao/hasValue> ?v } "
@@ -98,7 +109,7 @@ async def test_dashboard_shows_peers_zones_and_live_notifications(gateway, clust
 
     seen = await trio.to_thread.run_sync(in_browser, publish_one)
     assert sorted(seen["rows"]) == sorted(cluster.addresses)
-    assert seen["zones"] == 3 and len(seen["fills"]) >= 2  # coloured by load: not all alike
+    assert seen["zones"] == 3 and len(seen["rects"]) == 3 and len(seen["stacked"]) == 3 and len(seen["fills"]) >= 2  # coloured by load: not all alike
     assert int(seen["quads"].replace(",", "")) >= 40
     assert "partition the space: yes" in seen["state"]
     assert f"http://dash.example/{tag}/live" in seen["notification"] and "?v=live" in seen["notification"]

@@ -94,6 +94,11 @@ function render(status, now) {
       if (i === 7) cell.className = "zone";
     });
   }
+  if (!state.axesChosen && !state.axesSet) {   // the first status: draw along the axes the zones are split on
+    state.axes = splitAxes(status);
+    state.axesSet = true;
+    [$("axis-x"), $("axis-y")].forEach((select, which) => { select.value = String(state.axes[which]); });
+  }
   drawZones(status);
 }
 
@@ -118,30 +123,47 @@ function drawZones(status) {
   const most = Math.max(0, ...status.peers.map((p) => p.quads));
   const area2 = (p) => (p.zone.fractions[ax][1] - p.zone.fractions[ax][0]) * (p.zone.fractions[ay][1] - p.zone.fractions[ay][0]);
   const order = [...status.peers].sort((a, b) => area2(b) - area2(a));  // smaller projections on top
+  // Zones split only along the two axes not drawn project onto the same rectangle: such a stack
+  // is drawn as side-by-side slices, one per peer, so that every peer has a zone of its own.
+  const key = (p) => [ax, ay].map((d) => p.zone.fractions[d].map((f) => f.toFixed(9)).join(",")).join(";");
+  const stacks = new Map();
+  for (const peer of order) stacks.set(key(peer), [...(stacks.get(key(peer)) || []), peer]);
   for (const peer of order) {
-    const [x0, x1] = peer.zone.fractions[ax];
+    const stack = stacks.get(key(peer));
+    const slot = stack.indexOf(peer);
+    const [fx0, fx1] = peer.zone.fractions[ax];
+    const x0 = fx0 + (fx1 - fx0) * slot / stack.length;
+    const x1 = fx0 + (fx1 - fx0) * (slot + 1) / stack.length;
     const [y0, y1] = peer.zone.fractions[ay];
     const rect = svg("rect", { class: "zone", "data-peer": peer.id, x: x0 * size, y: (1 - y1) * size,
                                width: Math.max((x1 - x0) * size, 1), height: Math.max((y1 - y0) * size, 1),
                                fill: peer.down ? "#bbb" : colour(peer.quads, most) });
     const tx = peer.zone.text;
-    rect.appendChild(svg("title", {}, `peer ${peer.id} (${peer.address}): ${fmt(peer.quads)} quads\n` +
+    const stacked = stack.length > 1 ? `\n(one of ${stack.length} zones split along the axes not drawn)` : "";
+    rect.appendChild(svg("title", {}, `peer ${peer.id} (${peer.address}): ${fmt(peer.quads)} quads${stacked}\n` +
       `${DIMENSIONS[ax]} [${JSON.stringify(tx[ax][0])}, ${tx[ax][1] === null ? "end" : JSON.stringify(tx[ax][1])})\n` +
       `${DIMENSIONS[ay]} [${JSON.stringify(tx[ay][0])}, ${tx[ay][1] === null ? "end" : JSON.stringify(tx[ay][1])})`));
     area.appendChild(rect);
     area.appendChild(svg("text", { class: "label", x: x0 * size + 4, y: (1 - y1) * size + 14 },
                          `${peer.id.slice(0, 6)} · ${fmt(peer.quads)}`));
-    if (x0 > 0) area.appendChild(svg("text", { x: x0 * size + 2, y: size + 14 }, JSON.stringify(tx[ax][0])));
+    if (fx0 > 0 && slot === 0) area.appendChild(svg("text", { x: x0 * size + 2, y: size + 14 }, JSON.stringify(tx[ax][0])));
     if (y0 > 0) area.appendChild(svg("text", { x: -36, y: (1 - y0) * size + 4 }, JSON.stringify(tx[ay][0]).slice(0, 6)));
   }
   area.appendChild(svg("text", { x: size / 2 - 30, y: size + 32 }, DIMENSIONS[ax] + " →"));
   area.appendChild(svg("text", { x: -36, y: -2 }, "↑ " + DIMENSIONS[ay]));
 }
 
+function splitAxes(status) {
+  // the two dimensions the zones are split along most (the others project zones onto each other)
+  const cuts = [0, 1, 2, 3].map((d) => new Set(status.peers.flatMap((p) => p.zone.fractions[d])).size);
+  return [0, 1, 2, 3].sort((a, b) => cuts[b] - cuts[a] || a - b).slice(0, 2).sort((a, b) => a - b);
+}
+
 function setupAxes() {
   [$("axis-x"), $("axis-y")].forEach((select, which) => {
     DIMENSIONS.forEach((name, i) => select.add(new Option(name, i, false, i === state.axes[which])));
     select.addEventListener("change", () => {
+      state.axesChosen = true;
       state.axes[which] = Number(select.value);
       if (state.status) drawZones(state.status);
     });

@@ -19,19 +19,26 @@ from eventcloud.client import ClientError, connect
 
 
 class Progress:
-    """A line on stderr, redrawn at most 5 times a second (and only on a terminal or for big jobs)."""
+    """A line on stderr, redrawn at most 5 times a second on a terminal; elsewhere (a log, a
+    pipe: big jobs only) a plain line every 2 s instead, since redrawing there wrote hundreds
+    of escape sequences into one line of the log."""
 
-    def __init__(self, show: bool) -> None:
+    def __init__(self, show: bool, terminal: bool | None = None) -> None:
         self.show = show
+        self.terminal = sys.stderr.isatty() if terminal is None else terminal
+        self._every = 0.2 if self.terminal else 2.0
         self._last = 0.0
         self._drawn = False
 
     def line(self, text: str, force: bool = False) -> None:
         now = time.perf_counter()
-        if self.show and (force or now - self._last >= 0.2):
+        if self.show and (force or now - self._last >= self._every):
             self._last = now
-            self._drawn = True
-            print(f"\r{text}\x1b[K", end="", file=sys.stderr, flush=True)
+            if self.terminal:
+                self._drawn = True
+                print(f"\r{text}\x1b[K", end="", file=sys.stderr, flush=True)
+            elif not force:
+                print(text, file=sys.stderr, flush=True)
 
     def done(self) -> None:
         if self._drawn:
@@ -171,9 +178,11 @@ async def publish(args: argparse.Namespace) -> int:
         of = f" of {total_events}" if total_events else ""
         maybe = (f"; {_plural(in_flight[0], 'more event')} in flight may be stored too, each whole"
                  if in_flight[0] else "")
+        again = ("publishing the same input again completes it" if interrupted else
+                 "once the input is mended there, publishing it again completes it")
         print(f"eventcloud publish: {why}: published {done[0]}{of} events ({_plural(done[1], 'quad')}) in "
-              f"{seconds:.2f} s, each stored whole{maybe}; publishing the same input again completes it (stored "
-              f"events are retries, never notified twice)", file=sys.stderr)
+              f"{seconds:.2f} s, each stored whole{maybe}; {again} (stored events are retries, never notified "
+              f"twice)", file=sys.stderr)
         return 130 if interrupted else 1
     print(f"published {stored}")
     return 0

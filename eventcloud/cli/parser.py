@@ -229,7 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, f"--{name}", help=f"the {name} term (N-Triples syntax)")
     p.add_argument("--count", action="store_true", help="print only how many quads match")
 
-    p = sub.add_parser("delete", help="delete a compound event (all its quads) by graph IRI")
+    p = sub.add_parser("delete", help="delete a compound event (all its quads) by graph IRI",
+                       description="Delete a compound event, every quad of its graph IRI, from every peer; the IRI "
+                                   "is then free for another event (a graph IRI holds one event's content). "
+                                   "Needs the overlay's admin token: --admin-token-file FILE (eventcloud cluster "
+                                   "writes it to DATA_DIR/admin.token) or EVENTCLOUD_ADMIN_TOKEN.")
     add_client_options(p, address=_address)
     p.add_argument("graph", help="the event's graph IRI (with or without <>)")
 

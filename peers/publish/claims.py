@@ -21,15 +21,13 @@ from collections import Counter
 from functools import partial
 from typing import Any
 
-import trio
-
 from eventcloud.errors import ErrorCode, EventCloudError, RequestError, Unavailable
 from eventcloud.overlay import CoordinateSpace, Point
 from eventcloud.rdf.model import CompoundEvent
 from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.messages import GraphClaim
 from eventcloud.wire.ops import Op
-from peers.net import Router
+from peers.net import RetryPolicy, Router
 from peers.store import AsyncStore, PeerState, ZoneGuard, decide, release
 from peers.store.peer_store import CLAIM_PREFIX
 from peers.tasks import gather
@@ -92,17 +90,14 @@ class GraphClaims:
         """To the owner of the claim's point, again while that zone is being handed over (its new
         owner answers once the handover is done), for up to a retry window (a publisher's retry
         covers longer outages, such as a full disk, without holding its request here)."""
-        deadline = trio.current_time() + self.retry_window
-        pause = 0.05
+        attempts = RetryPolicy(self.retry_window).start()
         while True:
             try:
                 return await self.router.route(self._point(body.graph), op, body)
             except EventCloudError as exc:
-                if not exc.transient or trio.current_time() + pause > deadline:
+                if not exc.transient or not await attempts.pause():
                     raise
                 self.counters["graph_claims_retried"] += 1
-            await trio.sleep(pause)
-            pause = min(1.0, pause * 2)
 
     async def _write_here(self, graph: str, mutation: list[Any]) -> Any:
         """Write a claim's record while this zone surely holds its point (a split waits for it)."""

@@ -20,7 +20,7 @@ import math
 import os
 from collections import Counter
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 import trio
 
@@ -31,6 +31,9 @@ from eventcloud.wire.frames import DEFAULT_MAX_FRAME, FrameDecoder, Kind, Messag
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.ops import Op
 from eventcloud.wire.schema import Body
+
+if TYPE_CHECKING:
+    from eventcloud.net.limits import ConnectionLimits
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,11 @@ class RpcConnection:
     def waiting(self) -> bool:
         """Whether nothing it asked is being served (an idle connection, or one only listening)."""
         return self._inflight.value == self._max_inflight
+
+    @property
+    def evicting(self) -> bool:
+        """Whether its server is ending it to admit another connection."""
+        return self._evicted is not None
 
     def evict(self, why: str) -> None:
         """End this connection (its server needs the slot): told why, then closed."""
@@ -493,88 +501,6 @@ class _Pending:
     def __init__(self) -> None:
         self.done = trio.Event()
         self.reply: Message | None = None
-
-
-class ConnectionLimits:
-    """What the connections of one server may hold together: how many there are, and how many
-    bytes of frames not yet complete they buffer."""
-
-    def __init__(self, max_connections: int, max_buffered: int, *, per_address: int = 0, reserved: int = 0,
-                 evictable: Callable[[RpcConnection], bool] = lambda conn: True) -> None:
-        self.max_connections = max_connections
-        self.max_buffered = max_buffered
-        self.per_address = per_address  # connections without credentials one host may hold (0: any)
-        self.reserved = reserved        # slots only connections that prove a role may keep (peers, admin)
-        self.evictable = evictable      # whether a connection holds nothing its loss would end (subscriptions)
-        self.open = 0
-        self.evicted = 0
-        self._live: dict[RpcConnection, str] = {}   # connection -> the host it comes from
-        self._buffered = 0
-        self._reserved = 0
-        self._changed = trio.Event()
-
-    def admit(self, conn: RpcConnection) -> str | None:
-        """Count a new connection in; why it is refused (None: admitted).
-
-        Connections without credentials cannot lock others out. One host may hold `per_address`
-        of them, and all together leave `reserved` slots free. Where a newcomer would pass one
-        of these bounds (or the total), the least recently active connection in that bound that
-        proved nothing, has no request being served and holds no subscription is ended for it:
-        idle connections, kept alive or not, only delay newcomers. With none to end, the
-        newcomer is refused, or enters the reserved slots on probation (its first request must
-        prove the cluster secret or the admin token; the dispatcher refuses any other)."""
-        anonymous = {other: host for other, host in self._live.items() if other.role == "client"}
-        if self.per_address and conn.remote and sum(1 for h in anonymous.values() if h == conn.remote) \
-                >= self.per_address:
-            if not self._evict([c for c, h in anonymous.items() if h == conn.remote],
-                               f"{conn.remote} holds {self.per_address} connections without credentials"):
-                return f"holds {self.per_address} connections without credentials from {conn.remote} already"
-        elif self.open >= self.max_connections or len(anonymous) >= self.max_connections - self.reserved:
-            if not self._evict(list(anonymous), "the server is full of connections without credentials"):
-                if self.open >= self.max_connections:
-                    return f"serves {self.max_connections} connections already"
-                conn.probation = True
-        self._live[conn] = conn.remote
-        self.open += 1
-        return None
-
-    def _evict(self, candidates: list[RpcConnection], why: str) -> bool:
-        idle = [c for c in candidates if c.waiting and not c.closed and c._evicted is None and self.evictable(c)]
-        if not idle:
-            return False
-        oldest = min(idle, key=lambda c: c.last_request)
-        oldest.evict(f"closing: {why}, and this one was the least active (reconnect when needed)")
-        self._live.pop(oldest, None)   # its slot goes to the newcomer now; `release` finds it gone
-        self.open -= 1
-        self.evicted += 1
-        return True
-
-    def release(self, conn: RpcConnection) -> None:
-        if self._live.pop(conn, None) is not None:
-            self.open -= 1
-
-    def buffered(self, delta: int) -> None:
-        self._buffered += delta
-        if delta < 0:
-            self._changed.set()
-            self._changed = trio.Event()
-
-    @property
-    def over_budget(self) -> bool:
-        return self._buffered + self._reserved > self.max_buffered
-
-    def reserve(self, wanted: int) -> int:
-        """Room for one read: at most `wanted`, at least 4 KiB (a small message always gets through)."""
-        size = max(4096, min(wanted, self.max_buffered - self._buffered - self._reserved))
-        self._reserved += size
-        return size
-
-    def unreserve(self, size: int) -> None:
-        self._reserved -= size
-
-    async def below_budget(self) -> None:
-        while self.over_budget:
-            await self._changed.wait()
 
 
 def _first_typed(group: BaseExceptionGroup) -> EventCloudError | None:

@@ -28,8 +28,7 @@ from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.messages import GraphClaim
 from eventcloud.wire.ops import Op
 from peers.net import RetryPolicy, Router
-from peers.store import AsyncStore, PeerState, ZoneGuard, decide, release
-from peers.store.peer_store import CLAIM_PREFIX
+from peers.store import CLAIM_PREFIX, AsyncStore, PeerState, ZoneGuard, decide, release
 from peers.tasks import gather
 
 __all__ = ["GraphClaims", "claim_point", "digest_of", "conflict"]

@@ -28,7 +28,8 @@ from typing import Any, Awaitable, Callable, NoReturn
 import trio
 
 from eventcloud.errors import AuthorityUnreachable, EventCloudError
-from eventcloud.net.rpc import ConnectionLimits, RpcConnection
+from eventcloud.net.limits import ConnectionLimits
+from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.tls import client_context, server_context
 from eventcloud.net.transport import TcpTransport, Transport, remote_host
 from eventcloud.overlay import Point, Zone

@@ -7,7 +7,11 @@ from typing import Callable, Protocol
 
 import trio
 
-__all__ = ["ConnectionLimits", "Limited"]
+from eventcloud.errors import ErrorCode
+from eventcloud.wire.frames import Kind, Message, encode
+from eventcloud.wire.hlc import HybridClock
+
+__all__ = ["ConnectionLimits", "Limited", "refuse_connection"]
 
 
 class Limited(Protocol):
@@ -110,3 +114,14 @@ class ConnectionLimits:
     async def below_budget(self) -> None:
         while self.over_budget:
             await self._changed.wait()
+
+
+async def refuse_connection(stream: trio.abc.Stream, clock: HybridClock, why: str) -> None:
+    """A connection the limits did not admit: one error frame (busy, saying why), then closed."""
+    with trio.move_on_after(1):
+        try:
+            await stream.send_all(encode(Message(Kind.ERROR, None, None, clock.now(),
+                                                 {"code": ErrorCode.BUSY.value, "message": why})))
+            await stream.aclose()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass

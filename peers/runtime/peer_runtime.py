@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable, NoReturn
 import trio
 
 from eventcloud.errors import AuthorityUnreachable, EventCloudError
-from eventcloud.net.limits import ConnectionLimits
+from eventcloud.net.limits import ConnectionLimits, refuse_connection
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.tls import client_context, server_context
 from eventcloud.net.transport import TcpTransport, Transport, remote_host
@@ -417,7 +417,7 @@ class _PeerRuntime:
             self.counters["connections_refused"] += 1
             others = [n.address for n in self.state.neighbours.values()][:2]
             elsewhere = f"try another peer ({', '.join(others)}) or later" if others else "try again later"
-            await _refuse(stream, self.clock, f"peer {self.state.id} {refused}; {elsewhere}")
+            await refuse_connection(stream, self.clock, f"peer {self.state.id} {refused}; {elsewhere}")
             return
         try:
             await conn.run()
@@ -580,20 +580,6 @@ class _PeerRuntime:
 
     async def _ask(self, address: str, op: Op, body: Any) -> dict[str, Any] | None:
         return await ask(self.transport, self.clock, self.auth, address, op, body, within=self.config.retry_window / 2)
-
-
-async def _refuse(stream: trio.abc.Stream, clock: HybridClock, why: str) -> None:
-    """One error frame (busy) and the connection closes."""
-    from eventcloud.errors import ErrorCode
-    from eventcloud.wire.frames import Kind, Message, encode
-
-    with trio.move_on_after(1):
-        try:
-            await stream.send_all(encode(Message(Kind.ERROR, None, None, clock.now(),
-                                                 {"code": ErrorCode.BUSY.value, "message": why})))
-            await stream.aclose()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
 
 
 async def _stop_after_reply(conn: RpcConnection, scope: trio.CancelScope) -> None:

@@ -17,11 +17,11 @@ without a secret accepts every operation from everyone, and says so once at star
 
 A wrong proof or token ends its connection, and failures are counted per host: past
 `FAILURES_ALLOWED` within `FAILURE_WINDOW` seconds a penalty begins (one log line each time),
-doubling with each further failure up to `MAX_PENALTY`, during which that host's admin tokens
-are refused unchecked. Peer proofs are never refused unchecked: peers share hosts (a local
-cluster, 127.0.0.1), and a misconfigured or hostile neighbour must not lock them out; an HMAC
-over 128-bit challenges with a random secret cannot be guessed anyway, and every wrong one still
-costs its connection.
+doubling with each further failure up to `MAX_PENALTY`, during which that host's admin and
+publish tokens are refused unchecked. Peer proofs are never refused unchecked: peers share hosts
+(a local cluster, 127.0.0.1), and a misconfigured or hostile neighbour must not lock them out;
+instead a wrong proof from a host under penalty is answered only once the penalty has passed
+(every wrong one also costs its connection), so guessing is throttled and correct proofs are not.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from eventcloud.wire.ops import ADMIN_OP_WORDS, ADMIN_OPS, PEER_OPS, Op
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PeerAuth", "CLIENT", "PEER", "ADMIN"]
+__all__ = ["PeerAuth", "CLIENT", "PEER", "ADMIN", "PUBLISHER"]
 
-CLIENT, PEER, ADMIN = "client", "peer", "admin"
+CLIENT, PEER, ADMIN, PUBLISHER = "client", "peer", "admin", "publisher"
 
 FAILURES_ALLOWED = 5
 FAILURE_WINDOW = 10.0
@@ -164,6 +164,11 @@ class PeerAuth:
             self.counters["failed_peer_auth"] += 1
             log.warning("a connection claiming to be peer %s failed to prove the cluster secret", body.id[:40])
             self._failed(conn, "proofs of the cluster secret")
+            # throttled without refusing unchecked (peers share hosts): a host past its allowance
+            # waits its penalty for each wrong proof's answer, a correct proof never waits
+            failures = self._failures.get(self._host(conn))
+            if failures is not None and failures.until > trio.current_time():
+                await trio.sleep(failures.until - trio.current_time())
             raise RequestError("wrong proof of the cluster secret", ErrorCode.FORBIDDEN)
         conn.role = PEER
         return PeerId(self._peer_id())
@@ -189,6 +194,8 @@ class PeerAuth:
             self._failed(conn, "publish tokens")
             raise RequestError("unknown publish token", ErrorCode.FORBIDDEN)
         self._prefixes[conn] = prefixes
+        if conn.role == CLIENT:   # a credential: the connection may keep a reserved slot (eventcloud.net.limits)
+            conn.role = PUBLISHER
         return Empty()
 
     # --- the client side (a peer opening a connection to another) -----------------------------

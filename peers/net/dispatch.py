@@ -32,8 +32,8 @@ __all__ = ["BatchHandler", "Dispatcher", "RequestHandler", "RoutedHandler"]
 #: writes waiting for this join (and the join's commit, at that owner, for its writes).
 SERVED_BEFORE_READY = frozenset({Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.REPLICATE, Op.REPLICA_SYNC,
                                  Op.REPLICA_STATE, Op.REPLICA_DROP, Op.REPLICA_STATUS, Op.PROBE})
-#: What a connection on probation may ask first: a proof of the cluster secret or of the admin token.
-_PROOFS = frozenset({Op.HELLO, Op.AUTH, Op.ADMIN})
+#: What a connection on probation may ask first: a proof of the cluster secret, the admin token or a publish token.
+_PROOFS = frozenset({Op.HELLO, Op.AUTH, Op.ADMIN, Op.PUBLISHER})
 
 #: Serves a request from a connection: (connection, decoded body) -> reply body.
 RequestHandler = Callable[[RpcConnection, Any], Awaitable[Body | dict[str, Any]]]

@@ -63,3 +63,21 @@ def test_the_policy_file_is_checked(tmp_path):
         bad.write_text(text)
         with pytest.raises(CredentialError, match=why):
             read_publish_policy(bad)
+
+
+async def test_a_publish_token_is_a_credential_for_the_reserved_slots(autojump_clock):
+    """Connections without credentials leave reserved slots free; a newcomer entering them on
+    probation gets in with a publish token (or the secret, or the admin token), not without."""
+    # 4 slots, one of them reserved (at most a quarter is)
+    async with open_overlay(1, publish_policy=POLICY, max_connections=4, reserved_connections=2) as overlay:
+        address, network = overlay.peers[0].address, overlay.network
+        async with connect(address, transport=network) as one, connect(address, transport=network) as two, \
+                connect(address, transport=network) as three:
+            for client in (one, two, three):   # anonymous, holding subscriptions: nothing to evict
+                await client.subscribe("SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }")
+            with pytest.raises(ClientError, match="slots left are for peers") as info:
+                async with connect(address, transport=network, reconnect=0) as nobody:
+                    await nobody.count()
+            assert info.value.code == "busy"
+            async with connect(address, transport=network, publish_token="token-of-alice") as alice:
+                await alice.publish(event("http://alice.example/reserved"))

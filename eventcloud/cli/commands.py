@@ -206,8 +206,10 @@ async def find(args: argparse.Namespace) -> int:
     async with connect(args.peer, **client_options(args)) as client:
         if args.count:
             print(await client.count(*pattern))
-        else:
-            sys.stdout.write(quads_text(await client.find(*pattern)))
+        else:   # printed as the pages come: an export of any size holds one page at a time
+            async with await client.find_stream(*pattern) as quads:
+                async for page in quads.pages():
+                    sys.stdout.write(quads_text(page))
     return 0
 
 
@@ -222,9 +224,20 @@ async def query(args: argparse.Namespace) -> int:
     from eventcloud.rdf.results import GRAPH_FORMATS, graph_bytes, solutions_bytes
 
     text = query_text(args)
-    async with connect(args.peer, **client_options(args)) as client:
-        result = await client.query(text)
     form = args.format
+    async with connect(args.peer, **client_options(args)) as client:
+        async with await client.query_stream(text) as answer:
+            if answer.form == "solutions" and form in ("csv", "tsv", "xml", "json"):
+                await _write_rows(answer, form)   # rows written as they come
+                return 0
+            result: Any
+            if answer.form == "graph":
+                result = answer.text
+            elif answer.form == "boolean":
+                result = {"head": {}, "boolean": answer.boolean}
+            else:   # a table: its columns are as wide as their widest cell
+                result = {"head": {"vars": list(answer.variables)},
+                          "results": {"bindings": [row async for row in answer]}}
     if isinstance(result, str):  # CONSTRUCT / DESCRIBE: RDF
         if form in ("table", "ntriples"):
             sys.stdout.write(result)
@@ -255,6 +268,19 @@ async def query(args: argparse.Namespace) -> int:
         rows = [[cell(b.get(c)) for c in columns] for b in result["results"]["bindings"]]
         table(columns, rows)
     return 0
+
+
+async def _write_rows(answer: Any, form: str) -> None:
+    from eventcloud.rdf.results import SolutionsWriter
+
+    writer = SolutionsWriter(form, answer.variables)
+    out = sys.stdout.buffer
+    out.write(writer.start())
+    async for page in answer.pages():
+        out.write(writer.rows(page))
+        out.flush()
+    out.write(writer.end() + (b"\n" if form in ("xml", "json") else b""))
+    out.flush()
 
 
 def query_text(args: argparse.Namespace) -> str:

@@ -19,12 +19,14 @@ from typing import Any, AsyncIterator, Callable, Iterable
 import trio
 
 from eventcloud.client.link import ClientError, Link
+from eventcloud.client.results import ResultStream
 from eventcloud.client.subscription import Subscription
 from eventcloud.errors import ErrorCode, EventCloudError, ModelError
 from eventcloud.net.tls import client_context
 from eventcloud.net.transport import TcpTransport, Transport
 from eventcloud.rdf.model import IRI, CompoundEvent, Quad, Term, event_graph
 from eventcloud.sparql.taxonomy import Taxonomy
+from eventcloud.wire.codec import quad_from_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
     MAX_SUBSCRIBE_MANY, NOTIFICATION_KINDS, Ack, Attach, Attached, Counted, Delete, Deleted, Empty, Find, Left,
@@ -202,7 +204,19 @@ class Client:
 
     async def find(self, g: Term | None = None, s: Term | None = None, p: Term | None = None,
                    o: Term | None = None) -> list[Quad]:
-        return list(Quads.from_wire(await self.call(Op.FIND, Find((g, s, p, o)))).quads)
+        """Every stored quad matching the pattern (None: any term), read page by page."""
+        found: list[Quad] = []
+        async with await self.find_stream(g, s, p, o) as quads:
+            async for page in quads.pages():
+                found.extend(page)
+        return found
+
+    async def find_stream(self, g: Term | None = None, s: Term | None = None, p: Term | None = None,
+                          o: Term | None = None) -> ResultStream:
+        """The quads matching the pattern as they come (`async with … as quads: async for quad in
+        quads`), however many: neither side holds them all."""
+        reply = Quads.from_wire(await self.call(Op.FIND, Find((g, s, p, o), page=True)))
+        return ResultStream(self.call, list(reply.quads), reply.cursor, _quad)
 
     async def count(self, g: Term | None = None, s: Term | None = None, p: Term | None = None,
                     o: Term | None = None) -> int:
@@ -210,9 +224,33 @@ class Client:
 
     async def query(self, sparql: str) -> Any:
         """One-time SPARQL over everything stored: SELECT/ASK give the SPARQL 1.1 JSON
-        results as a dict; CONSTRUCT/DESCRIBE give N-Triples text."""
-        result = SparqlResult.from_wire(await self.call(Op.SPARQL, Sparql(sparql)))
-        return result.text if result.form == "graph" else json.loads(result.text)
+        results as a dict; CONSTRUCT/DESCRIBE give N-Triples text. A large SELECT is read
+        page by page (see `query_stream` to handle its rows as they come)."""
+        async with await self.query_stream(sparql) as answer:
+            if answer.form == "graph":
+                return answer.text
+            if answer.form == "boolean":
+                return {"head": {}, "boolean": answer.boolean}
+            rows = []
+            async for page in answer.pages():
+                rows.extend(page)
+        return {"head": {"vars": list(answer.variables)}, "results": {"bindings": rows}}
+
+    async def query_stream(self, sparql: str) -> ResultStream:
+        """A query's answer as it comes: a SELECT's rows (SPARQL 1.1 JSON terms by variable) with
+        `async with … as rows: async for row in rows`, however many; `variables` names them.
+        An ASK's answer is in `boolean`, a CONSTRUCT's or DESCRIBE's in `text` (N-Triples)."""
+        result = SparqlResult.from_wire(await self.call(Op.SPARQL, Sparql(sparql, page=True)))
+        if result.form == "graph":
+            return ResultStream(self.call, [], "", _same, form="graph", text=result.text)
+        if result.form == "boolean":
+            return ResultStream(self.call, [], "", _same, form="boolean",
+                                boolean=bool(json.loads(result.text).get("boolean")))
+        if result.text:   # answered whole
+            whole = json.loads(result.text)
+            return ResultStream(self.call, whole["results"]["bindings"], "", _same,
+                                variables=tuple(whole["head"].get("vars", ())))
+        return ResultStream(self.call, list(result.rows), result.cursor, _same, variables=result.variables)
 
     async def delete(self, graph: IRI | str) -> int:
         try:
@@ -415,6 +453,20 @@ class Client:
             if any(s.ack_wanted > s.acked and s.ended is None for s in self._subscriptions.values()):
                 await trio.sleep(0.5)
                 self._acks.set()
+
+
+def _same(item: Any) -> Any:
+    return item
+
+
+def _quad(item: Any) -> Quad:
+    """A quad of a page (the first page's are decoded already)."""
+    if isinstance(item, Quad):
+        return item
+    try:
+        return quad_from_wire(item)
+    except EventCloudError as exc:
+        raise ClientError(f"the overlay sent a malformed quad: {exc.message}", ErrorCode.PROTOCOL) from None
 
 
 def _check_kind(kind: str) -> None:

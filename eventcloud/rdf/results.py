@@ -10,7 +10,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-__all__ = ["SOLUTION_FORMATS", "GRAPH_FORMATS", "solutions_bytes", "graph_bytes"]
+__all__ = ["SOLUTION_FORMATS", "GRAPH_FORMATS", "solutions_bytes", "graph_bytes", "SolutionsWriter"]
 
 SOLUTION_FORMATS = {"json": ox.QueryResultsFormat.JSON, "xml": ox.QueryResultsFormat.XML,
                     "csv": ox.QueryResultsFormat.CSV, "tsv": ox.QueryResultsFormat.TSV}
@@ -31,3 +31,41 @@ def graph_bytes(ntriples: str, fmt: str) -> bytes:
     if fmt in ("ntriples", "nquads"):
         return ntriples.encode("utf-8")
     return ox.serialize(ox.parse(ntriples, ox.RdfFormat.N_TRIPLES), format=GRAPH_FORMATS[fmt]) or b""
+
+
+class SolutionsWriter:
+    """Solutions written as `fmt` a page of rows at a time, for a response that streams: the
+    document's start, then each page's rows, then its end (concatenated, the same bytes as
+    `solutions_bytes` of every row at once). pyoxigraph writes every term; JSON is written here."""
+
+    def __init__(self, fmt: str, variables: tuple[str, ...] | list[str]) -> None:
+        self.fmt = fmt
+        self.variables = list(variables)
+        self._first = True
+        whole = solutions_bytes({"head": {"vars": self.variables}, "results": {"bindings": []}}, fmt)
+        if fmt == "json":
+            self._start, self._end = whole[:-len(b"]}}")], b"]}}"
+        elif fmt == "xml":
+            at = whole.index(b"<results>") + len(b"<results>")
+            self._start, self._end = whole[:at], whole[at:]
+        else:   # csv, tsv: a header line, then a line per row
+            self._start, self._end = whole, b""
+
+    def start(self) -> bytes:
+        return self._start
+
+    def rows(self, rows: list[dict[str, Any]]) -> bytes:
+        if not rows:
+            return b""
+        if self.fmt == "json":
+            text = ", ".join(json.dumps(row, ensure_ascii=False) for row in rows)
+            out = (text if self._first else ", " + text).encode("utf-8")
+            self._first = False
+            return out
+        page = solutions_bytes({"head": {"vars": self.variables}, "results": {"bindings": rows}}, self.fmt)
+        if self.fmt == "xml":
+            return page[page.index(b"<results>") + len(b"<results>"):page.rindex(b"</results>")]
+        return page[len(self._start):]   # the same header line, then the rows
+
+    def end(self) -> bytes:
+        return self._end

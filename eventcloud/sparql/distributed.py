@@ -30,7 +30,8 @@ from rdflib import Variable
 from rdflib.paths import Path as RPath
 from rdflib.plugins.sparql.parserutils import CompValue
 
-__all__ = ["Pushdown", "plan_pushdown", "merge_select", "merge_aggregates", "MERGEABLE"]
+__all__ = ["Pushdown", "plan_pushdown", "merge_select", "merge_aggregates", "SelectMerge", "MERGEABLE",
+           "select_star_order"]
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 MERGEABLE = {"Aggregate_Count": "count", "Aggregate_Sum": "sum", "Aggregate_Min": "min", "Aggregate_Max": "max",
@@ -55,6 +56,21 @@ class Pushdown:
     group: tuple[str, ...] = ()                  # aggregate: the GROUP BY variables
     aggregates: tuple[tuple[str, str], ...] = ()  # aggregate: (variable, count|sum|min|max|avg)
     texts: tuple[str, ...] = ()                  # the queries each peer runs (avg: as SUM, then as COUNT)
+
+
+_STAR = re.compile(r"\bSELECT\s+(?:(?:DISTINCT|REDUCED)\s+)?\*", re.IGNORECASE)
+_VARIABLE = re.compile(r"[?$]([A-Za-z0-9_\u00B7\u00C0-\uFFFF]+)")
+
+
+def select_star_order(text: str, variables: tuple[str, ...]) -> tuple[str, ...]:
+    """`SELECT *`'s variables in the order the query first names them (rdflib gives them in a
+    set's order, which differs from one process to the next); other projections unchanged."""
+    if not _STAR.search(text):
+        return variables
+    first: dict[str, int] = {}
+    for at, match in enumerate(_VARIABLE.finditer(text)):
+        first.setdefault(match.group(1), at)
+    return tuple(sorted(variables, key=lambda v: (first.get(v, len(first)), v)))
 
 
 def _single_pattern(node: Any) -> bool:
@@ -89,7 +105,7 @@ def plan_pushdown(text: str, algebra: Any) -> Pushdown | None:
         distinct, node = True, node.p
     if node.name != "Project":
         return None
-    variables = tuple(str(v) for v in node.PV)
+    variables = select_star_order(text, tuple(str(v) for v in node.PV))
     node = node.p
     extends: dict[str, Any] = {}
     while node.name == "Extend":
@@ -134,20 +150,38 @@ def plan_pushdown(text: str, algebra: Any) -> Pushdown | None:
 
 # --- merging the peers' answers ------------------------------------------------------------------
 
-def merge_select(plan: Pushdown, answers: list[list[Row]]) -> list[Row]:
-    rows: list[Row] = []
-    seen: set[frozenset] = set()
-    for answer in answers:
-        for row in answer:
-            if plan.distinct:
+class SelectMerge:
+    """The union of the peers' SELECT rows as they arrive: deduplicated for `DISTINCT`, and cut
+    at `LIMIT` (then `done`: the peers' rest is not needed)."""
+
+    def __init__(self, plan: Pushdown) -> None:
+        self.plan = plan
+        self.taken = 0
+        self._seen: set[frozenset] = set()
+
+    @property
+    def done(self) -> bool:
+        return self.plan.limit is not None and self.taken >= self.plan.limit
+
+    def take(self, rows: list[Row]) -> list[Row]:
+        """Those of `rows` that belong to the answer."""
+        out: list[Row] = []
+        for row in rows:
+            if self.done:
+                break
+            if self.plan.distinct:
                 key = frozenset((k, tuple(sorted(v.items()))) for k, v in row.items())
-                if key in seen:
+                if key in self._seen:
                     continue
-                seen.add(key)
-            rows.append(row)
-            if plan.limit is not None and len(rows) >= plan.limit:
-                return rows
-    return rows
+                self._seen.add(key)
+            out.append(row)
+            self.taken += 1
+        return out
+
+
+def merge_select(plan: Pushdown, answers: list[list[Row]]) -> list[Row]:
+    merge = SelectMerge(plan)
+    return [row for answer in answers for row in merge.take(answer)]
 
 
 def _number(term: dict[str, str] | None) -> int | Decimal | float | None:

@@ -67,6 +67,9 @@ def analyse(text: str) -> tuple[list[Pattern], Any]:
             if node.name == "Graph":
                 term = node.get("term")
                 graph = query_term(term) if isinstance(term, URIRef) else None
+                inner = node.get("p")
+                if isinstance(inner, CompValue) and inner.name == "BGP" and not inner.get("triples"):
+                    widen = True   # GRAPH ?g {}: every graph's name
             if node.name == "BGP":
                 for s, p, o in node.get("triples", []):
                     if isinstance(p, RPath):
@@ -81,7 +84,16 @@ def analyse(text: str) -> tuple[list[Pattern], Any]:
             for item in node:
                 visit(item, graph)
 
-    visit(query.algebra, None)
-    if widen or not patterns:
-        return [EVERYTHING], query.algebra
-    return list(patterns), query.algebra
+    algebra = query.algebra
+    if algebra.name == "DescribeQuery" and algebra.p is None:
+        # DESCRIBE <a> <b>: the triples of which they are the subject (blank nodes are skolem
+        # IRIs here: rdf/model.py, so a description follows none)
+        described = [query_term(term) for term in algebra.PV]
+        if all(isinstance(term, IRI) for term in described):
+            return [(None, term, None, None) for term in described], algebra
+        return [EVERYTHING], algebra
+    visit(algebra, None)
+    if widen:
+        return [EVERYTHING], algebra
+    # no triple pattern (ASK {}, VALUES alone): the answer needs no stored quad
+    return list(patterns), algebra

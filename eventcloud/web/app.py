@@ -35,6 +35,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from eventcloud.net.asgi import answer_lifespan
+from eventcloud.rdf.results import SolutionsWriter
 from eventcloud.web import publishing, sparql
 from eventcloud.web.http import HttpError, Request, Response
 from eventcloud.web.live import Receive, Send, Streams, stream_key
@@ -85,8 +86,8 @@ class Gateway:
                 ("GET", r"/static/(?P<name>[a-z.]+)", self.static, False),
                 ("GET", r"/health", self.health, False),
                 ("GET", r"/status", self.status, False),
-                ("GET", r"/sparql", self.sparql, False),
-                ("POST", r"/sparql", self.sparql, False),
+                ("GET", r"/sparql", self.sparql, True),
+                ("POST", r"/sparql", self.sparql, True),
                 ("POST", r"/events", self.publish, False),
                 ("DELETE", r"/events", self.delete, False),
                 ("GET", r"/subscriptions", self.list_subscriptions, False),
@@ -241,12 +242,50 @@ class Gateway:
 
     # --- SPARQL and publishing --------------------------------------------------------------------
 
-    async def sparql(self, request: Request, match: dict[str, str]) -> Response:
-        query = sparql.query_of(request)
-        sparql.wanted_type(request, graph=_looks_like_graph(query))  # 406 before asking the overlay
-        with self.overlay.request():
-            result = await self.overlay.client().query(query)
-        return sparql.render(request, result)
+    async def sparql(self, request: Request, match: dict[str, str], send: Send, receive: Receive,
+                     cors: list[tuple[str, str]]) -> None:
+        """A query's answer; a SELECT's rows stream (chunked) as the overlay sends them, each
+        page within the request timeout, so no answer is too large and none is held whole."""
+        try:
+            if request.method == "POST":
+                request.body = await self._body(receive)
+            query = sparql.query_of(request)
+            sparql.wanted_type(request, graph=_looks_like_graph(query))  # 406 before asking the overlay
+            with self.overlay.request():
+                answer = await self.overlay.client().query_stream(query)
+        except HttpError as exc:
+            await _respond(send, request, exc.response(), cors)
+            return
+        async with answer:
+            if answer.form != "solutions":
+                result = answer.text if answer.form == "graph" else {"head": {}, "boolean": answer.boolean}
+                try:
+                    response = sparql.render(request, result)
+                except HttpError as exc:
+                    response = exc.response()
+                await _respond(send, request, response, cors)
+                return
+            chosen = sparql.wanted_type(request, graph=False)
+            writer = SolutionsWriter(sparql.SOLUTION_TYPES[chosen], answer.variables)
+            headers = [(b"content-type", sparql.content_type(chosen).encode("latin-1")), (b"vary", b"Accept"),
+                       *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in cors)]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            if request.method == "HEAD":
+                await send({"type": "http.response.body", "body": b""})
+                return
+            await send({"type": "http.response.body", "body": writer.start(), "more_body": True})
+            pages = answer.pages().__aiter__()
+            while True:
+                try:
+                    with self.overlay.request():
+                        page = await pages.__anext__()
+                except StopAsyncIteration:
+                    break
+                except HttpError as exc:   # the answer had begun: the response ends unfinished
+                    log.warning("gateway: a query's answer broke off after it began: %s", exc.message)
+                    return
+                await send({"type": "http.response.body", "body": writer.rows(page), "more_body": True})
+            await send({"type": "http.response.body", "body": writer.end()})
 
     async def publish(self, request: Request, match: dict[str, str]) -> Response:
         events = publishing.events_of(request, int(time.time() * 1000), next(self._sequence))
@@ -403,12 +442,21 @@ def sse_after(request: Request) -> int | None:
     return last_event_id(request)
 
 
+async def _respond(send: Send, request: Request, response: Response, cors: list[tuple[str, str]]) -> None:
+    response.headers.extend(cors)
+    await send({"type": "http.response.start", "status": response.status, "headers": response.header_list()})
+    await send({"type": "http.response.body", "body": b"" if request.method == "HEAD" else response.body})
+
+
+#: What a query's form is read past: IRIs, strings and comments, each from where it begins (a
+#: `#` inside an IRI or a string starts no comment).
+_SKIPPED = re.compile(r"""<[^<>"{}|^`\\\s]*>|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|#[^\n]*""")
+
+
 def _looks_like_graph(query: str) -> bool:
     """CONSTRUCT or DESCRIBE? (to refuse an impossible Accept before running the query; the
     overlay's answer decides the format in the end)."""
-    text = re.sub(r"#[^\n]*", " ", query)
-    text = re.sub(r"<[^>]*>", " ", text)
-    text = re.sub(r"(\"[^\"]*\"|'[^']*')", " ", text)
+    text = _SKIPPED.sub(" ", query)
     found = re.search(r"\b(SELECT|ASK|CONSTRUCT|DESCRIBE)\b", text, re.IGNORECASE)
     return bool(found) and found.group(1).upper() in ("CONSTRUCT", "DESCRIBE")
 

@@ -20,7 +20,7 @@ from typing import Any
 from eventcloud.rdf.results import graph_bytes, solutions_bytes
 from eventcloud.web.http import HttpError, Request, Response, negotiate
 
-__all__ = ["query_of", "render", "SOLUTION_TYPES", "GRAPH_TYPES", "UPDATE_WORDS"]
+__all__ = ["query_of", "render", "content_type", "wanted_type", "SOLUTION_TYPES", "GRAPH_TYPES", "UPDATE_WORDS"]
 
 #: media type -> results format (eventcloud.rdf.results), in order of preference (the first is the default)
 SOLUTION_TYPES: dict[str, str] = {
@@ -100,11 +100,15 @@ def wanted_type(request: Request, graph: bool) -> str:
     return found
 
 
+def content_type(chosen: str) -> str:
+    """The Content-Type header of an answer in media type `chosen`."""
+    return f"{chosen}; charset=utf-8" if chosen in _CHARSET else chosen
+
+
 def render(request: Request, result: Any) -> Response:
     """The overlay's answer (`Client.query`: a dict of SPARQL JSON results, or N-Triples text) as
     the response the client asked for."""
     graph = isinstance(result, str)
     chosen = wanted_type(request, graph)
-    content_type = f"{chosen}; charset=utf-8" if chosen in _CHARSET else chosen
     body = graph_bytes(result, GRAPH_TYPES[chosen]) if graph else solutions_bytes(result, SOLUTION_TYPES[chosen])
-    return Response(200, body, content_type, [("vary", "Accept")])
+    return Response(200, body, content_type(chosen), [("vary", "Accept")])

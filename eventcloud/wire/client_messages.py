@@ -118,11 +118,13 @@ class Find(Body):
     pattern: tuple[Term | None, Term | None, Term | None, Term | None] = field(PATTERN, default=ALL)
     pending: bool = field(BOOL, default=False)   # peers only: include events not yet committed
     estimate: bool = field(BOOL, default=False)  # peers only (a count): every stored match, a planner's guess
+    page: bool = field(BOOL, default=False)      # answer in pages: the first, and a cursor for the rest
 
 
 @message
 class Quads(Body):
     quads: tuple[Quad, ...] = field(LIST(QUAD))
+    cursor: str = field(STR, default="")   # paged: more quads follow, pulled with cursor_next
 
 
 @message
@@ -133,6 +135,7 @@ class Counted(Body):
 @message
 class Sparql(Body):
     query: str = field(STR)
+    page: bool = field(BOOL, default=False)   # SELECT answers in pages: the first, and a cursor for the rest
 
 
 @message
@@ -143,6 +146,29 @@ class SparqlResult(Body):
     text: str = field(STR)
     candidates: int = field(INT, default=0)
     seconds: float = field(FLOAT, default=0.0)
+    # paged solutions: `text` is empty; the variables, the first rows (SPARQL JSON term maps), and
+    # the cursor of the rest ("" when these were all)
+    variables: tuple[str, ...] = field(LIST(STR), default=())
+    rows: tuple[Any, ...] = field(LIST(RAW), default=())
+    cursor: str = field(STR, default="")
+
+
+@message
+class CursorNext(Body):
+    """`cursor_next`, `cursor_close`: the next page of a paged answer, or no more of it. `seq`
+    numbers the pages asked for (1, 2, …; the reply that opened the cursor was page 0): asked
+    again, the last page is sent again (a retried request never skips one); 0: not checked."""
+
+    id: str = field(STR)
+    seq: int = field(INT, default=0)
+
+
+@message
+class Page(Body):
+    """A page of a paged answer: quads (as `find` encodes them) or rows; `more`: pull again."""
+
+    rows: tuple[Any, ...] = field(LIST(RAW))
+    more: bool = field(BOOL)
 
 
 @message

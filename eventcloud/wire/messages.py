@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from eventcloud.wire.client_messages import *  # noqa: F401,F403 - one place to import every body from
 from eventcloud.wire.client_messages import (
-    Ack, Admin, Publisher, Attach, Attached, Auth, Challenge, Counted, Delete, Deleted, Empty, Ended, Find, Hello, Left,
-    Notification, OverlayInfo, Pong, SchemaInfo, SchemaLoad, Publish, Published, Quads, Renew, Renewed, Sparql, SparqlResult, Status,
+    Ack, Admin, Publisher, Attach, Attached, Auth, Challenge, Counted, CursorNext, Delete, Deleted, Empty, Ended, Find, Hello, Left,
+    Notification, OverlayInfo, Page, Pong, SchemaInfo, SchemaLoad, Publish, Published, Quads, Renew, Renewed, Sparql, SparqlResult, Status,
     Subscribe, SubscribeMany, Subscribed, SubscribedMany, SubscriptionId, SubscriptionList, Unsubscribe,
 )
 from eventcloud.wire.fields import *  # noqa: F401,F403
@@ -34,6 +34,7 @@ REQUESTS: dict[Op, type[Body]] = {
     Op.MAILBOX_NOTIFY: Notify, Op.MAILBOX_END: MailboxEnd, Op.LEASE_SUB: Leases, Op.SUBS_LOCAL: Empty,
     Op.ENDED: Ended, Op.SCHEMA: Empty, Op.SCHEMA_LOAD: SchemaLoad, Op.SCHEMA_FETCH: SchemaNewer,
     Op.SCHEMA_SET: SchemaLoad, Op.SCHEMA_LOCAL: Empty, Op.SPARQL_LOCAL: SparqlLocal,
+    Op.CURSOR_NEXT: CursorNext, Op.CURSOR_CLOSE: CursorNext,
     Op.ROUTE: Route, Op.DELIVER: Deliver, Op.COMMIT: Commit, Op.NOTIFY: Notifies, Op.JOIN_COMMIT: JoinCommit,
     Op.NEIGHBOURS: Announce, Op.TAKE_OVER: TakeOver, Op.STEP_ASIDE: StepAside, Op.ANNEX_OFFER: AnnexAsk, Op.ANNEX_ADOPT: AdoptAnnex, Op.TABLE: Empty, Op.PROBE: Probe, Op.REPLICATE: Replicate,
     Op.REPLICA_SYNC: ReplicaSync, Op.REPLICA_STATE: ReplicaState, Op.REPLICA_DROP: ReplicaOf,
@@ -51,7 +52,7 @@ REPLIES: dict[Op, type[Body]] = {
     Op.SUBSCRIBE_MANY: SubscribedMany,
     Op.UNSUBSCRIBE: SubscriptionId, Op.LEAVE: Left, Op.ATTACH: Attached, Op.ACK: Empty, Op.RENEW: Renewed,
     Op.SUBSCRIPTIONS: SubscriptionList, Op.MAILBOX_DELIVER: Empty, Op.SCHEMA: SchemaInfo,
-    Op.SCHEMA_LOAD: SchemaInfo, Op.SCHEMA_FETCH: SchemaOffer,
+    Op.SCHEMA_LOAD: SchemaInfo, Op.SCHEMA_FETCH: SchemaOffer, Op.CURSOR_NEXT: Page, Op.CURSOR_CLOSE: Empty,
     Op.ROUTE: Routed, Op.DELIVER: Delivered, Op.COMMIT: Empty, Op.NOTIFY: Notified, Op.JOIN_COMMIT: Empty, Op.NEIGHBOURS: PeerId,
     Op.TAKE_OVER: PeerId, Op.STEP_ASIDE: PeerId, Op.ANNEX_OFFER: AnnexOffer, Op.ANNEX_ADOPT: PeerId, Op.TABLE: Table, Op.PROBE: ProbeResult, Op.REPLICATE: Empty, Op.REPLICA_SYNC: Empty,
     Op.REPLICA_STATE: Empty, Op.REPLICA_DROP: Empty, Op.REPLICA_STATUS: ReplicaStatus, Op.LOAD: Load, Op.JOIN_DATA: Handover, Op.LEAVE_DATA: Handover,

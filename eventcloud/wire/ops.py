@@ -42,6 +42,8 @@ class Op(StrEnum):
     SUBSCRIPTIONS = "subscriptions"
     SCHEMA = "schema"
     SCHEMA_LOAD = "schema_load"
+    CURSOR_NEXT = "cursor_next"
+    CURSOR_CLOSE = "cursor_close"
     # peer operations
     ROUTE = "route"
     DELIVER = "deliver"
@@ -101,7 +103,7 @@ class Op(StrEnum):
 CLIENT_OPS = frozenset({
     Op.PING, Op.HELLO, Op.AUTH, Op.ADMIN, Op.PUBLISHER, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.DELETE, Op.STATUS,
     Op.SUBSCRIBE, Op.SUBSCRIBE_MANY, Op.UNSUBSCRIBE, Op.LEAVE, Op.ATTACH, Op.ACK, Op.RENEW, Op.SUBSCRIPTIONS,
-    Op.SCHEMA, Op.SCHEMA_LOAD,
+    Op.SCHEMA, Op.SCHEMA_LOAD, Op.CURSOR_NEXT, Op.CURSOR_CLOSE,
 })
 PEER_OPS = frozenset({Op.ROUTE, Op.DELIVER, Op.COMMIT, Op.NOTIFY, Op.JOIN_COMMIT, Op.NEIGHBOURS, Op.TAKE_OVER,
                       Op.STEP_ASIDE, Op.ANNEX_OFFER, Op.ANNEX_ADOPT,

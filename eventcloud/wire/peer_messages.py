@@ -510,3 +510,4 @@ class SparqlLocal(Body):
 
     texts: tuple[str, ...] = field(LIST(STR))
     limit: int | None = field(OPT(INT), default=None)      # rows per query at most
+    page: bool = field(BOOL, default=False)   # answer each text in pages: {rows, cursor, at} each

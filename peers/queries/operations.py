@@ -18,6 +18,7 @@ import json
 import logging
 import time
 from collections import Counter
+from functools import partial
 from typing import Any, Awaitable, Callable, TypeVar
 
 import pyoxigraph as ox
@@ -29,20 +30,23 @@ from eventcloud.net.rpc import RpcConnection
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.rdf.oxigraph import quad_to_ox
 from eventcloud.sparql.bind_joins import join_shape
-from eventcloud.sparql.distributed import Pushdown, merge_aggregates, merge_select, plan_pushdown
+from eventcloud.sparql.distributed import Pushdown, SelectMerge, merge_aggregates, plan_pushdown
 from eventcloud.sparql.query_plan import QueryPlanError
 from eventcloud.wire.codec import quad_from_wire, quad_to_wire
 from eventcloud.wire.messages import (
     Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Route, Routed, Sparql, SparqlLocal, SparqlResult,
     Status, Table,
 )
+from peers.queries.cursors import Cursors, PageSink, paged
+from peers.queries.streams import PeerPages, open_peer_pages
 from eventcloud.wire.ops import Op
 from peers.net import Router
-from peers.store import AsyncStore, EventInfo, ForeignQuads, Offload, PeerState, delete, query_rows
+from peers.store import AsyncStore, EventInfo, ForeignQuads, Offload, PeerState, delete, iter_rows, query_rows
 from peers.publish import COMMIT, Commits, GraphClaims
 from peers.queries.candidates import QueryCandidates
 from peers.matching import Subscriptions, analyse_locked
 from peers.queries.child_process import QueryBudget, evaluate_in_child
+from peers.tasks import gather
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +65,11 @@ MAX_CRAWLED = 100_000
 
 class Queries:
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
-                 commits: Commits, claims: GraphClaims, counters: Counter[str], *, offload: Offload,
-                 budget: QueryBudget | None = None, foreign: ForeignQuads | None = None) -> None:
+                 commits: Commits, claims: GraphClaims, counters: Counter[str], cursors: Cursors, *,
+                 offload: Offload, budget: QueryBudget | None = None, foreign: ForeignQuads | None = None) -> None:
         self.state = state
+        self.cursors = cursors   # answers read page by page, here and at the peers
+        self.pages = PeerPages(router.call, cursors, lambda: state.address)
         self.claims = claims   # a deleted event's graph IRI is released for another event
         self.budget = budget               # gathered queries run in a child process under it (None: a thread)
         self.foreign = foreign if foreign is not None else ForeignQuads()  # quads another peer answers for
@@ -77,7 +83,7 @@ class Queries:
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.FIND: self._on_find, Op.COUNT: self._on_count, Op.SPARQL: self._on_sparql,
-                Op.DELETE: self._on_delete, Op.STATUS: self._on_status}
+                Op.DELETE: self._on_delete, Op.STATUS: self._on_status, **self.cursors.handlers()}
 
     def routed(self) -> dict[Op, Any]:
         return {Op.FIND_LOCAL: self._local_find, Op.COUNT_LOCAL: self._local_count,
@@ -87,10 +93,21 @@ class Queries:
     # --- finding and counting -----------------------------------------------------------------
 
     async def find(self, pattern: Pattern) -> list[Quad]:
-        """Every stored quad matching the pattern, from every zone its box meets."""
+        """Every stored quad matching the pattern, from every zone its box meets (read page by
+        page: no answer is limited by a frame)."""
+        found: list[Quad] = []
+        await self._find_pages(pattern, lambda rows: found.extend(quad_from_wire(q, trusted=True) for q in rows))
+        return found
+
+    async def _find_pages(self, pattern: Pattern, take: Callable[[list[Any]], Awaitable[None] | None]) -> None:
+        """Each page of `find`'s answer (wire quads) to `take`, as the peers send them."""
         box = self.state.space.pattern_box(pattern)
-        results = await self.router.multicast(box, Op.FIND_LOCAL, Find(pattern))
-        return [quad_from_wire(q, trusted=True) for chunk in results for q in chunk]
+        answers = await self.router.multicast(box, Op.FIND_LOCAL, Find(pattern, page=True))
+        async with open_peer_pages(self.pages, answers) as pages:
+            async for rows in pages:
+                taken = take(rows)
+                if taken is not None:
+                    await taken
 
     async def find_each(self, patterns: list[Pattern]) -> list[list[Quad]]:
         """`find` of each pattern, all in one multicast tree over their hull (`Router.multicast_each`)."""
@@ -102,7 +119,14 @@ class Queries:
         return [[quad_from_wire(q, trusted=True) for chunk in result for q in chunk] for result in outcome]  # type: ignore[union-attr]
 
     async def _on_find(self, conn: RpcConnection, body: Find) -> Quads:
-        return Quads(tuple(await self.find(body.pattern)))
+        if not body.page:
+            return Quads(tuple(await self.find(body.pattern)))
+
+        async def produce(sink: PageSink) -> None:
+            await self._find_pages(body.pattern, sink.send)
+
+        rows, cursor = await self.cursors.from_task(produce)
+        return Quads(tuple(quad_from_wire(q, trusted=True) for q in rows), cursor)
 
     async def _mine(self, pattern: Pattern, pending: bool = False) -> list[Quad]:
         """This zone's quads matching `pattern` that readers may see: those of committed events,
@@ -124,8 +148,25 @@ class Queries:
         decisions = await self.commits.resolve_many([info for _, info in pending])
         return [graph for (graph, _), decision in zip(pending, decisions) if decision == COMMIT]
 
-    async def _local_find(self, body: Find) -> list[Any]:
-        return [quad_to_wire(q) for q in await self._mine(body.pattern, body.pending)]
+    async def _local_find(self, body: Find) -> Any:
+        if not body.page:
+            return [quad_to_wire(q) for q in await self._mine(body.pattern, body.pending)]
+        # this zone's quads that readers may see, read page by page: those of committed events,
+        # and of pending ones decided commit (asked now: one decided later stays unseen here)
+        zone, space, sync = self.state.zone, self.state.space, self.store.sync
+        pending = sync.pending()
+        decided = set(await self._decided(list(pending.items()))) if pending and not body.pending else set()
+
+        def keep(quad: Quad) -> bool:
+            if not zone.contains(space.point(quad)):
+                return False    # held for another peer's zone (a split, a take-over under way)
+            if body.pending:
+                return True
+            info = sync.event_info(quad.g.value)
+            return info is not None and (info.committed or quad.g.value in decided)
+
+        rows, cursor = await self.cursors.from_store(lambda: paged(sync.iter_wire_quads(body.pattern, keep), _size))
+        return {"rows": rows, "cursor": cursor, "at": self.state.address}
 
     def routed_batches(self) -> dict[Op, Any]:
         return {Op.FIND_LOCAL: self._local_find_many}
@@ -199,9 +240,9 @@ class Queries:
         plan = plan_pushdown(text, algebra) if len(patterns) == 1 else None
         if plan is not None:
             self.counters["sparql_pushed_down"] += 1
-            return await self._pushdown(plan, patterns[0], started)
+            return await self._pushdown(plan, patterns[0], started, body.page)
         self.counters["sparql_gathered"] += 1
-        if not patterns or any(p == (None, None, None, None) for p in patterns):
+        if any(p == (None, None, None, None) for p in patterns):
             patterns = [(None, None, None, None)]
         gathered = await self.candidates.gather(patterns, join_shape(algebra))
         fetched = time.perf_counter()
@@ -216,43 +257,115 @@ class Queries:
             result = SparqlResult(form, out, len(gathered), time.perf_counter() - started)
         log.info("peer %s: a gathered query: %d candidate quads fetched in %.3f s, evaluated in %.3f s", self.state.id,
                  len(gathered), fetched - started, time.perf_counter() - fetched)
+        if body.page and result.form == "solutions":
+            answer = json.loads(result.text)
+            return await self._paged_solutions(tuple(answer["head"].get("vars", ())), answer["results"]["bindings"],
+                                               started, len(gathered))
         return result
 
-    async def _pushdown(self, plan: Pushdown, pattern: Pattern, started: float) -> SparqlResult:
+    async def _paged_solutions(self, variables: tuple[str, ...], rows: list[Any], started: float,
+                               candidates: int = 0) -> SparqlResult:
+        """Solutions already at hand, answered in pages."""
+        async def produce(sink: PageSink) -> None:
+            for page in paged(rows, _size):
+                await sink.send(page)
+
+        first, cursor = await self.cursors.from_task(produce)
+        return SparqlResult("solutions", "", candidates, time.perf_counter() - started, variables, tuple(first), cursor)
+
+    async def _pushdown(self, plan: Pushdown, pattern: Pattern, started: float, page: bool) -> SparqlResult:
         box = self.state.space.pattern_box(pattern)
-        answers = await self.router.multicast(box, Op.SPARQL_LOCAL, SparqlLocal(plan.texts, plan.limit))
         if plan.form == "ask":
+            answers = await self.router.multicast(box, Op.SPARQL_LOCAL, SparqlLocal(plan.texts, plan.limit))
             out: dict[str, Any] = {"head": {}, "boolean": any(a[0] for a in answers)}
             return SparqlResult("boolean", json.dumps(out), 0, time.perf_counter() - started)
-        if plan.form == "select":
-            rows = merge_select(plan, [a[0] for a in answers])
-        else:
-            rows = merge_aggregates(plan, answers)
-        out = {"head": {"vars": list(plan.variables)}, "results": {"bindings": rows}}
-        return SparqlResult("solutions", json.dumps(out), 0, time.perf_counter() - started)
+        answers = await self.router.multicast(box, Op.SPARQL_LOCAL, SparqlLocal(plan.texts, plan.limit, page=True))
+        if plan.form == "aggregate":
+            # each peer's rows of each text whole (an average zips a peer's sums with its counts)
+            async def rows_of(opened: Any) -> list[Any]:
+                rows: list[Any] = []
+                async with open_peer_pages(self.pages, [opened]) as pages:
+                    async for chunk in pages:
+                        rows.extend(chunk)
+                return rows
+
+            per_peer = await gather([partial(gather, [partial(rows_of, one) for one in answer]) for answer in answers])
+            rows = merge_aggregates(plan, per_peer)
+            if page:
+                return await self._paged_solutions(plan.variables, rows, started)
+            return _solutions(plan.variables, rows, started)
+        merge = SelectMerge(plan)
+
+        async def produce(sink: PageSink) -> None:
+            async with open_peer_pages(self.pages, [answer[0] for answer in answers]) as pages:
+                async for chunk in pages:
+                    taken = merge.take(chunk)
+                    if taken:
+                        await sink.send(taken)
+                    if merge.done:
+                        return   # the LIMIT is met: the peers' cursors are closed
+
+        if page:
+            first, cursor = await self.cursors.from_task(produce)
+            return SparqlResult("solutions", "", 0, time.perf_counter() - started, plan.variables, tuple(first), cursor)
+        everything = _Collected()
+        await produce(everything)
+        return _solutions(plan.variables, everything.rows, started)
 
     async def _local_sparql(self, body: SparqlLocal) -> list[Any]:
-        """This peer's answers to pushed-down queries, over its visible quads of its own zone."""
-        async def in_store() -> list[Any]:
+        """This peer's answers to pushed-down queries, over its visible quads of its own zone
+        (paged: each text's first page and the cursor of its rest)."""
+        pending = list(self.store.sync.pending().items())
+        decided = await self._decided(pending) if pending else []
+        visible = None
+        if len(decided) < len(pending):
             # Every event graph, unless some pending event is not decided commit: then the
             # visible ones, named (which costs oxigraph time per graph held)
-            pending = list(self.store.sync.pending().items())
-            decided = await self._decided(pending) if pending else []
-            visible = None
-            if len(decided) < len(pending):
-                visible = [g for g, info in self.store.events().items() if info.committed] + decided
-            return [await self.store.run(self.store.sync.query_rows, text, visible, body.limit,
-                                         MAX_ROWS if body.limit is None else body.limit)
-                    for text in body.texts]
+            visible = [g for g, info in self.store.events().items() if info.committed] + decided
 
-        async def on_a_copy() -> list[Any]:
-            # the store holds quads another peer answers for: query a copy of our zone's own
-            quads = []
+        async def own_quads() -> list[Quad]:
+            # the store holds quads another peer answers for: queries read a copy of our zone's own
+            quads: list[Quad] = []
             for pattern in analyse_locked(body.texts[0])[0]:
                 quads += await self._mine(pattern)
-            return [await self.offload.run(_evaluate_rows, text, quads, body.limit) for text in body.texts]
+            return quads
 
-        return await self._own_only(in_store, on_a_copy)
+        if not body.page:
+            async def in_store() -> list[Any]:
+                return [await self.store.run(self.store.sync.query_rows, text, visible, body.limit,
+                                             MAX_ROWS if body.limit is None else body.limit) for text in body.texts]
+
+            async def on_a_copy() -> list[Any]:
+                quads = await own_quads()
+                return [await self.offload.run(_evaluate_rows, text, quads, body.limit) for text in body.texts]
+
+            return await self._own_only(in_store, on_a_copy)
+        # A store's query reads one snapshot, taken as its first page is read: a take-over's
+        # install that began before that put quads another peer answers for in it; then the
+        # cursors opened are closed and a copy of our zone's own quads is read instead.
+        epoch = self.foreign.epoch
+        own = await own_quads() if self.foreign.held else None
+        sync = self.store.sync
+
+        def rows_of(text: str, quads: list[Quad] | None) -> Any:
+            if quads is None:
+                return paged(sync.iter_rows(text, visible, body.limit), _size)
+            return paged(_copy_rows(text, quads, body.limit), _size)
+
+        async def open_each(quads: list[Quad] | None) -> list[Any]:
+            opened = []
+            for text in body.texts:
+                rows, cursor = await self.cursors.from_store(partial(rows_of, text, quads))
+                opened.append({"rows": rows, "cursor": cursor, "at": self.state.address})
+            return opened
+
+        opened = await open_each(own)
+        if own is None and (self.foreign.held or self.foreign.epoch != epoch):
+            self.counters["reads_redone_for_foreign_quads"] += 1
+            for one in opened:
+                self.cursors.close(one["cursor"])
+            opened = await open_each(await own_quads())
+        return opened
 
     # --- deleting -----------------------------------------------------------------------------
 
@@ -359,6 +472,36 @@ def _evaluate(text: str, gathered: set[Quad], started: float) -> SparqlResult:
     except (SyntaxError, ValueError, OSError) as exc:
         raise RequestError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
     return SparqlResult(form, out, len(gathered), time.perf_counter() - started)
+
+
+class _Collected:
+    """Takes an answer's pages as a cursor's channel would, keeping them all (a client that did
+    not ask for pages gets one reply)."""
+
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+
+    async def send(self, page: list[Any]) -> None:
+        self.rows.extend(page)
+
+
+def _solutions(variables: tuple[str, ...], rows: list[Any], started: float) -> SparqlResult:
+    out = {"head": {"vars": list(variables)}, "results": {"bindings": rows}}
+    return SparqlResult("solutions", json.dumps(out), 0, time.perf_counter() - started)
+
+
+def _size(item: Any) -> int:
+    """About how many bytes a wire quad or a row of SPARQL JSON terms takes on the wire."""
+    if type(item) is dict:
+        return sum(len(term.get("value", "")) + 24 for term in item.values())
+    return sum(len(t) if type(t) is str else len(t[0]) + 16 for t in item)
+
+
+def _copy_rows(text: str, quads: list[Quad], limit: int | None) -> Any:
+    """`iter_rows` over a copy of some quads (blocking; one thread, start to end)."""
+    copy = ox.Store()
+    copy.extend([quad_to_ox(q) for q in quads])
+    yield from iter_rows(copy, text, None, limit)
 
 
 def _evaluate_rows(text: str, quads: list[Quad], limit: int | None) -> list[Any] | bool:

@@ -52,7 +52,7 @@ from peers.runtime.state_file import StateFile
 from peers.runtime.lifecycle import (
     REJOIN_FOR, Lifetime, StartedOnce, Superseded, drop_stale, one_typed, port_taken, why_ended,
 )
-from peers.queries import Queries, QueryBudget
+from peers.queries import Cursors, Queries, QueryBudget
 from peers.replication import OwnerReplication, ReplicaKeeper, ReplicatedStore
 from peers.store import AsyncStore, ForeignQuads, Offload, PeerState, PeerStore, StateError, ZoneGuard, load_state
 from peers.tasks import TaskStarter
@@ -251,7 +251,7 @@ class _PeerRuntime:
         # the long-lived tasks of each service that starts some run in a nursery of this runtime
         # (the router serves its own in its run(): its readers must end before it closes their connections)
         self.tasks = {name: TaskStarter(name) for name in ("standins", "annexes", "subscribers", "attachments",
-                                                           "homes", "membership")}
+                                                           "homes", "membership", "cursors")}
         self.standins = PeerLauncher(self._launch_peer, data_dir, self.tasks["standins"], offload)
         # Annexes run under the process's top-level peer, whichever of its peers adopts them (one
         # started under a stand-in or an annex would end with it): a top-level peer runs its own
@@ -290,7 +290,8 @@ class _PeerRuntime:
         self.commits = commits = Commits(state, router, store_, counters)
         guard = ZoneGuard()
         claims = GraphClaims(state, router, store_, guard, counters, retry_window=config.retry_window)
-        self.queries = queries = Queries(state, router, store_, subscriptions, commits, claims, counters,
+        cursors = Cursors(self.tasks["cursors"], counters, threaded=config.offloaded)
+        self.queries = queries = Queries(state, router, store_, subscriptions, commits, claims, counters, cursors,
                                          offload=Offload(config.offloaded, 2),
                                          budget=QueryBudget(config.query_budget, config.query_memory_mb,
                                                             config.max_frame // 2)

@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import msgpack
 import pyoxigraph as ox
@@ -32,12 +32,13 @@ import pyoxigraph as ox
 from eventcloud.errors import ErrorCode, EventCloudError
 from eventcloud.rdf.model import IRI, Quad, Term
 from eventcloud.rdf.oxigraph import quad_from_ox, quad_to_ox, to_ox
-from eventcloud.wire.codec import triple_from_wire, trusted_iri
+from eventcloud.wire.codec import quad_to_wire, triple_from_wire, trusted_iri
 from peers.store import mailboxes as mb
 from peers.store.mutations import (
     RESERVED_GRAPHS, SUBSCRIPTIONS_GRAPH, Attempt, Mutation, abort, add, attempts_of,
     check_mutation, commit, decide, delete, drop_subscription, notified, put_subscription, remove, with_attempts,
 )
+from peers.store.sparql_rows import iter_rows, query_rows
 from peers.store.records import INFO, OLD_PUBLISHED, OLD_SIZE, Records, holds_any
 from peers.store.wal import WriteAheadLog
 
@@ -250,6 +251,17 @@ class PeerStore:
         """Every quad held here, of committed events and of events still pending (the load a
         split or a move takes into account: an owner no subscription needed commits later)."""
         return self.committed_quads + self.pending_quads
+
+    def iter_rows(self, text: str, visible: list[str] | None, limit: int | None) -> Iterator[dict[str, Any]]:
+        """`iter_rows` over this store's event graphs (see there: one thread, start to end)."""
+        return iter_rows(self._store, text, visible, limit)
+
+    def iter_wire_quads(self, pattern: tuple[Any, Any, Any, Any], keep: Callable[[Quad], bool]) -> Iterator[list[Any]]:
+        """The data quads matching `pattern` that `keep` keeps, in `find`'s wire form, one at a
+        time (blocking; one thread, start to end, as `iter_rows`)."""
+        for quad in self.find(*pattern):
+            if keep(quad):
+                yield quad_to_wire(quad)
 
     def query_rows(self, text: str, visible: list[str] | None, limit: int | None, max_rows: int) -> list[Any] | bool:
         """Run a SPARQL SELECT or ASK over the event graphs `visible` only, or every one (None; see
@@ -517,67 +529,6 @@ class PeerStore:
 
 _MAILBOXES = "mailboxes.msgpack"
 _SUBSCRIPTIONS = "subscriptions.msgpack"
-
-
-_EMPTY = "urn:eventcloud:no-graph"
-
-
-def _term_json(term: Any) -> dict[str, str]:
-    """A pyoxigraph term as SPARQL 1.1 JSON results write it."""
-    if isinstance(term, ox.NamedNode):
-        return {"type": "uri", "value": term.value}
-    if isinstance(term, ox.BlankNode):
-        return {"type": "bnode", "value": term.value}
-    out = {"type": "literal", "value": term.value}
-    if term.language:
-        out["xml:lang"] = term.language
-    elif term.datatype.value != "http://www.w3.org/2001/XMLSchema#string":
-        out["datatype"] = term.datatype.value
-    return out
-
-
-def query_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int | None,
-               max_rows: int) -> list[Any] | bool:
-    """Run a SPARQL SELECT or ASK over the event graphs `visible` of `store` only, or over all of
-    them (None; the store holds event graphs only, its records are apart: peers/store/records.py), the
-    default graph being their union: its rows as SPARQL JSON term maps (at most `limit`), or its
-    boolean. StoreError past `max_rows` rows (the caller asks for a LIMIT or an aggregate instead).
-    Naming the graphs costs oxigraph 0.13–0.2 s per query at 20,000 events: only pending events
-    that are not decided make it necessary."""
-    try:
-        if visible is None:
-            result = store.query(text, use_default_graph_as_union=True)
-        else:
-            nodes = [ox.NamedNode(g) for g in visible] or [ox.NamedNode(_EMPTY)]
-            result = store.query(text, default_graph=nodes, named_graphs=nodes)
-    except (SyntaxError, ValueError, OSError) as exc:
-        raise StoreError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
-    if isinstance(result, ox.QueryBoolean):
-        return bool(result)
-    names = [v.value for v in result.variables]
-    rows: list[Any] = []
-    over = False
-    solution = None
-    for solution in result:
-        if limit is not None and len(rows) >= limit:
-            break
-        if len(rows) >= max_rows:
-            over = True
-            break
-        row = {}
-        for name in names:
-            term = solution[name]
-            if term is not None:
-                row[name] = _term_json(term)
-        rows.append(row)
-    # pyoxigraph's solutions belong to this (worker) thread: an exception raised while they are
-    # locals would carry them to the event loop's thread, which dropping them there reports as
-    # a RuntimeError traceback ("unsendable, but is being dropped on another thread")
-    del result, solution
-    if over:
-        raise StoreError(f"the query has more than {max_rows:,} results on one peer: add a LIMIT, or "
-                         f"aggregate (COUNT, SUM, GROUP BY …)", ErrorCode.BAD_QUERY)
-    return rows
 
 
 def _why(exc: OSError) -> str:

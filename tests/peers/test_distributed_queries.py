@@ -98,19 +98,35 @@ async def test_pushed_down_and_gathered_queries_answer_like_the_oracle(autojump_
             assert len(distinct) == 2 and len({tuple(r) for r in distinct}) == 2
 
 
-async def test_a_huge_select_is_refused_with_advice_and_a_limit_answers(autojump_clock, monkeypatch):
-    monkeypatch.setattr("peers.queries.operations.MAX_ROWS", 10)
+async def test_a_select_larger_than_any_page_streams_whole_and_a_limit_stops_the_peers(autojump_clock, monkeypatch):
+    """Pages of 7 rows (the first of 3): a SELECT of every quad answers with all of them (it was
+    refused past 20,000 rows per peer, and past the frame limit at the entry); rows come as
+    pages through `query_stream`; a LIMIT stops early and closes every peer's cursor."""
+    monkeypatch.setattr("peers.queries.cursors.PAGE_ROWS", 7)
+    monkeypatch.setattr("peers.queries.cursors.FIRST_ROWS", 3)
     rng = random.Random(1)
-    async with open_overlay(2, "osma", seed=1) as overlay:
+    events = [random_pubsub_event(rng, i) for i in range(30)]
+    published = {q for e in events for q in e.quads}
+    async with open_overlay(3, "osma", seed=1) as overlay:
         async with overlay.client(0) as client:
-            await client.publish_batch([random_pubsub_event(rng, i) for i in range(30)])
-            with pytest.raises(ClientError) as info:
-                await client.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }")
-            assert info.value.code is ErrorCode.BAD_QUERY and "add a LIMIT" in info.value.message
-            assert len((await client.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 3"))
-                       ["results"]["bindings"]) == 3
-            count = await client.query("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }")
-            assert int(count["results"]["bindings"][0]["n"]["value"]) > 10
+            await client.publish_batch(events)
+            everything = await client.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }")
+            assert everything["head"]["vars"] == ["g", "s", "p", "o"]     # as the query names them
+            assert len(everything["results"]["bindings"]) == len(published) > 3 * 7
+            found = await client.find()
+            assert set(found) == published and len(found) == len(published)
+            async with await client.query_stream("SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }") as rows:
+                pages = [page async for page in rows.pages()]
+            assert sum(len(p) for p in pages) == len(published) and len(pages) > 3
+            async with await client.find_stream() as quads:
+                assert {q async for q in quads} == published
+            limited = await client.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 10")
+            assert len(limited["results"]["bindings"]) == 10
+            async with await client.query_stream("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }") as rows:
+                async for _ in rows:
+                    break    # a reader that stops early
+            await trio.sleep(1)
+            assert all(len(peer.queries.cursors) == 0 for peer in overlay.peers), "cursors left open"
 
 
 COUNTED = [random_pubsub_event(random.Random(i), i) for i in range(60)]
@@ -219,20 +235,20 @@ async def test_a_query_under_way_when_an_heir_begins_to_install_a_leaving_zone_c
         leaving, heir = next((p, by_id[h]) for p in overlay.peers[1:]
                              for h in heirs(p.state.zone, p.state.neighbours)[:1] if graphs(p) & graphs(by_id[h]))
         querying, installed, go_on = trio.Event(), trio.Event(), trio.Event()
-        run, install = heir.queries.store.run, heir.membership._install
+        opening, install = heir.queries.cursors.from_store, heir.membership._install
 
-        async def held_query(fn, *args):
-            if fn == heir.queries.store.sync.query_rows and not querying.is_set():
+        async def held_query(produce):
+            if not querying.is_set():
                 querying.set()
                 await installed.wait()   # the query reads the store once the leaver's quads are in
-            return await run(fn, *args)
+            return await opening(produce)
 
         async def held_install(data):
             await install(data)
             installed.set()
             await go_on.wait()           # the zones merge once the heir has answered
 
-        heir.queries.store.run, heir.membership._install = held_query, held_install
+        heir.queries.cursors.from_store, heir.membership._install = held_query, held_install
         answer = {}
         async with overlay.client(0, "reader") as reader:
             async def ask() -> None:

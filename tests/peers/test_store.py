@@ -488,7 +488,8 @@ def test_a_refused_query_leaves_no_oxigraph_object_to_another_thread():
 
     import pyoxigraph as ox
 
-    from peers.store import StoreError, query_rows
+    from eventcloud.errors import EventCloudError
+    from peers.store import query_rows
 
     store = ox.Store()
     store.extend([ox.Quad(ox.NamedNode(f"http://s/{i}"), ox.NamedNode("http://p"), ox.Literal(str(i)),
@@ -501,7 +502,7 @@ def test_a_refused_query_leaves_no_oxigraph_object_to_another_thread():
     def run() -> None:
         try:
             query_rows(store, "SELECT * WHERE { ?s ?p ?o }", None, None, 10)
-        except StoreError as exc:
+        except EventCloudError as exc:
             caught.append(exc)
 
     try:

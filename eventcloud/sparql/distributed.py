@@ -4,34 +4,39 @@ A query over one triple pattern (with FILTERs, in a `GRAPH` or not) has solution
 come from one quad, and a quad lives on one peer: the owner of its point. So each peer of the
 pattern's box can run the query on its own quads and the entry peer only merges:
 
-* `SELECT` (with `DISTINCT`, `REDUCED`, `LIMIT`; no `ORDER BY`, no `OFFSET`): the union of the
-  peers' rows, deduplicated for `DISTINCT`; with `LIMIT n` each peer stops after n rows (if
-  one peer has n distinct rows the union has them; if none has, the union is all of them);
+* `SELECT` (with `DISTINCT`, `REDUCED`, `LIMIT`, `OFFSET`, and `ORDER BY` of projected
+  variables): the union of the peers' rows, streamed, deduplicated for `DISTINCT`; with
+  `LIMIT n OFFSET m` each peer sends its first n + m rows (in the query's order, chosen in
+  Python: `top_rows`), and the entry merges, sorts, skips m and keeps n;
 * `ASK`: true if any peer says true;
 * aggregates `COUNT`, `SUM`, `MIN`, `MAX`, `AVG` (not `DISTINCT`) with or without `GROUP BY`
   variables, no `HAVING`: each peer aggregates its rows per group and the entry combines
   partial results (counts and sums add up, minima and maxima compare, an average is the sum
   of the sums over the sum of the counts: peers run the query once more with `AVG` read as
-  `SUM` and once as `COUNT`).
+  `SUM` and once as `COUNT`); `ORDER BY`, `OFFSET` and `LIMIT` apply to the merged groups;
+* `COUNT(DISTINCT ?x)` alone: each peer sends its distinct values of ?x, the entry counts them
+  once each.
 
-Anything else (joins of several patterns, `ORDER BY`, `OFFSET`, `CONSTRUCT`, property paths,
+Anything else (joins of several patterns, ordering by an expression, `CONSTRUCT`, property paths,
 sub-queries, …) gets `None`: the entry peer gathers the candidate quads and evaluates the query
 itself (`peers.queries.operations`).
 """
 
 from __future__ import annotations
 
+import heapq
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from functools import cmp_to_key
+from typing import Any, Iterable
 
 from rdflib import Variable
 from rdflib.paths import Path as RPath
 from rdflib.plugins.sparql.parserutils import CompValue
 
 __all__ = ["Pushdown", "plan_pushdown", "merge_select", "merge_aggregates", "SelectMerge", "MERGEABLE",
-           "select_star_order"]
+           "select_star_order", "finish", "count_distinct", "distinct_values", "top_rows"]
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 MERGEABLE = {"Aggregate_Count": "count", "Aggregate_Sum": "sum", "Aggregate_Min": "min", "Aggregate_Max": "max",
@@ -49,13 +54,83 @@ Row = dict[str, dict[str, str]]   # variable -> SPARQL JSON term
 class Pushdown:
     """How the peers answer a query, and how the entry peer merges their answers."""
 
-    form: str                                    # "select" | "ask" | "aggregate"
+    form: str                                    # "select" | "ask" | "aggregate" | "count_distinct"
     variables: tuple[str, ...]                   # the result's variables, in order
-    limit: int | None = None                     # select: rows each peer sends at most
+    limit: int | None = None                     # rows of the answer at most (after `offset`)
     distinct: bool = False
-    group: tuple[str, ...] = ()                  # aggregate: the GROUP BY variables
+    group: tuple[str, ...] = ()                  # aggregate: the GROUP BY variables (count_distinct: the counted one)
     aggregates: tuple[tuple[str, str], ...] = ()  # aggregate: (variable, count|sum|min|max|avg)
     texts: tuple[str, ...] = ()                  # the queries each peer runs (avg: as SUM, then as COUNT)
+    offset: int = 0                              # rows of the merged answer skipped first
+    order: tuple[tuple[str, bool], ...] = ()     # ORDER BY (variable, descending), applied at the entry
+    peer_limit: int | None = None                # rows each peer sends at most
+
+    @property
+    def streams(self) -> bool:
+        """Whether merged rows can be passed on as they come (no order to restore)."""
+        return self.form == "select" and not self.order
+
+
+# --- the query's text, read past IRIs, strings and comments ------------------------------------
+
+_IRI = r"<[^<>\"{}|^`\\\s]*>"
+_LONG_STRINGS = [r"'''(?:[^'\\]|\\.|'(?!''))*'''", r'"""(?:[^"\\]|\\.|"(?!""))*"""']
+_STRINGS = [r"'(?:[^'\\\n]|\\.)*'", r'"(?:[^"\\\n]|\\.)*"']
+_TOKENS = re.compile("|".join([_IRI, *_LONG_STRINGS, *_STRINGS, r"#[^\n]*", r"[{}]", r"[A-Za-z_]+"]))
+
+
+def _top_level_words(text: str) -> list[tuple[int, str, int]]:
+    """(position, token, brace depth before it) of each brace and word outside IRIs, strings
+    and comments."""
+    out, depth = [], 0
+    for match in _TOKENS.finditer(text):
+        token = match.group(0)
+        if token == "{":
+            out.append((match.start(), token, depth))
+            depth += 1
+        elif token == "}":
+            depth -= 1
+            out.append((match.start(), token, depth))
+        elif token[0].isalpha() or token[0] == "_":
+            out.append((match.start(), token.upper(), depth))
+    return out
+
+
+def _without_modifiers(text: str) -> str | None:
+    """The query without its ORDER BY, LIMIT and OFFSET (None if it has a trailing VALUES
+    block, or is not shaped as expected)."""
+    words = _top_level_words(text)
+    closes = [at for at, token, depth in words if token == "}" and depth == 0]
+    if not closes:
+        return None
+    after = [(at, token) for at, token, depth in words if depth == 0 and at > closes[0]]
+    if any(token == "VALUES" for _, token in after):
+        return None
+    cut = [at for at, token in after if token in ("ORDER", "LIMIT", "OFFSET")]
+    return text[:cut[0]] if cut else text
+
+
+def _distinct_values_text(text: str, variable: str) -> str | None:
+    """`SELECT DISTINCT ?variable WHERE <the query's group>`, with the query's prologue."""
+    words = _top_level_words(text)
+    select = next((at for at, token, depth in words if token == "SELECT" and depth == 0), None)
+    opens = [at for at, token, depth in words if token == "{" and depth == 0]
+    closes = [at for at, token, depth in words if token == "}" and depth == 0]
+    if select is None or not opens or not closes or opens[0] < select:
+        return None
+    return f"{text[:select]}SELECT DISTINCT ?{variable} WHERE {text[opens[0]:closes[0] + 1]}"
+
+
+def _order(node: Any, variables: tuple[str, ...]) -> tuple[tuple[str, bool], ...] | None:
+    """ORDER BY of projected variables only, as (variable, descending); None otherwise."""
+    order = []
+    for condition in node.expr:
+        expr = condition.expr if isinstance(condition, CompValue) else condition
+        if not isinstance(expr, Variable) or str(expr) not in variables:
+            return None
+        descending = isinstance(condition, CompValue) and dict.get(condition, "order") == "DESC"
+        order.append((str(expr), descending))
+    return tuple(order)
 
 
 _STAR = re.compile(r"\bSELECT\s+(?:(?:DISTINCT|REDUCED)\s+)?\*", re.IGNORECASE)
@@ -96,31 +171,50 @@ def plan_pushdown(text: str, algebra: Any) -> Pushdown | None:
         return Pushdown("ask", (), texts=(text,)) if _single_pattern(node) else None
     if algebra.name != "SelectQuery":
         return None
-    node, limit, distinct = algebra.p, None, False
+    node, limit, offset, distinct = algebra.p, None, 0, False
     if node.name == "Slice":
-        if node.get("start") or node.get("length") is None:
-            return None
-        limit, node = int(node.length), node.p
+        length, start = dict.get(node, "length"), dict.get(node, "start")   # (CompValue.get differs)
+        limit = None if length is None else int(length)
+        offset, node = int(start or 0), node.p
     if node.name in ("Distinct", "Reduced"):
         distinct, node = True, node.p
     if node.name != "Project":
         return None
     variables = select_star_order(text, tuple(str(v) for v in node.PV))
     node = node.p
+    order: tuple[tuple[str, bool], ...] = ()
+    if node.name == "OrderBy":
+        found = _order(node, variables)
+        if found is None:
+            return None
+        order, node = found, node.p
     extends: dict[str, Any] = {}
     while node.name == "Extend":
         extends[str(node.var)] = node.expr
         node = node.p
+    bare = _without_modifiers(text)
+    if bare is None:
+        return None
     if node.name != "AggregateJoin":
         if extends or not _single_pattern(node):
             return None
-        return Pushdown("select", variables, limit=limit, distinct=distinct, texts=(text,))
+        # each peer sends the first offset + limit rows of its own answer (in the query's order)
+        # (an order is never left to the store: pyoxigraph 0.5.13 aborts the process sorting some
+        # mixed literals, "comparison function does not correctly implement a total order";
+        # peers keep their first rows in Python, `top_rows`, and the entry sorts the merge)
+        wanted = None if limit is None else offset + limit
+        peer_text = text if not (offset or order) else bare + ("" if order or wanted is None else f" LIMIT {wanted}")
+        return Pushdown("select", variables, limit=limit, distinct=distinct, texts=(peer_text,), offset=offset,
+                        order=order, peer_limit=wanted)
     group = node.p
     if group.name != "Group" or not _single_pattern(group.p):
         return None
     keys = tuple(str(v) for v in (group.expr or ()))
     if group.expr and not all(isinstance(v, Variable) for v in group.expr):
         return None
+    counted = _count_distinct(node, variables, extends, keys, text)
+    if counted is not None:
+        return replace(counted, limit=limit, offset=offset)
     kinds: dict[str, tuple[str, str | None]] = {}   # result variable -> (kind, sampled variable)
     for aggregate in node.A:
         if aggregate.name == "Aggregate_Sample":
@@ -140,48 +234,133 @@ def plan_pushdown(text: str, algebra: Any) -> Pushdown | None:
                 return None
         else:
             aggregates.append((name, kind))
+    # the peers aggregate every group (an order or a limit applies to the merged groups only)
     if any(k == "avg" for _, k in aggregates):
-        texts = (_AVG.sub("SUM(", text), _AVG.sub("COUNT(", text))
+        texts = (_AVG.sub("SUM(", bare), _AVG.sub("COUNT(", bare))
     else:
-        texts = (text,)
+        texts = (bare,)
     return Pushdown("aggregate", variables, limit=limit, distinct=distinct, group=keys,
-                    aggregates=tuple(aggregates), texts=texts)
+                    aggregates=tuple(aggregates), texts=texts, offset=offset, order=order)
+
+
+def _count_distinct(node: Any, variables: tuple[str, ...], extends: dict[str, Any], keys: tuple[str, ...],
+                    text: str) -> Pushdown | None:
+    """`SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE <one pattern>`: each peer sends its distinct
+    values of ?x (streamed), the entry counts the values no peer sent before."""
+    if keys or len(node.A) != 1 or len(variables) != 1:
+        return None
+    aggregate = node.A[0]
+    if aggregate.name != "Aggregate_Count" or not aggregate.get("distinct") or not isinstance(aggregate.vars, Variable):
+        return None
+    if extends.get(variables[0]) != aggregate.res:
+        return None
+    peer_text = _distinct_values_text(text, str(aggregate.vars))
+    if peer_text is None:
+        return None
+    return Pushdown("count_distinct", variables, texts=(peer_text,), group=(str(aggregate.vars),))
 
 
 # --- merging the peers' answers ------------------------------------------------------------------
 
 class SelectMerge:
-    """The union of the peers' SELECT rows as they arrive: deduplicated for `DISTINCT`, and cut
-    at `LIMIT` (then `done`: the peers' rest is not needed)."""
+    """The union of the peers' SELECT rows as they arrive: deduplicated for `DISTINCT`, the first
+    `OFFSET` skipped, and cut at `LIMIT` (then `done`: the peers' rest is not needed). For an
+    ordered SELECT, `take` keeps every row and `finish` orders and cuts them."""
 
     def __init__(self, plan: Pushdown) -> None:
         self.plan = plan
         self.taken = 0
+        self.skipped = 0
         self._seen: set[frozenset] = set()
+        self._kept: list[Row] = []
 
     @property
     def done(self) -> bool:
-        return self.plan.limit is not None and self.taken >= self.plan.limit
+        return not self.plan.order and self.plan.limit is not None and self.taken >= self.plan.limit
 
     def take(self, rows: list[Row]) -> list[Row]:
-        """Those of `rows` that belong to the answer."""
+        """Those of `rows` that belong to the answer (none yet for an ordered one)."""
         out: list[Row] = []
         for row in rows:
             if self.done:
                 break
             if self.plan.distinct:
-                key = frozenset((k, tuple(sorted(v.items()))) for k, v in row.items())
+                key = _row_key(row)
                 if key in self._seen:
                     continue
                 self._seen.add(key)
-            out.append(row)
-            self.taken += 1
+            if self.plan.order:
+                self._kept.append(row)
+            elif self.skipped < self.plan.offset:
+                self.skipped += 1
+            else:
+                out.append(row)
+                self.taken += 1
         return out
+
+    def finish(self) -> list[Row]:
+        """An ordered SELECT's rows, once every peer's are taken."""
+        return finish(self.plan, self._kept)
+
+
+def _row_key(row: Row) -> frozenset:
+    return frozenset((k, tuple(sorted(v.items()))) for k, v in row.items())
+
+
+def finish(plan: Pushdown, rows: list[Row]) -> list[Row]:
+    """Merged rows in the query's ORDER BY (stable, each key in its direction), then OFFSET and LIMIT."""
+    for name, descending in reversed(plan.order):
+        rows = sorted(rows, key=lambda row: _sort_key(row.get(name)), reverse=descending)
+    end = None if plan.limit is None else plan.offset + plan.limit
+    return rows[plan.offset:end]
+
+
+def top_rows(rows: Iterable[Row], order: tuple[tuple[str, bool], ...] | list[Any], count: int) -> list[Row]:
+    """The first `count` of `rows` in `order` (each key in its direction), holding `count` rows
+    at most: what one peer sends for an ORDER BY … LIMIT."""
+    keys = [(name, bool(descending)) for name, descending in order]
+
+    def compare(a: Row, b: Row) -> int:
+        for name, descending in keys:
+            x, y = _sort_key(a.get(name)), _sort_key(b.get(name))
+            if x != y:
+                return (1 if x < y else -1) if descending else (-1 if x < y else 1)
+        return 0
+
+    return heapq.nsmallest(count, rows, key=cmp_to_key(compare))
+
+
+def _sort_key(term: dict[str, str] | None) -> tuple:
+    """SPARQL's ORDER BY on terms: unbound first, then blank nodes, IRIs, literals (numbers by
+    value, then others by lexical form)."""
+    if term is None:
+        return (0, 0, 0.0, "")
+    kind = term.get("type", "")
+    if kind == "bnode":
+        return (1, 0, 0.0, term.get("value", ""))
+    if kind == "uri":
+        return (2, 0, 0.0, term.get("value", ""))
+    number = _number(term)
+    if number is not None:
+        return (3, 0, float(number), "")
+    return (3, 1, 0.0, term.get("value", ""))
+
+
+def distinct_values(plan: Pushdown, rows: list[Row]) -> set[tuple]:
+    """The values of a COUNT(DISTINCT ?x) in some peer's rows (to gather in one set)."""
+    name = plan.group[0]
+    return {tuple(sorted(row[name].items())) for row in rows if name in row}
+
+
+def count_distinct(plan: Pushdown, values: set[tuple]) -> list[Row]:
+    """The one row of a COUNT(DISTINCT ?x), from every value the peers sent (counted once each)."""
+    return finish(plan, [{plan.variables[0]: _literal(len(values))}])
 
 
 def merge_select(plan: Pushdown, answers: list[list[Row]]) -> list[Row]:
     merge = SelectMerge(plan)
-    return [row for answer in answers for row in merge.take(answer)]
+    rows = [row for answer in answers for row in merge.take(answer)]
+    return merge.finish() if plan.order else rows
 
 
 def _number(term: dict[str, str] | None) -> int | Decimal | float | None:
@@ -275,6 +454,4 @@ def merge_aggregates(plan: Pushdown, answers: list[list[list[Row]]]) -> list[Row
             else:
                 row[name] = _literal(value)
         rows.append(row)
-        if plan.limit is not None and len(rows) >= plan.limit:
-            break
-    return rows
+    return finish(plan, rows)

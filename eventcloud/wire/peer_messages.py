@@ -511,3 +511,4 @@ class SparqlLocal(Body):
     texts: tuple[str, ...] = field(LIST(STR))
     limit: int | None = field(OPT(INT), default=None)      # rows per query at most
     page: bool = field(BOOL, default=False)   # answer each text in pages: {rows, cursor, at} each
+    order: tuple[Any, ...] = field(LIST(RAW), default=())   # [variable, descending]: send the first `limit` in it

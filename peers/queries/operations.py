@@ -30,7 +30,9 @@ from eventcloud.net.rpc import RpcConnection
 from eventcloud.rdf.model import Quad, Term
 from eventcloud.rdf.oxigraph import quad_to_ox
 from eventcloud.sparql.bind_joins import join_shape
-from eventcloud.sparql.distributed import Pushdown, SelectMerge, merge_aggregates, plan_pushdown
+from eventcloud.sparql.distributed import (
+    Pushdown, SelectMerge, count_distinct, distinct_values, merge_aggregates, plan_pushdown, top_rows,
+)
 from eventcloud.sparql.query_plan import QueryPlanError
 from eventcloud.wire.codec import quad_from_wire, quad_to_wire
 from eventcloud.wire.messages import (
@@ -279,7 +281,14 @@ class Queries:
             answers = await self.router.multicast(box, Op.SPARQL_LOCAL, SparqlLocal(plan.texts, plan.limit))
             out: dict[str, Any] = {"head": {}, "boolean": any(a[0] for a in answers)}
             return SparqlResult("boolean", json.dumps(out), 0, time.perf_counter() - started)
-        answers = await self.router.multicast(box, Op.SPARQL_LOCAL, SparqlLocal(plan.texts, plan.limit, page=True))
+        answers = await self.router.multicast(box, Op.SPARQL_LOCAL, SparqlLocal(plan.texts, plan.peer_limit, page=True,
+                                                                                 order=tuple(map(list, plan.order))))
+        if plan.form == "count_distinct":
+            values: set[tuple] = set()
+            async with open_peer_pages(self.pages, [answer[0] for answer in answers]) as pages:
+                async for chunk in pages:
+                    values |= distinct_values(plan, chunk)
+            return _solutions(plan.variables, count_distinct(plan, values), started)
         if plan.form == "aggregate":
             # each peer's rows of each text whole (an average zips a peer's sums with its counts)
             async def rows_of(opened: Any) -> list[Any]:
@@ -296,7 +305,7 @@ class Queries:
             return _solutions(plan.variables, rows, started)
         merge = SelectMerge(plan)
 
-        async def produce(sink: PageSink) -> None:
+        async def produce(sink: Any) -> None:
             async with open_peer_pages(self.pages, [answer[0] for answer in answers]) as pages:
                 async for chunk in pages:
                     taken = merge.take(chunk)
@@ -305,6 +314,12 @@ class Queries:
                     if merge.done:
                         return   # the LIMIT is met: the peers' cursors are closed
 
+        if not plan.streams:   # ordered: every peer's rows (at most OFFSET + LIMIT each), then sorted
+            await produce(_Collected())
+            rows = merge.finish()
+            if page:
+                return await self._paged_solutions(plan.variables, rows, started)
+            return _solutions(plan.variables, rows, started)
         if page:
             first, cursor = await self.cursors.from_task(produce)
             return SparqlResult("solutions", "", 0, time.perf_counter() - started, plan.variables, tuple(first), cursor)
@@ -315,6 +330,9 @@ class Queries:
     async def _local_sparql(self, body: SparqlLocal) -> list[Any]:
         """This peer's answers to pushed-down queries, over its visible quads of its own zone
         (paged: each text's first page and the cursor of its rest)."""
+        if not all(isinstance(o, list) and len(o) == 2 and isinstance(o[0], str) and isinstance(o[1], bool)
+                   for o in body.order):
+            raise RequestError("sparql_local: `order` must be [variable, descending] pairs", ErrorCode.BAD_REQUEST)
         pending = list(self.store.sync.pending().items())
         decided = await self._decided(pending) if pending else []
         visible = None
@@ -347,10 +365,12 @@ class Queries:
         own = await own_quads() if self.foreign.held else None
         sync = self.store.sync
 
+        ordered = bool(body.order) and body.limit is not None   # the first `limit` rows in that order
+
         def rows_of(text: str, quads: list[Quad] | None) -> Any:
-            if quads is None:
-                return paged(sync.iter_rows(text, visible, body.limit), _size)
-            return paged(_copy_rows(text, quads, body.limit), _size)
+            limit = None if ordered else body.limit
+            rows = sync.iter_rows(text, visible, limit) if quads is None else _copy_rows(text, quads, limit)
+            return paged(top_rows(rows, body.order, body.limit) if ordered else rows, _size)   # type: ignore[arg-type]
 
         async def open_each(quads: list[Quad] | None) -> list[Any]:
             opened = []

@@ -5,6 +5,7 @@ that translate HTTP to SDK calls (docs/web.md describes every route).
     GET  /health                                  is the overlay reachable (no token needed)
     GET  /status                                  peers, zones, counters as JSON
     GET|POST /sparql                              SPARQL 1.1 Protocol query operation
+    GET  /events?graph=IRI, /events?default       Graph Store Protocol: an event's graph, every event
     POST /events                                  publish RDF (one event per graph)
     DELETE /events?graph=IRI                      delete one event
     GET  /subscriptions                           every subscription (the overlay's admin list)
@@ -36,7 +37,7 @@ import trio
 
 from eventcloud.net.asgi import answer_lifespan
 from eventcloud.rdf.results import SolutionsWriter
-from eventcloud.web import publishing, sparql
+from eventcloud.web import graph_store, publishing, sparql
 from eventcloud.web.http import HttpError, Request, Response
 from eventcloud.web.live import Receive, Send, Streams, stream_key
 from eventcloud.web.overlay import Overlay
@@ -89,6 +90,7 @@ class Gateway:
                 ("GET", r"/sparql", self.sparql, True),
                 ("POST", r"/sparql", self.sparql, True),
                 ("POST", r"/events", self.publish, False),
+                ("GET", r"/events", self.read_graph, True),
                 ("DELETE", r"/events", self.delete, False),
                 ("GET", r"/subscriptions", self.list_subscriptions, False),
                 ("POST", r"/subscriptions", self.create_subscription, False),
@@ -267,25 +269,59 @@ class Gateway:
                 return
             chosen = sparql.wanted_type(request, graph=False)
             writer = SolutionsWriter(sparql.SOLUTION_TYPES[chosen], answer.variables)
-            headers = [(b"content-type", sparql.content_type(chosen).encode("latin-1")), (b"vary", b"Accept"),
-                       *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in cors)]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            if request.method == "HEAD":
-                await send({"type": "http.response.body", "body": b""})
+            await self._chunked(send, request, chosen, cors, writer.start(), answer.pages().__aiter__(), writer.rows,
+                                writer.end(), "a query's answer")
+
+    async def read_graph(self, request: Request, match: dict[str, str], send: Send, receive: Receive,
+                         cors: list[tuple[str, str]]) -> None:
+        """The Graph Store Protocol's GET: one event's graph, or every event (streamed)."""
+        try:
+            graph = graph_store.graph_of(request)
+            chosen, how = graph_store.wanted_format(request, graph)
+            with self.overlay.request():
+                quads = await self.overlay.client().find_stream(graph)
+        except HttpError as exc:
+            await _respond(send, request, exc.response(), cors)
+            return
+        async with quads:
+            pages = quads.pages().__aiter__()
+            try:
+                with self.overlay.request():
+                    first = await pages.__anext__()
+            except StopAsyncIteration:
+                first = []
+            except HttpError as exc:
+                await _respond(send, request, exc.response(), cors)
                 return
-            await send({"type": "http.response.body", "body": writer.start(), "more_body": True})
-            pages = answer.pages().__aiter__()
-            while True:
-                try:
-                    with self.overlay.request():
-                        page = await pages.__anext__()
-                except StopAsyncIteration:
-                    break
-                except HttpError as exc:   # the answer had begun: the response ends unfinished
-                    log.warning("gateway: a query's answer broke off after it began: %s", exc.message)
-                    return
-                await send({"type": "http.response.body", "body": writer.rows(page), "more_body": True})
-            await send({"type": "http.response.body", "body": writer.end()})
+            if not first and graph is not None:
+                await _respond(send, request, HttpError(404, f"no event holds the graph <{graph.value}>").response(),
+                               cors)
+                return
+            await self._chunked(send, request, chosen, cors, graph_store.lines(first, how), pages,
+                               lambda page: graph_store.lines(page, how), b"", "a graph's quads")
+
+    async def _chunked(self, send: Send, request: Request, chosen: str, cors: list[tuple[str, str]], start: bytes,
+                      pages: Any, write: Any, end: bytes, what: str) -> None:
+        """A 200 response in media type `chosen` whose body streams (chunked): `start`, then each
+        page as `write` writes it (each page asked for within the request timeout), then `end`."""
+        headers = [(b"content-type", sparql.content_type(chosen).encode("latin-1")), (b"vary", b"Accept"),
+                   *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in cors)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if request.method == "HEAD":
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.body", "body": start, "more_body": True})
+        while True:
+            try:
+                with self.overlay.request():
+                    page = await pages.__anext__()
+            except StopAsyncIteration:
+                break
+            except HttpError as exc:   # the answer had begun: the response ends unfinished
+                log.warning("gateway: %s broke off after it began: %s", what, exc.message)
+                return
+            await send({"type": "http.response.body", "body": write(page), "more_body": True})
+        await send({"type": "http.response.body", "body": end})
 
     async def publish(self, request: Request, match: dict[str, str]) -> Response:
         events = publishing.events_of(request, int(time.time() * 1000), next(self._sequence))

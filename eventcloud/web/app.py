@@ -7,6 +7,7 @@ that translate HTTP to SDK calls (docs/web.md describes every route).
     GET|POST /sparql                              SPARQL 1.1 Protocol query operation
     GET  /events?graph=IRI, /events?default       Graph Store Protocol: an event's graph, every event
     POST /events                                  publish RDF (one event per graph)
+    POST /update                                  SPARQL 1.1 Update: INSERT DATA, DROP/CLEAR GRAPH
     DELETE /events?graph=IRI                      delete one event
     GET  /subscriptions                           every subscription (the overlay's admin list)
     POST /subscriptions                           create a durable subscription -> id, ticket
@@ -37,7 +38,8 @@ import trio
 
 from eventcloud.net.asgi import answer_lifespan
 from eventcloud.rdf.results import SolutionsWriter
-from eventcloud.web import graph_store, publishing, sparql
+from eventcloud.rdf.files import RDFInputError, parse_events
+from eventcloud.web import graph_store, publishing, sparql, update
 from eventcloud.web.http import HttpError, Request, Response
 from eventcloud.web.live import Receive, Send, Streams, stream_key
 from eventcloud.web.overlay import Overlay
@@ -91,6 +93,7 @@ class Gateway:
                 ("POST", r"/sparql", self.sparql, True),
                 ("POST", r"/events", self.publish, False),
                 ("GET", r"/events", self.read_graph, True),
+                ("POST", r"/update", self.update, False),
                 ("DELETE", r"/events", self.delete, False),
                 ("GET", r"/subscriptions", self.list_subscriptions, False),
                 ("POST", r"/subscriptions", self.create_subscription, False),
@@ -329,6 +332,31 @@ class Gateway:
             receipts = await self.overlay.client().publish_batch(events)
         self.published += len(events)
         return _json(200, publishing.published_json(events, receipts))
+
+    async def update(self, request: Request, match: dict[str, str]) -> Response:
+        """SPARQL 1.1 Update: INSERT DATA publishes events, DROP/CLEAR GRAPH deletes one (eventcloud.web.update)."""
+        steps = update.plan_update(update.update_of(request))
+        published: list[str] = []
+        deleted: list[str] = []
+        for step in steps:
+            done = (f"(done before it: published {', '.join(published) or 'nothing'}; deleted "
+                    f"{', '.join(deleted) or 'nothing'}) ")
+            if step.kind == "publish":
+                try:
+                    events = parse_events(step.trig.encode("utf-8"), "trig", name="update", source="update",
+                                          timestamp_ms=int(time.time() * 1000), sequence=next(self._sequence))
+                except RDFInputError as exc:
+                    raise HttpError(400, f"{done}INSERT DATA: {exc}", code="bad-rdf") from None
+                with self.overlay.request(f"{done}INSERT DATA: nothing or part of it may be stored; sending it "
+                                          f"again is safe: "):
+                    await self.overlay.client().publish_batch(events)
+                self.published += len(events)
+                published += step.graphs
+            else:
+                with self.overlay.request(f"{done}DROP GRAPH <{step.graph}>: "):
+                    await self.overlay.client().delete(step.graph)
+                deleted.append(step.graph)
+        return _json(200, {"published": published, "deleted": deleted})
 
     async def delete(self, request: Request, match: dict[str, str]) -> Response:
         graph = request.param("graph")

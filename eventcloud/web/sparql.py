@@ -51,7 +51,7 @@ def query_of(request: Request) -> str:
         if kind == "application/x-www-form-urlencoded":
             fields = request.form()
             if "update" in fields:
-                raise HttpError(400, "SPARQL Update is not supported: publish events with POST /events")
+                raise HttpError(400, "an update is sent to POST /update, not /sparql")
         elif kind == "application/sparql-query":
             try:
                 text = request.body.decode("utf-8")
@@ -59,7 +59,7 @@ def query_of(request: Request) -> str:
                 raise HttpError(400, "the query is not UTF-8 text") from None
             fields = {**request.query, "query": [text]}
         elif kind == "application/sparql-update":
-            raise HttpError(415, "SPARQL Update is not supported: publish events with POST /events")
+            raise HttpError(415, "an update is sent to POST /update, not /sparql")
         else:
             raise HttpError(415, f"a SPARQL query is sent as application/x-www-form-urlencoded or "
                                  f"application/sparql-query, not {kind or 'a body without Content-Type'}")

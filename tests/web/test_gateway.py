@@ -202,7 +202,7 @@ async def test_refusals_name_the_problem(gateway):
         reply = await http.post("/sparql", content="x", headers={"content-type": "text/plain"})
         assert reply.status_code == 415 and "application/sparql-query" in reply.text
         reply = await http.post("/sparql", data={"update": "INSERT DATA {}"})
-        assert reply.status_code == 400 and "POST /events" in reply.text
+        assert reply.status_code == 400 and "POST /update" in reply.text
         reply = await http.post("/events", content=f"<{EX}a> <{EX}p> \"unterminated .\n",
                                 headers={"content-type": "application/n-quads"})
         assert reply.status_code == 400 and "body:1:" in reply.text and "nothing was published" in reply.text

@@ -11,6 +11,7 @@ import json
 import pyoxigraph as ox
 import pytest
 import rdflib
+import trio
 
 from tests.web.support import serve
 
@@ -89,3 +90,53 @@ async def test_the_graph_store_protocol_reads_an_event_and_every_event(loaded):
         assert unacceptable.status_code == 406
         put = await http.put("/events", params={"graph": f"{EX}g1"}, content=b"")
         assert put.status_code == 405 and "POST" in put.headers.get("allow", "")
+
+
+async def test_sparql_update_publishes_and_drops_events_and_refuses_what_cannot_map(loaded):
+    """rdflib's SPARQLUpdateStore, unmodified: addN publishes one event per graph; a graph's triples
+    added in one transaction (autocommit off) are one event; DROP GRAPH deletes it; what does not
+    map onto whole events is refused with 400 naming why, nothing of it done."""
+    u = f"{EX}update/"
+
+    def with_rdflib() -> None:
+        from rdflib.plugins.stores.sparqlstore import SPARQLUpdateStore
+
+        headers = {"Authorization": f"Bearer {loaded.token}"}
+        store = SPARQLUpdateStore(loaded.url + "/sparql", loaded.url + "/update", headers=headers)
+        s, p = rdflib.URIRef(f"{u}s"), rdflib.URIRef(f"{u}p")
+        dataset = rdflib.Dataset(store=store)
+        store.addN([(s, p, rdflib.Literal(1), dataset.graph(rdflib.URIRef(f"{u}g1"))),
+                    (s, p, rdflib.Literal("two\nlines"), dataset.graph(rdflib.URIRef(f"{u}g1"))),
+                    (s, p, rdflib.Literal(3), dataset.graph(rdflib.URIRef(f"{u}g2")))])
+        batched = SPARQLUpdateStore(loaded.url + "/sparql", loaded.url + "/update", headers=headers, autocommit=False)
+        graph = rdflib.Dataset(store=batched).graph(rdflib.URIRef(f"{u}g3"))
+        graph.add((s, p, rdflib.Literal(4)))
+        graph.add((s, p, rdflib.Literal("four", lang="en")))
+        batched.commit()
+        store.update(f"DROP GRAPH <{u}g2>")
+
+    await trio.to_thread.run_sync(with_rdflib)
+    async with loaded.client() as http:
+        reply = await http.get("/events", params={"graph": f"{u}g1"}, headers={"accept": "application/n-quads"})
+        assert reply.status_code == 200 and len(list(ox.parse(reply.content, ox.RdfFormat.N_QUADS))) == 2
+        assert "two\\nlines" in reply.text
+        assert (await http.get("/events", params={"graph": f"{u}g2"})).status_code == 404   # dropped
+        assert len(list(ox.parse((await http.get("/events", params={"graph": f"{u}g3"})).content,
+                                 ox.RdfFormat.N_QUADS))) == 2
+        # the same event again is a retry; other content under its IRI a conflict
+        same = f'INSERT DATA {{ GRAPH <{u}g1> {{ <{u}s> <{u}p> 1, """two\nlines""" }} }}'
+        reply = await http.post("/update", content=same, headers={"content-type": "application/sparql-update"})
+        assert reply.status_code == 200 and reply.json() == {"published": [f"{u}g1"], "deleted": []}, reply.text
+        reply = await http.post("/update", data={"update": f"INSERT DATA {{ GRAPH <{u}g1> {{ <{u}s> <{u}p> 9 }} }}"})
+        assert reply.status_code == 409 and f"{u}g1" in reply.text
+        for text, named in ((f"INSERT DATA {{ <{u}s> <{u}p> 1 }}", "GRAPH <iri>"),
+                            (f"DELETE DATA {{ GRAPH <{u}g1> {{ <{u}s> <{u}p> 1 }} }}", "DROP GRAPH"),
+                            ("DELETE WHERE { ?s ?p ?o }", "whole"), ("DROP ALL", "many events"),
+                            (f"LOAD <{u}doc>", "POST /events"), ("INSERT DATA { GRAPH <x", "invalid SPARQL Update")):
+            reply = await http.post("/update", content=text, headers={"content-type": "application/sparql-update"})
+            assert reply.status_code == 400 and named in reply.text, (text, reply.text)
+        assert (await http.get("/update")).status_code == 405
+        reply = await http.post("/update", content="x", headers={"content-type": "text/plain"})
+        assert reply.status_code == 415 and "application/sparql-update" in reply.text
+        reply = await http.get("/events", params={"graph": f"{u}g1"}, headers={"accept": "application/n-quads"})
+        assert len(list(ox.parse(reply.content, ox.RdfFormat.N_QUADS))) == 2   # nothing refused was done

@@ -6,8 +6,8 @@ entry peer).
 """
 
 from peers.queries.candidates import MAX_PLANNED, QueryCandidates
-from peers.queries.child_process import QueryBudget
-from peers.queries.cursors import Cursors
+from peers.queries.child_process import RESULT_BYTES, QueryBudget
+from peers.queries.cursors import PAGE_BYTES, Cursors
 from peers.queries.operations import Queries
 
-__all__ = ["Cursors", "MAX_PLANNED", "Queries", "QueryBudget", "QueryCandidates"]
+__all__ = ["PAGE_BYTES", "RESULT_BYTES", "Cursors", "MAX_PLANNED", "Queries", "QueryBudget", "QueryCandidates"]

@@ -25,7 +25,11 @@ from eventcloud.errors import ErrorCode, RequestError
 from eventcloud.rdf.model import Quad
 from eventcloud.rdf.oxigraph import quad_to_ox
 
-__all__ = ["QueryBudget", "evaluate_in_child"]
+__all__ = ["QueryBudget", "evaluate_in_child", "RESULT_BYTES"]
+
+#: The largest result a child sends back: answers are paged out to the client (cursors.py), so
+#: the limit is the entry peer's memory, not a frame.
+RESULT_BYTES = 512 * 1024 * 1024
 
 CHILD = Path(__file__).with_name("query_child.py")
 

@@ -45,20 +45,21 @@ MAX_OPEN = 64
 PageSink = trio.MemorySendChannel  # where a task producing an answer sends its pages
 
 
-def paged(items: Iterable[Any], size: Callable[[Any], int]) -> Iterator[list[Any]]:
-    """`items` in pages: the first of at most FIRST_ROWS items, then pages of at most PAGE_ROWS
-    items and about PAGE_BYTES bytes (`size` of each item; an item larger than that is a page
-    of its own). At least one page, empty if there are no items."""
-    first, rows, budget = FIRST_ROWS, PAGE_ROWS, PAGE_BYTES
+def paged(items: Iterable[Any], size: Callable[[Any], int], budget: int | None = None) -> Iterator[list[Any]]:
+    """`items` in pages: the first of at most FIRST_ROWS items and a sixteenth of the byte
+    budget, then pages of at most PAGE_ROWS items and about `budget` bytes (PAGE_BYTES by
+    default; `size` of each item; an item larger than that is a page of its own). At least one
+    page, empty if there are no items."""
+    rows, budget = PAGE_ROWS, budget or PAGE_BYTES
     page: list[Any] = []
-    used, limit = 0, first
+    used, limit, allowed = 0, FIRST_ROWS, budget // 16
     for item in items:
         page.append(item)
         used += size(item)
-        if len(page) >= limit or used >= budget:
+        if len(page) >= limit or used >= allowed:
             yield page
-            page, used, limit = [], 0, rows
-    if page or limit == first:
+            page, used, limit, allowed = [], 0, rows, budget
+    if page or limit == FIRST_ROWS:
         yield page
 
 
@@ -82,8 +83,9 @@ class Cursors:
     produces a store's pages in the event loop instead of a thread."""
 
     def __init__(self, tasks: TaskStarter, counters: Counter[str], *, threaded: bool, idle: float = IDLE,
-                 max_open: int = MAX_OPEN) -> None:
+                 max_open: int = MAX_OPEN, page_bytes: int = PAGE_BYTES) -> None:
         self.tasks = tasks
+        self.page_bytes = page_bytes   # a page's size, well under the frame limit
         self.counters = counters
         self.threaded = threaded
         self.idle = idle
@@ -94,6 +96,10 @@ class Cursors:
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.CURSOR_NEXT: self._on_next, Op.CURSOR_CLOSE: self._on_close}
+
+    def paged(self, items: Iterable[Any], size: Callable[[Any], int]) -> Iterator[list[Any]]:
+        """`paged` with this peer's page size."""
+        return paged(items, size, self.page_bytes)
 
     def __len__(self) -> int:
         return len(self._open)

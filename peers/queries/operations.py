@@ -39,7 +39,7 @@ from eventcloud.wire.messages import (
     Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Route, Routed, Sparql, SparqlLocal, SparqlResult,
     Status, Table,
 )
-from peers.queries.cursors import Cursors, PageSink, paged
+from peers.queries.cursors import Cursors, PageSink
 from peers.queries.streams import PeerPages, open_peer_pages
 from eventcloud.wire.ops import Op
 from peers.net import Router
@@ -167,7 +167,8 @@ class Queries:
             info = sync.event_info(quad.g.value)
             return info is not None and (info.committed or quad.g.value in decided)
 
-        rows, cursor = await self.cursors.from_store(lambda: paged(sync.iter_wire_quads(body.pattern, keep), _size))
+        rows, cursor = await self.cursors.from_store(
+            lambda: self.cursors.paged(sync.iter_wire_quads(body.pattern, keep), _size))
         return {"rows": rows, "cursor": cursor, "at": self.state.address}
 
     def routed_batches(self) -> dict[Op, Any]:
@@ -269,7 +270,7 @@ class Queries:
                                candidates: int = 0) -> SparqlResult:
         """Solutions already at hand, answered in pages."""
         async def produce(sink: PageSink) -> None:
-            for page in paged(rows, _size):
+            for page in self.cursors.paged(rows, _size):
                 await sink.send(page)
 
         first, cursor = await self.cursors.from_task(produce)
@@ -370,7 +371,8 @@ class Queries:
         def rows_of(text: str, quads: list[Quad] | None) -> Any:
             limit = None if ordered else body.limit
             rows = sync.iter_rows(text, visible, limit) if quads is None else _copy_rows(text, quads, limit)
-            return paged(top_rows(rows, body.order, body.limit) if ordered else rows, _size)   # type: ignore[arg-type]
+            return self.cursors.paged(top_rows(rows, body.order, body.limit) if ordered else rows,   # type: ignore[arg-type]
+                                      _size)
 
         async def open_each(quads: list[Quad] | None) -> list[Any]:
             opened = []
@@ -513,7 +515,7 @@ def _solutions(variables: tuple[str, ...], rows: list[Any], started: float) -> S
 def _size(item: Any) -> int:
     """About how many bytes a wire quad or a row of SPARQL JSON terms takes on the wire."""
     if type(item) is dict:
-        return sum(len(term.get("value", "")) + 24 for term in item.values())
+        return sum(len(term.get("value", "")) + len(term.get("datatype", "")) + 32 for term in item.values())
     return sum(len(t) if type(t) is str else len(t[0]) + 16 for t in item)
 
 

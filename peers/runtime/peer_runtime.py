@@ -52,7 +52,7 @@ from peers.runtime.state_file import StateFile
 from peers.runtime.lifecycle import (
     REJOIN_FOR, Lifetime, StartedOnce, Superseded, drop_stale, one_typed, port_taken, why_ended,
 )
-from peers.queries import Cursors, Queries, QueryBudget
+from peers.queries import PAGE_BYTES, RESULT_BYTES, Cursors, Queries, QueryBudget
 from peers.replication import OwnerReplication, ReplicaKeeper, ReplicatedStore
 from peers.store import AsyncStore, ForeignQuads, Offload, PeerState, PeerStore, StateError, ZoneGuard, load_state
 from peers.tasks import TaskStarter
@@ -290,11 +290,12 @@ class _PeerRuntime:
         self.commits = commits = Commits(state, router, store_, counters)
         guard = ZoneGuard()
         claims = GraphClaims(state, router, store_, guard, counters, retry_window=config.retry_window)
-        cursors = Cursors(self.tasks["cursors"], counters, threaded=config.offloaded)
+        cursors = Cursors(self.tasks["cursors"], counters, threaded=config.offloaded,
+                          page_bytes=min(PAGE_BYTES, config.max_frame // 8))
         self.queries = queries = Queries(state, router, store_, subscriptions, commits, claims, counters, cursors,
                                          offload=Offload(config.offloaded, 2),
                                          budget=QueryBudget(config.query_budget, config.query_memory_mb,
-                                                            config.max_frame // 2)
+                                                            RESULT_BYTES)
                                          if config.offloaded else None, foreign=foreign)
         self.published = published = RecentPublications()
         gatherer = Gatherer(queries, counters, state=state, router=router, published=published)

@@ -126,14 +126,18 @@ def _timed_get(client: httpx.Client, url: str, query: str, accept: str, headers:
     return seconds, response.content
 
 
-def _export(client: httpx.Client, url: str, headers: dict[str, str]) -> tuple[float, int, str]:
-    """The whole store as TSV rows, streamed: seconds, rows, an order-free digest of them."""
+def _export(client: httpx.Client, url: str, headers: dict[str, str], graph_store: bool = False
+            ) -> tuple[float, int, str]:
+    """The whole store, streamed: as TSV rows of a SELECT, or (`graph_store`) as N-Quads of the
+    Graph Store Protocol's GET; seconds, rows, an order-free digest of them."""
     begun, rows, digest = time.perf_counter(), 0, 0
-    with client.stream("POST", url, data={"query": EXPORT},
-                       headers={"accept": "text/tab-separated-values", **headers}) as response:
+    request = (client.stream("GET", url, headers={"accept": "application/n-quads", **headers}) if graph_store else
+               client.stream("POST", url, data={"query": EXPORT},
+                             headers={"accept": "text/tab-separated-values", **headers}))
+    with request as response:
         if response.status_code != 200:
             raise RuntimeError(f"{response.status_code}: {response.read()[:300]!r}")
-        first = True
+        first = not graph_store   # a TSV header line
         for line in response.iter_lines():
             if first:
                 first = False
@@ -228,6 +232,8 @@ def run(args: argparse.Namespace) -> int:
                 rows.append((name, ox_t, ec_t, count, equal, failed))
             ox_export = _export(client, ox_url, {})
             ec_export = _export(client, ec_url, auth)
+            ox_dump = _export(client, f"http://127.0.0.1:{ox_port}/store", {}, graph_store=True)
+            ec_dump = _export(client, f"http://127.0.0.1:{gw_port}/events", auth, graph_store=True)
         print(f"\n{'query':<28} {'oxigraph s':>10} {'eventcloud s':>12} {'ratio':>7} {'rows':>8}  equal")
         for name, ox_t, ec_t, count, equal, failed in rows:
             print(f"{name:<28} {ox_t:>10.3f} {ec_t:>12.3f} {ec_t / ox_t:>6.1f}× {count!s:>8}  "
@@ -238,6 +244,11 @@ def run(args: argparse.Namespace) -> int:
               f"{ec_export[0] / ox_export[0]:>6.1f}× {ec_export[1]:>8}  {'yes' if export_equal else 'NO'}  "
               f"({ec_export[1] / ec_export[0]:,.0f} rows/s through the gateway; Oxigraph "
               f"{ox_export[1] / ox_export[0]:,.0f})")
+        dump_equal = ox_dump[1] == ec_dump[1] == total   # (N-Quads lines may write a literal differently)
+        equal_all &= dump_equal
+        print(f"{'export (GET, N-Quads)':<28} {ox_dump[0]:>10.3f} {ec_dump[0]:>12.3f} "
+              f"{ec_dump[0] / ox_dump[0]:>6.1f}× {ec_dump[1]:>8}  {'yes' if dump_equal else 'NO'}  "
+              f"({ec_dump[1] / ec_dump[0]:,.0f} quads/s through the gateway; Oxigraph {ox_dump[1] / ox_dump[0]:,.0f})")
         peer_rss = [_peak_rss(p.pid) for p in cluster.processes]
         print(f"\nload: oxigraph load {ox_load:.1f} s; EventCloud publish {ec_load:.1f} s "
               f"({ec_load / ox_load:.1f}×, {args.peers} peers, R = 2, fsync)")

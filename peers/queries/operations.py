@@ -159,17 +159,33 @@ class Queries:
         pending = sync.pending()
         decided = set(await self._decided(list(pending.items()))) if pending and not body.pending else set()
 
-        def keep(quad: Quad) -> bool:
-            if not zone.contains(space.point(quad)):
-                return False    # held for another peer's zone (a split, a take-over under way)
-            if body.pending:
-                return True
-            info = sync.event_info(quad.g.value)
-            return info is not None and (info.committed or quad.g.value in decided)
+        def keeper(in_zone_only: bool) -> Callable[[list[Any]], bool]:
+            def keep(wire: list[Any]) -> bool:
+                if in_zone_only and not zone.contains(space.point(quad_from_wire(wire, trusted=True))):
+                    return False    # held for another peer's zone (a split, a take-over under way)
+                if body.pending:
+                    return True
+                info = sync.event_info(wire[0])
+                return info is not None and (info.committed or wire[0] in decided)
+            return keep
 
-        rows, cursor = await self.cursors.from_store(
-            lambda: self.cursors.paged(sync.iter_wire_quads(body.pattern, keep), _size))
-        return {"rows": rows, "cursor": cursor, "at": self.state.address}
+        async def open_cursor(in_zone_only: bool) -> Any:
+            rows, cursor = await self.cursors.from_store(
+                lambda: self.cursors.paged(sync.iter_wire_quads(body.pattern, keeper(in_zone_only)), _size))
+            return {"rows": rows, "cursor": cursor, "at": self.state.address}
+
+        # The store holds this zone's quads only, unless a split or a take-over is under way: its
+        # read is one snapshot, taken with the first page; if foreign quads came before that, the
+        # cursor is opened again, checking each quad's point.
+        epoch = self.foreign.epoch
+        if self.foreign.held:
+            return await open_cursor(True)
+        opened = await open_cursor(False)
+        if self.foreign.held or self.foreign.epoch != epoch:
+            self.counters["reads_redone_for_foreign_quads"] += 1
+            self.cursors.close(opened["cursor"])
+            opened = await open_cursor(True)
+        return opened
 
     def routed_batches(self) -> dict[Op, Any]:
         return {Op.FIND_LOCAL: self._local_find_many}

@@ -30,9 +30,9 @@ import msgpack
 import pyoxigraph as ox
 
 from eventcloud.errors import ErrorCode, EventCloudError
-from eventcloud.rdf.model import IRI, Quad, Term
+from eventcloud.rdf.model import IRI, Literal, Quad, Term
 from eventcloud.rdf.oxigraph import quad_from_ox, quad_to_ox, to_ox
-from eventcloud.wire.codec import quad_to_wire, triple_from_wire, trusted_iri
+from eventcloud.wire.codec import triple_from_wire, trusted_iri
 from peers.store import mailboxes as mb
 from peers.store.mutations import (
     RESERVED_GRAPHS, SUBSCRIPTIONS_GRAPH, Attempt, Mutation, abort, add, attempts_of,
@@ -208,26 +208,29 @@ class PeerStore:
              committed_only: bool = False) -> Iterator[Quad]:
         """Stored data quads matching a pattern (None = any); never the reserved graphs.
         `committed_only`: only quads of committed events (what queries may see)."""
+        events = self._events
+        for quad in self._matching(g, s, p, o):
+            if committed_only:
+                info = events.get(quad.graph_name.value)
+                if info is None or not info.committed:
+                    continue
+            yield quad_from_ox(quad)
+
+    def _matching(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> Iterator[ox.Quad]:
+        """The store's quads matching a pattern, but those of the reserved graphs."""
         if any(t is not None and type(t) is not IRI for t in (g, s, p)):
             return  # only IRIs can be graphs, subjects or predicates: nothing matches
         graph = ox.NamedNode(g.value) if g is not None else None
         if g is not None and g.value in RESERVED_GRAPHS:
             return
-        events = self._events
         for quad in self._store.quads_for_pattern(
             to_ox(s) if s is not None else None,
             ox.NamedNode(p.value) if p is not None else None,
             to_ox(o) if o is not None else None,
             graph,
         ):
-            name = quad.graph_name.value
-            if name in RESERVED_GRAPHS:
-                continue
-            if committed_only:
-                info = events.get(name)
-                if info is None or not info.committed:
-                    continue
-            yield quad_from_ox(quad)
+            if quad.graph_name.value not in RESERVED_GRAPHS:
+                yield quad
 
     def estimate(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None) -> int:
         """How many quads the store holds matching a pattern, pending ones included (a query
@@ -256,12 +259,15 @@ class PeerStore:
         """`iter_rows` over this store's event graphs (see there: one thread, start to end)."""
         return iter_rows(self._store, text, visible, limit)
 
-    def iter_wire_quads(self, pattern: tuple[Any, Any, Any, Any], keep: Callable[[Quad], bool]) -> Iterator[list[Any]]:
+    def iter_wire_quads(self, pattern: tuple[Any, Any, Any, Any], keep: Callable[[list[Any]], bool]
+                        ) -> Iterator[list[Any]]:
         """The data quads matching `pattern` that `keep` keeps, in `find`'s wire form, one at a
-        time (blocking; one thread, start to end, as `iter_rows`)."""
-        for quad in self.find(*pattern):
-            if keep(quad):
-                yield quad_to_wire(quad)
+        time, written straight from the store's terms (building and checking a model quad per
+        match cost 29 µs; blocking; one thread, start to end, as `iter_rows`)."""
+        for quad in self._matching(*pattern):
+            wire = [quad.graph_name.value, _wire_term(quad.subject), quad.predicate.value, _wire_term(quad.object)]
+            if keep(wire):
+                yield wire
 
     def query_rows(self, text: str, visible: list[str] | None, limit: int | None, max_rows: int) -> list[Any] | bool:
         """Run a SPARQL SELECT or ASK over the event graphs `visible` only, or every one (None; see
@@ -529,6 +535,19 @@ class PeerStore:
 
 _MAILBOXES = "mailboxes.msgpack"
 _SUBSCRIPTIONS = "subscriptions.msgpack"
+
+
+_LANG_STRING = Literal("x", language="en").datatype   # the datatype the model gives a language-tagged literal
+
+
+def _wire_term(term: Any) -> Any:
+    """A stored term as `wire.codec.term_to_wire` writes the model's (the store holds IRIs and
+    literals only: blank nodes are skolem IRIs)."""
+    if type(term) is ox.NamedNode:
+        return term.value
+    if term.language:
+        return [term.value, _LANG_STRING, term.language]
+    return [term.value, term.datatype.value]
 
 
 def _why(exc: OSError) -> str:

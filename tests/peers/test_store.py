@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eventcloud.rdf.model import IRI, XSD, Literal
+from eventcloud.rdf.model import IRI, XSD, Literal, Quad
 from eventcloud.rdf.oxigraph import quad_to_ox
 from peers.store import (
     AsyncStore, EventInfo, PeerStore, StoreError, WriteAheadLog, abort, add, commit, decide, delete, notified, remove,
@@ -515,3 +515,22 @@ def test_a_refused_query_leaves_no_oxigraph_object_to_another_thread():
     finally:
         sys.unraisablehook = previous
     assert not hooked, hooked
+
+
+def test_quads_read_for_a_cursor_are_written_as_the_codec_writes_them(tmp_path):
+    """`iter_wire_quads` writes the store's terms straight to the wire form (no model quad per
+    match): IRIs, plain, typed and language-tagged literals come out as `quad_to_wire` of the
+    model quad, and `keep` sees each one."""
+    from eventcloud.rdf.model import Literal as L
+    from eventcloud.wire.codec import quad_to_wire
+
+    store = PeerStore(tmp_path / "s")
+    g = IRI("http://ex.org/g")
+    quads = [Quad(g, IRI("http://ex.org/s"), IRI("http://ex.org/p"), o) for o in (
+        IRI("http://ex.org/o"), L("plain"), L("21.5", "http://www.w3.org/2001/XMLSchema#double"),
+        L("bonjour", language="fr"), L("tab\tand \"quotes\"\n"))]
+    store.add_quads(g, quads, len(quads), 0)
+    kept: list = []
+    found = list(store.iter_wire_quads((None, None, None, None), lambda wire: kept.append(wire) or True))
+    assert sorted(map(repr, found)) == sorted(repr(quad_to_wire(q)) for q in quads) == sorted(map(repr, kept))
+    assert list(store.iter_wire_quads((None, None, None, None), lambda wire: False)) == []

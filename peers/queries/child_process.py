@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import msgpack
 import pyoxigraph as ox
@@ -41,11 +41,13 @@ class QueryBudget:
     max_bytes: int = 32 * 1024 * 1024  # the largest result sent back (a reply over the frame limit fails anyway)
 
 
-async def evaluate_in_child(text: str, quads: Iterable[Quad], budget: QueryBudget) -> tuple[str, str]:
+async def evaluate_in_child(text: str, quads: Iterable[Quad], budget: QueryBudget,
+                            taxonomy: dict[str, Any] | None = None) -> tuple[str, str]:
     """(form, serialized result) of `text` over `quads`: "graph" (N-Triples), "boolean" or
-    "solutions" (SPARQL JSON). RequestError(BAD_QUERY) if it fails or runs past its budget."""
+    "solutions" (SPARQL JSON). RequestError(BAD_QUERY) if it fails or runs past its budget.
+    `taxonomy` (its wire form): for a query calling EventCloud's FILTER functions."""
     data = ox.serialize((quad_to_ox(q) for q in quads), format=ox.RdfFormat.N_QUADS)
-    payload = msgpack.packb([text, data, budget.memory_mb * 1024 * 1024, budget.max_bytes])
+    payload = msgpack.packb([text, data, budget.memory_mb * 1024 * 1024, budget.max_bytes, taxonomy])
     with trio.move_on_after(budget.seconds) as scope:
         done = await trio.run_process([sys.executable, str(CHILD)], stdin=payload,
                                       capture_stdout=True, capture_stderr=True, check=False)

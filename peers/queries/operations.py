@@ -33,6 +33,8 @@ from eventcloud.sparql.bind_joins import join_shape
 from eventcloud.sparql.distributed import (
     Pushdown, SelectMerge, count_distinct, distinct_values, merge_aggregates, plan_pushdown, top_rows,
 )
+from eventcloud.sparql.filters.extensions import rewrite_bare_names
+from eventcloud.sparql.query_functions import custom_functions, names_extensions
 from eventcloud.sparql.query_plan import QueryPlanError
 from eventcloud.wire.codec import quad_from_wire, quad_to_wire
 from eventcloud.wire.messages import (
@@ -250,7 +252,7 @@ class Queries:
     # --- one-time SPARQL ----------------------------------------------------------------------
 
     async def _on_sparql(self, conn: RpcConnection, body: Sparql) -> SparqlResult:
-        text = body.query
+        text = rewrite_bare_names(body.query)[0]   # ftcontains(…) as the RTF paper writes it
         started = time.perf_counter()
         try:
             patterns, algebra = await self.offload.run(analyse_locked, text)
@@ -266,10 +268,11 @@ class Queries:
         gathered = await self.candidates.gather(patterns, join_shape(algebra))
         fetched = time.perf_counter()
         if self.budget is None:
-            result = await self.offload.run(_evaluate, text, gathered, started)
+            result = await self.offload.run(_evaluate, text, gathered, started, self._functions(text))
         else:
             try:
-                form, out = await evaluate_in_child(text, gathered, self.budget)
+                taxonomy = self.subscriptions.taxonomy.to_wire() if names_extensions(text) else None
+                form, out = await evaluate_in_child(text, gathered, self.budget, taxonomy)
             except RequestError:
                 self.counters["sparql_stopped"] += 1
                 raise
@@ -365,14 +368,17 @@ class Queries:
                 quads += await self._mine(pattern)
             return quads
 
+        functions = self._functions(body.texts[0])
         if not body.page:
             async def in_store() -> list[Any]:
                 return [await self.store.run(self.store.sync.query_rows, text, visible, body.limit,
-                                             MAX_ROWS if body.limit is None else body.limit) for text in body.texts]
+                                             MAX_ROWS if body.limit is None else body.limit, functions)
+                        for text in body.texts]
 
             async def on_a_copy() -> list[Any]:
                 quads = await own_quads()
-                return [await self.offload.run(_evaluate_rows, text, quads, body.limit) for text in body.texts]
+                return [await self.offload.run(_evaluate_rows, text, quads, body.limit, functions)
+                        for text in body.texts]
 
             return await self._own_only(in_store, on_a_copy)
         # A store's query reads one snapshot, taken as its first page is read: a take-over's
@@ -386,7 +392,8 @@ class Queries:
 
         def rows_of(text: str, quads: list[Quad] | None) -> Any:
             limit = None if ordered else body.limit
-            rows = sync.iter_rows(text, visible, limit) if quads is None else _copy_rows(text, quads, limit)
+            rows = (sync.iter_rows(text, visible, limit, functions) if quads is None else
+                    _copy_rows(text, quads, limit, functions))
             return self.cursors.paged(top_rows(rows, body.order, body.limit) if ordered else rows,   # type: ignore[arg-type]
                                       _size)
 
@@ -404,6 +411,10 @@ class Queries:
                 self.cursors.close(one["cursor"])
             opened = await open_each(await own_quads())
         return opened
+
+    def _functions(self, text: str) -> Any:
+        """What pyoxigraph calls for EventCloud's FILTER functions in `text` (None: it calls none)."""
+        return custom_functions(text, self.subscriptions.taxonomy) if names_extensions(text) else None
 
     # --- deleting -----------------------------------------------------------------------------
 
@@ -496,12 +507,12 @@ class Queries:
         ).to_wire()
 
 
-def _evaluate(text: str, gathered: set[Quad], started: float) -> SparqlResult:
+def _evaluate(text: str, gathered: set[Quad], started: float, functions: Any = None) -> SparqlResult:
     """Evaluate a query over the gathered quads (blocking: runs in a worker thread)."""
     store = ox.Store()
     store.extend([quad_to_ox(q) for q in gathered])
     try:
-        result = store.query(text, use_default_graph_as_union=True)
+        result = store.query(text, use_default_graph_as_union=True, custom_functions=functions)
         if isinstance(result, ox.QueryTriples):
             form, out = "graph", result.serialize(format=ox.RdfFormat.N_TRIPLES).decode()
         else:
@@ -535,15 +546,15 @@ def _size(item: Any) -> int:
     return sum(len(t) if type(t) is str else len(t[0]) + 16 for t in item)
 
 
-def _copy_rows(text: str, quads: list[Quad], limit: int | None) -> Any:
+def _copy_rows(text: str, quads: list[Quad], limit: int | None, functions: Any = None) -> Any:
     """`iter_rows` over a copy of some quads (blocking; one thread, start to end)."""
     copy = ox.Store()
     copy.extend([quad_to_ox(q) for q in quads])
-    yield from iter_rows(copy, text, None, limit)
+    yield from iter_rows(copy, text, None, limit, functions)
 
 
-def _evaluate_rows(text: str, quads: list[Quad], limit: int | None) -> list[Any] | bool:
+def _evaluate_rows(text: str, quads: list[Quad], limit: int | None, functions: Any = None) -> list[Any] | bool:
     """`PeerStore.query_rows` over a copy of some quads (blocking: runs in a worker thread)."""
     copy = ox.Store()
     copy.extend([quad_to_ox(q) for q in quads])
-    return query_rows(copy, text, None, limit, MAX_ROWS if limit is None else limit)
+    return query_rows(copy, text, None, limit, MAX_ROWS if limit is None else limit, functions)

@@ -4,7 +4,8 @@
                                           # [form, serialized result] or ["error", reason] on stdout
 
 It imports nothing of EventCloud (its packages' imports would cost every query ~0.6 s): the
-standard library, msgpack and pyoxigraph only.
+standard library, msgpack and pyoxigraph only, and EventCloud's FILTER functions for a query that
+calls them.
 """
 
 from __future__ import annotations
@@ -18,12 +19,18 @@ import pyoxigraph as ox
 def _child() -> None:
     import resource
 
-    text, data, memory, max_bytes = msgpack.unpackb(sys.stdin.buffer.read())
+    text, data, memory, max_bytes, taxonomy = msgpack.unpackb(sys.stdin.buffer.read())
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     try:
         store = ox.Store()
         store.load(data, format=ox.RdfFormat.N_QUADS)
-        result = store.query(text, use_default_graph_as_union=True)
+        functions = None
+        if taxonomy is not None:   # a query calling EventCloud's FILTER functions (imported only then)
+            from eventcloud.sparql.query_functions import custom_functions
+            from eventcloud.sparql.taxonomy import Taxonomy
+
+            functions = custom_functions(text, Taxonomy.from_wire(taxonomy))
+        result = store.query(text, use_default_graph_as_union=True, custom_functions=functions)
         if isinstance(result, ox.QueryTriples):
             answer = ["graph", result.serialize(format=ox.RdfFormat.N_TRIPLES).decode()]
         else:

@@ -255,9 +255,10 @@ class PeerStore:
         split or a move takes into account: an owner no subscription needed commits later)."""
         return self.committed_quads + self.pending_quads
 
-    def iter_rows(self, text: str, visible: list[str] | None, limit: int | None) -> Iterator[dict[str, Any]]:
+    def iter_rows(self, text: str, visible: list[str] | None, limit: int | None,
+                  functions: Any = None) -> Iterator[dict[str, Any]]:
         """`iter_rows` over this store's event graphs (see there: one thread, start to end)."""
-        return iter_rows(self._store, text, visible, limit)
+        return iter_rows(self._store, text, visible, limit, functions)
 
     def iter_wire_quads(self, pattern: tuple[Any, Any, Any, Any], keep: Callable[[list[Any]], bool]
                         ) -> Iterator[list[Any]]:
@@ -269,10 +270,11 @@ class PeerStore:
             if keep(wire):
                 yield wire
 
-    def query_rows(self, text: str, visible: list[str] | None, limit: int | None, max_rows: int) -> list[Any] | bool:
+    def query_rows(self, text: str, visible: list[str] | None, limit: int | None, max_rows: int,
+                   functions: Any = None) -> list[Any] | bool:
         """Run a SPARQL SELECT or ASK over the event graphs `visible` only, or every one (None; see
         `query_rows`)."""
-        return query_rows(self._store, text, visible, limit, max_rows)
+        return query_rows(self._store, text, visible, limit, max_rows, functions)
 
     def subscriptions(self) -> dict[str, dict[str, Any]]:
         """The subscription records stored here, by id (read them, do not change them)."""

@@ -3,7 +3,8 @@
 The store holds event graphs only (its records are apart: peers/store/records.py), so a query's
 default graph is their union; where some pending event is not decided yet, the graphs readers
 may see are named instead. Rows come as a list (`query_rows`, bounded) or one at a time
-(`iter_rows`, for a cursor: peers/queries/cursors.py).
+(`iter_rows`, for a cursor: peers/queries/cursors.py). `functions`: what pyoxigraph calls for
+EventCloud's FILTER functions (eventcloud.sparql.query_functions).
 """
 
 from __future__ import annotations
@@ -34,17 +35,18 @@ def term_json(term: Any) -> dict[str, str]:
     return out
 
 
-def iter_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int | None) -> Iterator[dict[str, Any]]:
+def iter_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int | None,
+              functions: Any = None) -> Iterator[dict[str, Any]]:
     """The rows of a SPARQL SELECT over the event graphs `visible` of `store` only, or over all
     of them (None), as `query_rows` reads them, one at a time (at most `limit`). Blocking, and
     bound to the thread that first iterates it (pyoxigraph's solutions are): made, read and
     closed in one thread."""
     try:
         if visible is None:
-            result = store.query(text, use_default_graph_as_union=True)
+            result = store.query(text, use_default_graph_as_union=True, custom_functions=functions)
         else:
             nodes = [ox.NamedNode(g) for g in visible] or [ox.NamedNode(_EMPTY)]
-            result = store.query(text, default_graph=nodes, named_graphs=nodes)
+            result = store.query(text, default_graph=nodes, named_graphs=nodes, custom_functions=functions)
     except (SyntaxError, ValueError, OSError) as exc:
         raise RequestError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
     if isinstance(result, ox.QueryBoolean):
@@ -69,7 +71,7 @@ def iter_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int 
 
 
 def query_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int | None,
-               max_rows: int) -> list[Any] | bool:
+               max_rows: int, functions: Any = None) -> list[Any] | bool:
     """Run a SPARQL SELECT or ASK over the event graphs `visible` of `store` only, or over all of
     them (None; the store holds event graphs only, its records are apart: peers/store/records.py), the
     default graph being their union: its rows as SPARQL JSON term maps (at most `limit`), or its
@@ -78,10 +80,10 @@ def query_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int
     that are not decided make it necessary."""
     try:
         if visible is None:
-            result = store.query(text, use_default_graph_as_union=True)
+            result = store.query(text, use_default_graph_as_union=True, custom_functions=functions)
         else:
             nodes = [ox.NamedNode(g) for g in visible] or [ox.NamedNode(_EMPTY)]
-            result = store.query(text, default_graph=nodes, named_graphs=nodes)
+            result = store.query(text, default_graph=nodes, named_graphs=nodes, custom_functions=functions)
     except (SyntaxError, ValueError, OSError) as exc:
         raise RequestError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
     if isinstance(result, ox.QueryBoolean):

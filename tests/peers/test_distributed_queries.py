@@ -433,3 +433,25 @@ async def test_a_join_with_a_pattern_matching_everything_fetches_everything_once
         async with overlay.client(1) as client:
             assert _bag(await client.query(text)) == _bag(_oracle(oracle, text))
         assert asked == [(None, None, None, None)]
+
+
+async def test_the_child_process_calls_eventclouds_filter_functions():
+    """A gathered query on real peers runs in a child process (which imports nothing of
+    EventCloud unless the query calls one of its FILTER functions): ftcontains and the is-a
+    tests there, with the taxonomy the entry peer sends."""
+    import json
+
+    from eventcloud.rdf.model import IRI, Literal, Quad
+    from peers.queries.child_process import QueryBudget, evaluate_in_child
+
+    ex, g = "http://ex.org/", IRI("http://ex.org/g")
+    quads = [Quad(g, IRI(ex + "s1"), IRI(ex + "title"), Literal("Olympic games in Paris")),
+             Quad(g, IRI(ex + "s2"), IRI(ex + "title"), Literal("a concert")),
+             Quad(g, IRI(ex + "s1"), IRI(ex + "type"), IRI(ex + "Car")),
+             Quad(g, IRI(ex + "s2"), IRI(ex + "type"), IRI(ex + "Boat"))]
+    text = (f"PREFIX ec: <http://eventcloud.io/ns/ext#> SELECT ?s WHERE {{ ?s <{ex}title> ?t ; <{ex}type> ?c "
+            f"FILTER(ec:ftcontains(?t, 'olymp* NEAR/2 paris') && ec:descendantOf(?c, <{ex}Vehicle>)) }}")
+    form, out = await evaluate_in_child(text, quads, QueryBudget(),
+                                        {"version": 1, "edges": [[ex + "Car", ex + "Vehicle"]]})
+    assert form == "solutions"
+    assert [b["s"]["value"] for b in json.loads(out)["results"]["bindings"]] == [ex + "s1"]

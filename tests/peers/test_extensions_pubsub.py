@@ -68,3 +68,44 @@ async def test_full_text_and_path_subscriptions_match_the_oracle(autojump_clock,
                         expected[event.graph.value] = rows
                 delivered += await check_delivered(sub, expected, text)
             assert delivered >= 10  # the workload matches, not only rejects
+
+
+async def test_one_time_queries_call_ftcontains_and_the_is_a_tests_as_subscriptions_do(autojump_clock):
+    """A one-time query with `ftcontains` failed ("the query's evaluation failed (Traceback …)"):
+    pyoxigraph evaluates one-time queries and knew none of EventCloud's FILTER functions. Now
+    the same functions are registered wherever a one-time query runs: a pushed-down query at each
+    peer, a gathered one at the entry (in a thread here, in a child process on real peers,
+    tests/peers/test_hostile.py). Each answer is the oracle's (the independent evaluator of
+    tests.helpers for the full text), and the is-a tests read the taxonomy the overlay holds."""
+    from eventcloud.sparql.taxonomy import Taxonomy
+
+    rng = random.Random(5)
+    events = [_event(rng, i) for i in range(30)]
+    oracle_store = __import__("pyoxigraph").Store()
+    from eventcloud.rdf.oxigraph import quad_to_ox
+
+    oracle_store.extend([quad_to_ox(q) for e in events for q in e.quads])
+    async with open_overlay(4, "osma", seed=2) as overlay:
+        async with overlay.client(1) as client:
+            await client.publish_batch(events)
+            await client.load_schema(Taxonomy([(f"{EX}Talk", f"{EX}Event"), (f"{EX}Concert", f"{EX}Event"),
+                                               (f"{EX}Keynote", f"{EX}Talk")]))
+            for _ in range(6):
+                tree = random_ft_tree(rng)
+                expression = ft_render(tree, rng)
+                functions = {EXT + "ftcontains": ft_function({expression: tree})}
+                for body in ("?s ex:title ?t FILTER(ftcontains(?t, {e}))",                       # pushed down
+                             "?s ex:title ?t . ?s ex:n ?n FILTER(ec:ftcontains(?t, {e}) && ?n >= 0)"):  # gathered
+                    text = f"{PREFIXES}SELECT ?s ?t WHERE {{ GRAPH ?g {{ {body.format(e=sparql_string(expression))} }} }}"
+                    got = await client.query(text)
+                    oracle = oracle_store.query(text.replace("(ftcontains(", "(ec:ftcontains("),
+                                                use_default_graph_as_union=True,
+                                                custom_functions={__import__("pyoxigraph").NamedNode(k): v
+                                                                  for k, v in functions.items()})
+                    expected = sorted((row["s"].value, row["t"].value) for row in oracle)
+                    assert sorted((b["s"]["value"], b["t"]["value"]) for b in got["results"]["bindings"]) == expected, text
+            for function, of, classes in (("descendantOf", "Event", {"Talk", "Concert"}), ("descendantOf", "Talk", {"Talk"}),
+                                          ("ancestorOf", "Talk", {"Talk"}), ("childOf", "Event", {"Talk", "Concert"})):
+                text = (f"{PREFIXES}SELECT DISTINCT ?c WHERE {{ GRAPH ?g {{ ?s a ?c FILTER(ec:{function}(?c, ex:{of})) }} }}")
+                got = {b["c"]["value"] for b in (await client.query(text))["results"]["bindings"]}
+                assert got == {f"{EX}{c}" for c in classes}, text

@@ -36,7 +36,8 @@ from eventcloud.sparql.distributed import (
 from eventcloud.sparql.filters.extensions import rewrite_bare_names
 from eventcloud.sparql.query_functions import custom_functions, names_extensions
 from eventcloud.sparql.query_plan import QueryPlanError
-from eventcloud.wire.codec import quad_from_wire, quad_to_wire
+from eventcloud.sparql.taxonomy import RDFS_SUBCLASSOF, Taxonomy
+from eventcloud.wire.codec import quad_from_wire, quad_to_wire, trusted_iri
 from eventcloud.wire.messages import (
     Counted, Delete, Deleted, Empty, Find, PeerStatus, Quads, Route, Routed, Sparql, SparqlLocal, SparqlResult,
     Status, Table,
@@ -266,6 +267,8 @@ class Queries:
         if any(p == (None, None, None, None) for p in patterns):
             patterns = [(None, None, None, None)]
         gathered = await self.candidates.gather(patterns, join_shape(algebra))
+        if "subClassOf" in text and self.subscriptions.taxonomy.edges:
+            gathered |= _taxonomy_in(gathered, self.subscriptions.taxonomy)
         fetched = time.perf_counter()
         if self.budget is None:
             result = await self.offload.run(_evaluate, text, gathered, started, self._functions(text))
@@ -505,6 +508,15 @@ class Queries:
             counters={**{k: v for k, v in sorted(self.counters.items()) if k != "subscriptions"},
                       "regex_timeouts": self.subscriptions.regex_timeouts()},
         ).to_wire()
+
+
+def _taxonomy_in(gathered: set[Quad], taxonomy: Taxonomy) -> set[Quad]:
+    """The taxonomy's rdfs:subClassOf edges in each event graph gathered: a path such as
+    `?x a/rdfs:subClassOf* ex:C` inside `GRAPH ?g` reads them there, as a subscription's is-a
+    path means (the event store holds no taxonomy: every peer keeps it apart)."""
+    subclass = trusted_iri(RDFS_SUBCLASSOF)
+    edges = [(trusted_iri(a), trusted_iri(b)) for a, b in sorted(taxonomy.edges)]
+    return {Quad(graph, a, subclass, b) for graph in {q.g for q in gathered} for a, b in edges}
 
 
 def _evaluate(text: str, gathered: set[Quad], started: float, functions: Any = None) -> SparqlResult:

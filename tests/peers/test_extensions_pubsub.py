@@ -76,7 +76,8 @@ async def test_one_time_queries_call_ftcontains_and_the_is_a_tests_as_subscripti
     the same functions are registered wherever a one-time query runs: a pushed-down query at each
     peer, a gathered one at the entry (in a thread here, in a child process on real peers,
     tests/peers/test_hostile.py). Each answer is the oracle's (the independent evaluator of
-    tests.helpers for the full text), and the is-a tests read the taxonomy the overlay holds."""
+    tests.helpers for the full text), and the is-a tests and the is-a path read the taxonomy the
+    overlay holds."""
     from eventcloud.sparql.taxonomy import Taxonomy
 
     rng = random.Random(5)
@@ -109,3 +110,10 @@ async def test_one_time_queries_call_ftcontains_and_the_is_a_tests_as_subscripti
                 text = (f"{PREFIXES}SELECT DISTINCT ?c WHERE {{ GRAPH ?g {{ ?s a ?c FILTER(ec:{function}(?c, ex:{of})) }} }}")
                 got = {b["c"]["value"] for b in (await client.query(text))["results"]["bindings"]}
                 assert got == {f"{EX}{c}" for c in classes}, text
+            # the is-a path reads the taxonomy too (it matched a type equal to ex:Event only: nothing)
+            typed = {q.s.value for e in events for q in e.quads if q.p.value == RDF + "type"}
+            for cls, expected in (("Event", typed), ("Talk", {q.s.value for e in events for q in e.quads
+                                                               if q.o == IRI(EX + "Talk")})):
+                text = f"{PREFIXES}SELECT DISTINCT ?s WHERE {{ GRAPH ?g {{ ?s a/rdfs:subClassOf* ex:{cls} }} }}"
+                got = {b["s"]["value"] for b in (await client.query(text))["results"]["bindings"]}
+                assert got == expected and got, text

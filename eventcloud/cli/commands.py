@@ -213,6 +213,37 @@ async def find(args: argparse.Namespace) -> int:
     return 0
 
 
+async def dump(args: argparse.Namespace) -> int:
+    """Every stored quad (or a pattern's) as N-Quads or TriG, written page by page."""
+    from eventcloud.rdf.model import ModelError, term_from_n3
+    from eventcloud.rdf.results import quads_bytes
+
+    try:
+        pattern = [term_from_n3(t) if t else None for t in (args.graph, args.subject, args.predicate, args.object)]
+    except ModelError as exc:
+        print(f"eventcloud dump: {exc}", file=sys.stderr)
+        return 2
+    try:
+        out = open(args.output, "wb") if args.output else sys.stdout.buffer
+    except OSError as exc:
+        print(f"eventcloud dump: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    began, written = time.monotonic(), 0
+    try:
+        async with connect(args.peer, **client_options(args)) as client:
+            async with await client.find_stream(*pattern) as quads:
+                async for page in quads.pages():
+                    out.write(quads_bytes(page, "quads" if args.format == "nquads" else "trig"))
+                    written += len(page)
+        out.flush()
+    finally:
+        if args.output:
+            out.close()
+    if args.output:
+        print(f"dumped {written:,} quads to {args.output} in {time.monotonic() - began:.1f} s", file=sys.stderr)
+    return 0
+
+
 async def delete(args: argparse.Namespace) -> int:
     async with connect(args.peer, **client_options(args)) as client:
         removed = await client.delete(args.graph.strip("<>"))

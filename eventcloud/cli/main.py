@@ -54,7 +54,7 @@ def _demo(args) -> int:  # type: ignore[no-untyped-def]
 #: command name -> function of the parsed arguments returning the exit code
 COMMANDS: dict[str, Callable] = {
     "peer": _daemon("peer"), "cluster": _daemon("cluster"), "demo": _demo, "gateway": _gateway,
-    **{name: _client(name) for name in ("publish", "query", "find", "delete", "status", "leave")},
+    **{name: _client(name) for name in ("publish", "query", "find", "dump", "delete", "status", "leave")},
     "subscribe": _client("subscribe", "eventcloud.cli.subscriptions"),
     "subscriptions": _client("subscriptions", "eventcloud.cli.subscriptions"),
     "schema": _client("schema", "eventcloud.cli.schema"),

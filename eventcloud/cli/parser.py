@@ -221,13 +221,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", metavar="FILE", help="read the query from FILE")
     p.add_argument("sparql", nargs="?", help="the query text; - reads it from stdin, @FILE from a file")
 
-    p = sub.add_parser("find", help="find stored quads by pattern (or count them)",
-                       description="Print the stored quads matching a pattern as N-Quads; each of -g -s -p -o "
-                                   "is a term in N-Triples syntax (<iri>, \"lit\", \"5\"^^<dt>), omitted = any.")
-    add_client_options(p, address=_address)
-    for flag, name in (("-g", "graph"), ("-s", "subject"), ("-p", "predicate"), ("-o", "object")):
-        p.add_argument(flag, f"--{name}", help=f"the {name} term (N-Triples syntax)")
-    p.add_argument("--count", action="store_true", help="print only how many quads match")
+    for command, help_text, description in (
+            ("find", "find stored quads by pattern (or count them)",
+             "Print the stored quads matching a pattern as N-Quads; each of -g -s -p -o is a term in N-Triples "
+             "syntax (<iri>, \"lit\", \"5\"^^<dt>), omitted = any."),
+            ("dump", "export every stored quad (or those of a pattern), streamed",
+             "Write every stored quad, or those matching -g -s -p -o, as N-Quads or TriG, a page at a time as the "
+             "peers send them (an export of any size holds one page in memory); with --output, to FILE, saying how "
+             "many were written. Each term is in N-Triples syntax (<iri>, \"lit\", \"5\"^^<dt>), omitted = any.")):
+        p = sub.add_parser(command, help=help_text, description=description)
+        add_client_options(p, address=_address)
+        for flag, name in (("-g", "graph"), ("-s", "subject"), ("-p", "predicate"), ("-o", "object")):
+            p.add_argument(flag, f"--{name}", help=f"the {name} term (N-Triples syntax)")
+        if command == "find":
+            p.add_argument("--count", action="store_true", help="print only how many quads match")
+        else:
+            p.add_argument("--format", choices=("nquads", "trig"), default="nquads", help="[nquads]")
+            p.add_argument("--output", metavar="FILE", help="write to FILE (default: standard output)")
 
     p = sub.add_parser("delete", help="delete a compound event (all its quads) by graph IRI",
                        description="Delete a compound event, every quad of its graph IRI, from every peer; the IRI "

@@ -10,7 +10,9 @@ from typing import Any
 
 import pyoxigraph as ox
 
-__all__ = ["SOLUTION_FORMATS", "GRAPH_FORMATS", "solutions_bytes", "graph_bytes", "SolutionsWriter"]
+from eventcloud.rdf.model import Quad
+
+__all__ = ["SOLUTION_FORMATS", "GRAPH_FORMATS", "solutions_bytes", "graph_bytes", "SolutionsWriter", "quads_bytes"]
 
 SOLUTION_FORMATS = {"json": ox.QueryResultsFormat.JSON, "xml": ox.QueryResultsFormat.XML,
                     "csv": ox.QueryResultsFormat.CSV, "tsv": ox.QueryResultsFormat.TSV}
@@ -69,3 +71,16 @@ class SolutionsWriter:
 
     def end(self) -> bytes:
         return self._end
+
+
+def quads_bytes(quads: list[Quad], how: str) -> bytes:
+    """A page of quads written as `how` (triples, quads, trig)."""
+    if how == "quads":
+        return "".join(q.n_quads() + "\n" for q in quads).encode("utf-8")
+    if how == "triples":
+        return "".join(f"{q.s.n3()} {q.p.n3()} {q.o.n3()} .\n" for q in quads).encode("utf-8")
+    by_graph: dict[str, list[Quad]] = {}
+    for quad in quads:
+        by_graph.setdefault(quad.g.value, []).append(quad)
+    return "".join(f"{graph.n3()} {{\n" + "".join(f"  {q.s.n3()} {q.p.n3()} {q.o.n3()} .\n" for q in group) + "}\n"
+                   for graph, group in ((group[0].g, group) for group in by_graph.values())).encode("utf-8")

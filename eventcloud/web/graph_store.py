@@ -14,7 +14,8 @@ is one graph). Writing is refused: events are published (POST /events) and delet
 from __future__ import annotations
 
 from eventcloud.errors import ModelError
-from eventcloud.rdf.model import IRI, Quad
+from eventcloud.rdf.model import IRI
+from eventcloud.rdf.results import quads_bytes as lines
 from eventcloud.web.http import HttpError, Request, negotiate
 
 __all__ = ["graph_of", "wanted_format", "lines", "GRAPH_STORE_TYPES"]
@@ -51,16 +52,3 @@ def wanted_format(request: Request, graph: IRI | None) -> tuple[str, str]:
         raise HttpError(406, f"none of the accepted types ({request.header('accept')}) is available for a graph; "
                              f"available: {', '.join(offered)}")
     return chosen, GRAPH_STORE_TYPES[chosen]
-
-
-def lines(quads: list[Quad], how: str) -> bytes:
-    """A page of quads written as `how` (triples, quads, trig)."""
-    if how == "quads":
-        return "".join(q.n_quads() + "\n" for q in quads).encode("utf-8")
-    if how == "triples":
-        return "".join(f"{q.s.n3()} {q.p.n3()} {q.o.n3()} .\n" for q in quads).encode("utf-8")
-    by_graph: dict[str, list[Quad]] = {}
-    for quad in quads:
-        by_graph.setdefault(quad.g.value, []).append(quad)
-    return "".join(f"{graph.n3()} {{\n" + "".join(f"  {q.s.n3()} {q.p.n3()} {q.o.n3()} .\n" for q in group) + "}\n"
-                   for graph, group in ((group[0].g, group) for group in by_graph.values())).encode("utf-8")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyoxigraph
 import pytest
 import trio
 
@@ -58,6 +59,15 @@ async def test_cli_publish_query_status_and_restart(cluster, tmp_path):
     assert cli("publish", "--peer", cluster.entry, str(path)).returncode == 0  # republish: back to 1000
     done = cli("find", "--peer", cluster.entry, "-s", "not-a-term")
     assert done.returncode == 2 and "not an N-Triples" in done.stderr
+    # the whole store out, streamed: N-Quads on stdout, TriG to a file; both parse back to every quad
+    everything = {q for e in events for q in e.quads}
+    done = cli("dump", "--peer", cluster.entry)
+    assert done.returncode == 0 and sorted(done.stdout.splitlines()) == sorted(q.n_quads() for q in everything)
+    done = cli("dump", "--peer", cluster.entry, "--format", "trig", "--output", str(tmp_path / "all.trig"))
+    assert done.returncode == 0 and "dumped 1,000 quads to" in done.stderr, done.stderr
+    assert len(set(pyoxigraph.parse(path=str(tmp_path / "all.trig"), format=pyoxigraph.RdfFormat.TRIG))) == 1000
+    done = cli("dump", "--peer", cluster.entry, "--output", str(tmp_path / "missing" / "x.nq"))
+    assert done.returncode == 1 and "cannot write" in done.stderr and "Traceback" not in done.stderr
     done = cli("status", "--peer", cluster.entry, "--format", "json")
     status = json.loads(done.stdout)
     assert len(status["peers"]) == 4 and status["partition"] is True

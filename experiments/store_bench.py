@@ -35,7 +35,6 @@ import trio
 
 from eventcloud.client import connect
 from experiments.query_bench import DATA, SENSOR, events
-from peers.store import CHECKPOINT_IDLE
 from peers.supervisor import LocalCluster
 
 SAO, SSN = "http://purl.oclc.org/NET/sao/", "http://purl.oclc.org/NET/ssnx/ssn#"
@@ -260,12 +259,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"peak resident memory: oxigraph server {_peak_rss(ox_server.pid) / 2**20:,.0f} MiB; peers "
               f"{sum(peer_rss) / 2**20:,.0f} MiB in all, the largest {max(peer_rss) / 2**20:,.0f} MiB; entry peer "
               f"{peer_rss[0] / 2**20:,.0f} MiB; gateway {_peak_rss(gateway.pid) / 2**20:,.0f} MiB")
-        time.sleep(CHECKPOINT_IDLE * 2 + 5)   # the peers checkpoint their stores and replicas once idle
-        ec_idle = _du(work / "cluster")
-        rss_now = [_peak_rss(p.pid, "VmRSS") for p in cluster.processes]
-        print(f"after {CHECKPOINT_IDLE * 2 + 5:g} s idle (checkpointed): EventCloud {ec_idle / 2**20:,.0f} MiB on disk "
-              f"({ec_idle / max(ox_disk, 1):.1f}× Oxigraph's); peers {sum(rss_now) / 2**20:,.0f} MiB resident in all, "
-              f"the largest {max(rss_now) / 2**20:,.0f} MiB")
         print(f"\nevery answer equal to Oxigraph's: {'yes' if equal_all else 'NO'}")
         return 0 if equal_all else 1
     finally:

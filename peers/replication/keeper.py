@@ -36,7 +36,7 @@ from eventcloud.wire.messages import (
 from eventcloud.wire.ops import Op
 from peers.process import PeerLauncher
 from peers.net import FAILED, Router
-from peers.store import CHECKPOINT_BYTES, CHECKPOINT_IDLE, Offload, PeerState, PeerStore, save_state
+from peers.store import CHECKPOINT_BYTES, Offload, PeerState, PeerStore, save_state
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,6 @@ class _Copy:
     last_ok: float = 0.0
     watching: bool = False
     stale_since: float | None = None   # since when the owner names another peer as its replica
-    writes: int = 0                    # so far (a checkpoint waits until they pause)
 
 
 #: Seconds the copies' writes under way may take to finish when the runtime ends.
@@ -157,7 +156,6 @@ class ReplicaKeeper:
         async with self._lock(body.owner):
             copy = self._copy_of(body.owner, body.incarnation)
             await self.offload.run(copy.store.write_many, [list(b) for b in body.batches])
-            copy.writes += 1
             if copy.store.log_size > CHECKPOINT_BYTES:   # its owner checkpoints at the same size
                 await self.offload.run(copy.store.checkpoint)
         copy.last_ok = trio.current_time()
@@ -196,7 +194,6 @@ class ReplicaKeeper:
         copy = self._copy_of(body.owner, body.incarnation)
         if body.batches:
             await self.offload.run(copy.store.write_many, [list(b) for b in body.batches])
-            copy.writes += 1
         if body.done:
             copy.complete = True
             copy.last_ok = trio.current_time()
@@ -260,7 +257,6 @@ class ReplicaKeeper:
         task_status.started()
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._checkpoint_idle_copies)
                 while True:
                     await trio.sleep(self.heartbeat)
                     for copy in list(self._copies.values()):
@@ -270,20 +266,6 @@ class ReplicaKeeper:
         finally:
             with trio.CancelScope(shield=True):
                 await self._close()
-
-    async def _checkpoint_idle_copies(self) -> None:
-        """A copy whose owner paused its writes for CHECKPOINT_IDLE seconds is checkpointed, as
-        the owner's store is (a copy's log was emptied only when the peer restarted: it grew with
-        every quad replicated, and RocksDB kept them all in memory meanwhile)."""
-        seen: dict[str, int] = {}
-        while True:
-            await trio.sleep(CHECKPOINT_IDLE)
-            for owner, copy in list(self._copies.items()):
-                if seen.get(owner) == copy.writes and copy.store.log_size > 0 and not self._closing:
-                    async with self._lock(owner):
-                        if self._copies.get(owner) is copy and not self._closing:
-                            await self.offload.run(copy.store.checkpoint)
-                seen[owner] = copy.writes
 
     async def _close(self) -> None:
         """The runtime ends: close every copy's store. Left open, the next runtime of the same

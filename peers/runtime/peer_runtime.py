@@ -451,7 +451,6 @@ class _PeerRuntime:
                     for service in (self.router, self.matcher, self.delivery, self.homes, self.standins,
                                     *([self.annex_launcher] if self.runs_annexes else [])):
                         await nursery.start(_for_the_peers_lifetime, service.run)
-                    await nursery.start(_for_the_peers_lifetime, self.store.run_checkpoints)
                     if self.restored is not None and self.restored.has_zone:
                         await self.persistence.save()
                         await self._register()

@@ -8,7 +8,7 @@ neighbours); `ZoneGuard` keeps a write decided from the zone from racing a split
 """
 
 from peers.store import mailboxes
-from peers.store.async_store import CHECKPOINT_BYTES, CHECKPOINT_IDLE, AsyncStore
+from peers.store.async_store import CHECKPOINT_BYTES, AsyncStore
 from peers.store.offload import Offload
 from peers.store.foreign import ForeignQuads
 from peers.store.mutations import (
@@ -21,7 +21,7 @@ from peers.store.state import PeerState, StateError, load_state, save_state
 from peers.store.wal import WriteAheadLog
 from peers.store.zone_guard import ZoneGuard
 
-__all__ = ["CHECKPOINT_BYTES", "CHECKPOINT_IDLE", "AsyncStore", "CLAIM_PREFIX", "EventInfo", "ForeignQuads", "Mutation", "Offload", "PeerState", "PeerStore", "RESERVED_GRAPHS", "StateError",
+__all__ = ["CHECKPOINT_BYTES", "AsyncStore", "CLAIM_PREFIX", "EventInfo", "ForeignQuads", "Mutation", "Offload", "PeerState", "PeerStore", "RESERVED_GRAPHS", "StateError",
            "StoreError", "WriteAheadLog", "ZoneGuard", "abort", "add", "check_mutation", "commit", "decide", "delete",
            "drop_subscription", "load_state", "mailboxes", "notified", "put_subscription", "query_rows", "iter_rows", "release", "remove",
            "save_state", "write_atomically"]

@@ -3,10 +3,8 @@
 `PeerStore` blocks (pyoxigraph on RocksDB, the log's fsync); `AsyncStore` runs its calls in one
 worker thread at a time, groups the writes that queue meanwhile into one log append and fsync
 (group commit), applies writes that need no disk wait right away, and checkpoints the log once
-it grows past `checkpoint_bytes` or once writes pause for `CHECKPOINT_IDLE` seconds. A checkpoint
-writes RocksDB's memtables to its files and empties both logs (ours and RocksDB's): until then a
-store's quads sit in memory and twice on disk (after a 600,000-quad load, 1,380 MiB on disk
-against 101 MiB for Oxigraph's bulk load, and peers of 0.9 GiB resident).
+it grows past `checkpoint_bytes`. A checkpoint writes RocksDB's memtables to its files and
+empties our log (RocksDB's own log is deleted only when the store is reopened: pyoxigraph 0.5.13).
 """
 
 from __future__ import annotations
@@ -21,11 +19,9 @@ from peers.store.mutations import Mutation
 from peers.store.offload import Offload
 from peers.store.peer_store import MEMORY_ONLY, EventInfo, PeerStore, StoreError
 
-__all__ = ["AsyncStore", "CHECKPOINT_BYTES", "CHECKPOINT_IDLE"]
+__all__ = ["AsyncStore", "CHECKPOINT_BYTES"]
 
-#: Seconds without a write after which a store with a non-empty log is checkpointed.
-CHECKPOINT_IDLE = 10.0
-#: Bytes of log after which a store is checkpointed, however busy.
+#: Bytes of log after which a store is checkpointed.
 CHECKPOINT_BYTES = 64 * 1024 * 1024
 
 
@@ -55,7 +51,6 @@ class AsyncStore:
         self._queue: list[_Write] = []
         self._writing = trio.Lock()
         self.checkpoint_bytes = checkpoint_bytes
-        self.writes = 0   # so far (a checkpoint waits until they pause)
 
     async def run(self, fn: Any, *args: Any) -> Any:
         return await self._offload.run(fn, *args)
@@ -63,7 +58,6 @@ class AsyncStore:
     async def write(self, mutations: list[Mutation], *, durable: bool = True) -> list[Any]:
         """Apply mutations, logged (and fsynced, and on the replica, when `durable`) before this
         returns; their results. Non-durable writes are for marks a crash can derive again."""
-        self.writes += 1
         if not self._queue and not self._writing.locked() and self._applies_now(mutations, durable):
             # Nothing queued or being written, and nothing to wait for: applied here and now,
             # without the lock's checkpoint and the group's bookkeeping (most writes at R = 1
@@ -157,15 +151,3 @@ class AsyncStore:
     async def checkpoint(self) -> None:
         async with self._writing:
             await self.run(self.sync.checkpoint)
-
-    async def run_checkpoints(self, *, idle: float = CHECKPOINT_IDLE,
-                              task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Checkpoint once writes pause for `idle` seconds with something in the log (for the
-        peer's lifetime)."""
-        task_status.started()
-        seen = self.writes
-        while True:
-            await trio.sleep(idle)
-            if self.writes == seen and self.sync.log_size > 0:
-                await self.checkpoint()
-            seen = self.writes

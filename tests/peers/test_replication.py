@@ -384,24 +384,20 @@ async def test_a_replica_does_not_take_over_an_owner_that_answers_again_before_i
         assert host.counters["takeovers_owner_back"] == 1 and host.counters["takeovers"] == 0
 
 
-async def test_stores_and_their_copies_are_checkpointed_once_writes_pause(autojump_clock, tmp_path):
+async def test_a_replica_copy_is_checkpointed_at_its_owners_log_size(autojump_clock, tmp_path, monkeypatch):
     """A replica copy's log was emptied only when its peer restarted: it grew with every quad
-    replicated (and RocksDB held them all in memory) for as long as the peer ran. Once writes
-    pause for CHECKPOINT_IDLE seconds, every store and every copy is checkpointed (its log
-    emptied), and what they hold is unchanged."""
-    from peers.store import CHECKPOINT_IDLE
-
+    replicated (and RocksDB held them all in memtables) for as long as the peer ran. A copy is
+    checkpointed once its log passes the size at which its owner checkpoints, and holds the same."""
+    monkeypatch.setattr("peers.replication.keeper.CHECKPOINT_BYTES", 4096)
     async with open_overlay(3, seed=1, data_root=tmp_path) as overlay:
-        events = spread_events(30, "idle")
+        events = spread_events(40, "ckpt")
         async with overlay.client() as client:
             for event in events:
                 await client.publish(event)
+        await trio.sleep(2)
         held = copies(overlay)
-        stores = {p.id: p.storage.store.sync for p in overlay.peers}
-        replicas = {p.id: held[p.id].replicas._copies[p.id].store for p in overlay.peers}
-        assert any(s.log_size > 0 for s in stores.values()) and any(c.log_size > 0 for c in replicas.values())
-        await trio.sleep(CHECKPOINT_IDLE * 2.5)
-        assert all(s.log_size == 0 for s in stores.values()), {k: s.log_size for k, s in stores.items()}
-        assert all(c.log_size == 0 for c in replicas.values()), {k: c.log_size for k, c in replicas.items()}
-        assert {k: s.count() for k, s in stores.items()} == {k: c.count() for k, c in replicas.items()}
-        assert sum(s.count() for s in stores.values()) == sum(len(e.quads) for e in events)
+        for peer in overlay.peers:
+            copy = held[peer.id].replicas._copies[peer.id].store
+            assert copy.log_size <= 4096 + 8192, copy.log_size   # checkpointed: at most a write or two past it
+            assert copy.count() == peer.storage.store.count()
+        assert sum(p.storage.store.count() for p in overlay.peers) == sum(len(e.quads) for e in events)

@@ -43,23 +43,12 @@ class ResultStream:
         self._iterating = False
 
     def __aiter__(self) -> AsyncIterator[Any]:
-        if self._iterating:
-            raise ClientError("this answer is being read already: read it once")
-        self._iterating = True
         return self._items()
 
     async def _items(self) -> AsyncIterator[Any]:
-        for item in self._first:
-            yield self._decode(item)
-        self._first = []
-        seq = 0
-        while self._cursor:
-            seq += 1
-            page = Page.from_wire(await self._call(Op.CURSOR_NEXT, CursorNext(self._cursor, seq)))
-            if not page.more:
-                self._cursor = ""
-            for item in page.rows:
-                yield self._decode(item)
+        async for page in self.pages():
+            for item in page:
+                yield item
 
     async def pages(self) -> AsyncIterator[list[Any]]:
         """The items a page at a time (cheaper than one by one for large answers)."""

@@ -35,20 +35,25 @@ def term_json(term: Any) -> dict[str, str]:
     return out
 
 
+def _query(store: ox.Store, text: str, visible: list[str] | None, functions: Any) -> Any:
+    """The query run over the event graphs `visible`, or every one (None: their union is the
+    default graph); RequestError(BAD_QUERY) if pyoxigraph refuses it."""
+    try:
+        if visible is None:
+            return store.query(text, use_default_graph_as_union=True, custom_functions=functions)
+        nodes = [ox.NamedNode(g) for g in visible] or [ox.NamedNode(_EMPTY)]
+        return store.query(text, default_graph=nodes, named_graphs=nodes, custom_functions=functions)
+    except (SyntaxError, ValueError, OSError) as exc:
+        raise RequestError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
+
+
 def iter_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int | None,
               functions: Any = None) -> Iterator[dict[str, Any]]:
     """The rows of a SPARQL SELECT over the event graphs `visible` of `store` only, or over all
     of them (None), as `query_rows` reads them, one at a time (at most `limit`). Blocking, and
     bound to the thread that first iterates it (pyoxigraph's solutions are): made, read and
     closed in one thread."""
-    try:
-        if visible is None:
-            result = store.query(text, use_default_graph_as_union=True, custom_functions=functions)
-        else:
-            nodes = [ox.NamedNode(g) for g in visible] or [ox.NamedNode(_EMPTY)]
-            result = store.query(text, default_graph=nodes, named_graphs=nodes, custom_functions=functions)
-    except (SyntaxError, ValueError, OSError) as exc:
-        raise RequestError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
+    result = _query(store, text, visible, functions)
     if isinstance(result, ox.QueryBoolean):
         raise RequestError("an ASK query has no rows to stream", ErrorCode.BAD_QUERY)
     names = [v.value for v in result.variables]
@@ -78,14 +83,7 @@ def query_rows(store: ox.Store, text: str, visible: list[str] | None, limit: int
     boolean. StoreError past `max_rows` rows (the caller asks for a LIMIT or an aggregate instead).
     Naming the graphs costs oxigraph 0.13–0.2 s per query at 20,000 events: only pending events
     that are not decided make it necessary."""
-    try:
-        if visible is None:
-            result = store.query(text, use_default_graph_as_union=True, custom_functions=functions)
-        else:
-            nodes = [ox.NamedNode(g) for g in visible] or [ox.NamedNode(_EMPTY)]
-            result = store.query(text, default_graph=nodes, named_graphs=nodes, custom_functions=functions)
-    except (SyntaxError, ValueError, OSError) as exc:
-        raise RequestError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
+    result = _query(store, text, visible, functions)
     if isinstance(result, ox.QueryBoolean):
         return bool(result)
     names = [v.value for v in result.variables]

@@ -47,7 +47,7 @@ class Progress:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def _rate(count: int, seconds: float) -> str:
@@ -175,12 +175,12 @@ async def publish(args: argparse.Namespace) -> int:
     stored = f"{_plural(done[0], 'event')} ({_plural(done[1], 'quad')}) in {seconds:.2f} s{_rate(done[0], seconds)}"
     if interrupted or failure:
         why = "interrupted" if interrupted else failure[0]
-        of = f" of {total_events}" if total_events else ""
+        of = f" of {total_events:,}" if total_events else ""
         maybe = (f"; {_plural(in_flight[0], 'more event')} in flight may be stored too, each whole"
                  if in_flight[0] else "")
         again = ("publishing the same input again completes it" if interrupted else
                  "once the input is mended there, publishing it again completes it")
-        print(f"eventcloud publish: {why}: published {done[0]}{of} events ({_plural(done[1], 'quad')}) in "
+        print(f"eventcloud publish: {why}: published {done[0]:,}{of} events ({_plural(done[1], 'quad')}) in "
               f"{seconds:.2f} s, each stored whole{maybe}; {again} (stored events are retries, never notified "
               f"twice)", file=sys.stderr)
         return 130 if interrupted else 1
@@ -247,7 +247,10 @@ async def dump(args: argparse.Namespace) -> int:
 async def delete(args: argparse.Namespace) -> int:
     async with connect(args.peer, **client_options(args)) as client:
         removed = await client.delete(args.graph.strip("<>"))
-    print(f"deleted {removed} quads of {args.graph.strip('<>')}")
+    if removed:
+        print(f"deleted {_plural(removed, 'quad')} of {args.graph.strip('<>')}")
+    else:  # deleting is idempotent: a retry after a lost answer finds nothing, and that is success
+        print(f"no quad of {args.graph.strip('<>')} is stored: nothing to delete")
     return 0
 
 

@@ -107,14 +107,16 @@ def add_client_options(p: argparse.ArgumentParser, peer_help: str = "an entry pe
                    help=f"{peer_help}; give it more than once for other peers to fail over to (or set {PEER_ENV}="
                         f"HOST:PORT[,HOST:PORT…])")
     p.add_argument("--admin-token-file", type=Path, metavar="FILE",
-                   help=f"file holding the admin token, for leave, delete, schema load and subscriptions list (or set "
-                        f"{TOKEN_ENV})")
+                   help=f"file holding the overlay's admin token, for leave, delete, schema load, subscriptions "
+                        f"list and cancel --admin, and a gateway's DELETE (eventcloud cluster writes it to "
+                        f"DATA_DIR/admin.token; or set {TOKEN_ENV})")
     p.add_argument("--publish-token-file", type=Path, metavar="FILE",
                    help=f"file holding a publish token, where the overlay has a publish policy (or set "
                         f"{PUBLISH_TOKEN_ENV})")
     p.add_argument("--tls-ca", type=Path, metavar="FILE",
                    help=f"connect with TLS, trusting this CA certificate (PEM) (or set {TLS_CA_ENV})")
     p.add_argument("--tls", action="store_true", help="connect with TLS, trusting the system's CAs")
+    p.set_defaults(command_parser=p)  # errors found after parsing are shown under this command's usage
 
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -81,6 +81,7 @@ def _peers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """--peer, else $EVENTCLOUD_PEER (comma-separated), for every command that talks to a peer."""
     if getattr(args, "peer", "") is not None:
         return
+    parser = getattr(args, "command_parser", parser)  # `eventcloud status: error: …` under status's usage
     text = os.environ.get(PEER_ENV, "").strip()
     if not text:
         parser.error(f"give an entry peer with --peer HOST:PORT (or set {PEER_ENV}=HOST:PORT)")
@@ -93,14 +94,22 @@ def _peers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     args.peer = peers
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The command as typed, with its action: `subscriptions list`, `schema load`, `delete`."""
+    action = getattr(args, "action", None)
+    return f"{args.command} {action}" if action else args.command
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    command_parser = getattr(args, "command_parser", parser)
     if args.command == "subscribe" and (args.resume is None) == (args.sparql is None):
-        parser.error("subscribe needs the SPARQL text, or --resume ID (not both)")
+        command_parser.error("give the SPARQL text, or --resume ID (not both)")
     if getattr(args, "after", None) is not None and args.resume is None:
-        parser.error("--after goes with --resume")
+        command_parser.error("--after goes with --resume")
     _peers(parser, args)
+    name = _command(args)
     try:
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a reader gone (`| head`) shows here at the latest, not at exit
@@ -111,13 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             _quiet_stdout()
             return 141  # as a shell reports a command killed by SIGPIPE
         if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
-            print(f"eventcloud {args.command}: interrupted", file=sys.stderr)
+            print(f"eventcloud {name}: interrupted", file=sys.stderr)
             return 130
         cause = root_cause(exc)
         if isinstance(cause, EventCloudError):
-            print(f"eventcloud {args.command}: {cause.message}", file=sys.stderr)
+            print(f"eventcloud {name}: {cause.message}", file=sys.stderr)
             if cause.code is ErrorCode.FORBIDDEN and "admin token" in cause.message:
-                print(f"eventcloud {args.command}: give it with `eventcloud {args.command} --admin-token-file FILE …` "
+                print(f"eventcloud {name}: give it with `eventcloud {name} --admin-token-file FILE …` "
                       f"(a local cluster writes it to DATA_DIR/admin.token) or set {TOKEN_ENV}", file=sys.stderr)
             return 1
         if isinstance(cause, SystemExit):

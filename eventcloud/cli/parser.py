@@ -236,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
         if command == "find":
             p.add_argument("--count", action="store_true", help="print only how many quads match")
         else:
-            p.add_argument("--format", choices=("nquads", "trig"), default="nquads", help="[nquads]")
+            p.add_argument("--format", choices=("nquads", "trig"), default="nquads",
+                           help="N-Quads (a quad a line) or TriG (each event's graph as a block) [nquads]")
             p.add_argument("--output", metavar="FILE", help="write to FILE (default: standard output)")
 
     p = sub.add_parser("delete", help="delete a compound event (all its quads) by graph IRI",
@@ -247,9 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_client_options(p, address=_address)
     p.add_argument("graph", help="the event's graph IRI (with or without <>)")
 
-    p = sub.add_parser("status", help="show every peer: address, zone, quads, subscriptions, neighbours")
+    p = sub.add_parser("status", help="show every peer: address, zone, quads, subscriptions, neighbours",
+                       description="Show every peer of the overlay (id, address, quads, subscriptions, neighbours, "
+                                   "zone), the totals (each event and subscription counted once, though several "
+                                   "peers hold it), and whether the zones tile the space. Peers that do not answer "
+                                   "are shown as down.")
     add_client_options(p, address=_address)
-    p.add_argument("--format", choices=("table", "json"), default="table", help="[table]")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="a table for people, or the JSON of GET /status [table]")
 
     p = sub.add_parser("leave", help="make a peer leave the overlay gracefully and stop",
                        description="Ask the peer at --peer to hand its zone, quads and subscriptions to a neighbour "
@@ -267,7 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_client_options(p, address=_address)
     p.add_argument("--kind", choices=("signal", "bindings", "event"), default="bindings",
                    help="signal (id and event), bindings (all solutions) or event (all quads) [bindings]")
-    p.add_argument("--format", choices=("jsonl", "nquads", "table"), default="jsonl", help="[jsonl]")
+    p.add_argument("--format", choices=("jsonl", "nquads", "table"), default="jsonl",
+                   help="a JSON object a line, an event's quads as N-Quads (with --kind event), or a table [jsonl]")
     p.add_argument("--count", type=_at_least(0), metavar="N",
                    help="exit after N notifications (0: once the subscription is active, e.g. to make a durable one)")
     p.add_argument("--durable", action="store_true",
@@ -284,13 +291,24 @@ def build_parser() -> argparse.ArgumentParser:
                                    "is set); `renew ID` extends a durable subscription's lease and `cancel ID` ends it, "
                                    "with its ticket (or any subscription with --admin and the admin token).")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    q = actions.add_parser("list", help="every subscription (never tickets)")
+    q = actions.add_parser("list", help="every subscription (never tickets)",
+                           description="List every subscription of the overlay: id, kind, lease, the peers that "
+                                       "hold it, its notifications (last numbered, acknowledged, kept) and its "
+                                       "SPARQL. Needs the admin token where the overlay has one.")
     add_client_options(q, address=_address)
-    q.add_argument("--format", choices=("table", "json"), default="table", help="[table]")
-    for name, text in (("renew", "extend a durable subscription's lease"), ("cancel", "end a subscription")):
-        q = actions.add_parser(name, help=text)
+    q.add_argument("--format", choices=("table", "json"), default="table", help="a table, or JSON [table]")
+    for name, text, description in (
+            ("renew", "extend a durable subscription's lease",
+             "Extend a durable subscription's lease to --lease seconds from now. Needs its ticket: from the state "
+             "dir of the `eventcloud subscribe --durable` that made it, --ticket-file or EVENTCLOUD_TICKET."),
+            ("cancel", "end a subscription",
+             "End a subscription: nothing more is kept or sent for it. Needs its ticket (from the state dir of "
+             "the `eventcloud subscribe` that made it, --ticket-file or EVENTCLOUD_TICKET), or --admin with the "
+             "overlay's admin token.")):
+        q = actions.add_parser(name, help=text, description=description)
         add_client_options(q, address=_address)
-        q.add_argument("id", metavar="ID")
+        q.add_argument("id", metavar="ID", help="the subscription's id (as `subscribe` and `subscriptions list` "
+                                                "print it)")
         _ticket_options(q)
         if name == "renew":
             q.add_argument("--lease", type=float, help="seconds from now [a day]")
@@ -302,13 +320,21 @@ def build_parser() -> argparse.ArgumentParser:
                                    "taxonomy (a new version, on every peer; needs the admin token where one is set); "
                                    "`show` prints it and each peer's version.")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    q = actions.add_parser("load", help="load a taxonomy from an RDF file (Turtle, RDF/XML, N-Triples, …)")
+    q = actions.add_parser("load", help="load a taxonomy from an RDF file (Turtle, RDF/XML, N-Triples, …)",
+                           description="Make the rdfs:subClassOf triples of FILE the overlay's class taxonomy, as a "
+                                       "new version on every peer (other triples are ignored). Is-a subscriptions "
+                                       "and one-time queries read it. Needs the admin token where the overlay has "
+                                       "one.")
     add_client_options(q, address=_address)
-    q.add_argument("file", metavar="FILE")
-    q.add_argument("--format", help="RDF format [from the extension]")
-    q = actions.add_parser("show", help="the current taxonomy and each peer's version")
+    q.add_argument("file", metavar="FILE", help="an RDF file holding rdfs:subClassOf triples")
+    q.add_argument("--format", choices=("turtle", "rdfxml", "ntriples", "n3", "trig", "nquads"),
+                   help="FILE's RDF format [from the extension]")
+    q = actions.add_parser("show", help="the current taxonomy and each peer's version",
+                           description="Print the overlay's class taxonomy (its version, edges and digest) and "
+                                       "the version each peer holds: every peer should show the same.")
     add_client_options(q, address=_address)
-    q.add_argument("--format", dest="format_out", choices=("table", "turtle", "json"), default="table", help="[table]")
+    q.add_argument("--format", dest="format_out", choices=("table", "turtle", "json"), default="table",
+                   help="a summary and each peer's version, the edges as Turtle, or JSON [table]")
 
     p = sub.add_parser("gateway", help="serve the overlay over HTTP: SPARQL, publishing, SSE/WebSocket, dashboard",
                        description="An HTTP gateway in front of the peers given: the SPARQL 1.1 Protocol at /sparql, "
@@ -331,9 +357,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="warning", help="debug, info, warning, error [warning]")
 
     p = sub.add_parser("demo", help="the main job: a local cluster, a subscriber and a publisher",
-                       description="Start a local cluster, subscribe to high sensor readings, publish real Aarhus "
-                                   "sensor observations (CityBench) and print the notifications as they arrive.")
-    p.add_argument("--peers", type=_at_least(1), default=4, help="[4]")
+                       description="Start a local cluster, subscribe to high sensor readings, publish Aarhus "
+                                   "sensor observations (CityBench) and print the notifications as they arrive. "
+                                   "The readings are the real ones when shared/data/citybench is beside the "
+                                   "checkout, else synthetic ones of the same shape (the demo says which; the "
+                                   "README's 'CityBench data' says how to get the real ones).")
+    p.add_argument("--peers", type=_at_least(1), default=4, help="peer processes to start [4]")
     p.add_argument("--events", type=_at_least(1), default=60, help="events to publish [60]")
-    p.add_argument("--algorithm", choices=("osma", "csma"), default="osma", help="[osma]")
+    p.add_argument("--algorithm", choices=("osma", "csma"), default="osma",
+                   help="matching algorithm: one step (osma) or chained rewriting (csma) [osma]")
     return parser

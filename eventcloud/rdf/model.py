@@ -245,7 +245,12 @@ def term_from_n3(text: str) -> Term:
         return IRI(_unescape(text[1:-1]))
     match = _LITERAL.match(text)
     if match is None:
-        raise ModelError(f"not an N-Triples IRI or literal: {text!r}")
+        hint = ""
+        if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"]*", text):
+            hint = f" (an IRI is written in angle brackets: <{text}>)"
+        elif text and not text.startswith(("<", '"')):
+            hint = f' (an IRI is written <http://…>, a literal "{text}")'
+        raise ModelError(f"not an N-Triples IRI or literal: {text!r}{hint}")
     lexical, language, datatype = match.groups()
     if language is not None:
         return Literal(_unescape(lexical), language=language)

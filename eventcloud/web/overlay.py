@@ -38,8 +38,9 @@ class _Closing(Exception):
 class translated:
     """`with translated(): …` turns SDK errors and time-outs into HttpErrors."""
 
-    def __init__(self, what: str = "") -> None:
+    def __init__(self, what: str = "", forbidden: str = "") -> None:
         self.what = what
+        self.forbidden = forbidden  # added to a refusal for want of the admin token
 
     def __enter__(self) -> None:
         return None
@@ -48,7 +49,8 @@ class translated:
         if exc is None or isinstance(exc, HttpError):
             return False
         if isinstance(exc, EventCloudError):
-            raise from_code(exc.code, f"{self.what}{exc.message}") from None
+            hint = self.forbidden if exc.code is ErrorCode.FORBIDDEN and "admin token" in exc.message else ""
+            raise from_code(exc.code, f"{self.what}{exc.message}{hint}") from None
         if isinstance(exc, trio.TooSlowError):
             raise HttpError(504, f"{self.what}the overlay did not answer in time", code=ErrorCode.TIMEOUT.value) from None
         return False
@@ -62,6 +64,9 @@ class Overlay:
             raise ValueError("the gateway needs at least one peer address")
         self.peers = list(peers)
         self.admin_token = admin_token
+        # what a client refused for want of the admin token is told: it is the gateway's to hold
+        self._forbidden = "" if admin_token else ("; this gateway holds none: start it with `eventcloud gateway "
+                                                  "--admin-token-file FILE`")
         self.publish_token = publish_token   # where the overlay has a publish policy: what POST /events may publish
         self.tls = tls
         self.request_timeout = request_timeout
@@ -119,7 +124,7 @@ class Overlay:
     @contextmanager
     def request(self, what: str = "") -> Iterator[None]:
         """Bound a request in time and translate its failures."""
-        with translated(what), trio.fail_after(self.request_timeout):
+        with translated(what, self._forbidden), trio.fail_after(self.request_timeout):
             yield
 
     @asynccontextmanager
@@ -127,7 +132,7 @@ class Overlay:
         """A connection of its own for one stream. On leaving, only what the stream acknowledged
         explicitly (`Subscription.ack`) is acknowledged to the overlay."""
         try:
-            with translated():
+            with translated(forbidden=self._forbidden):
                 async with connect(self.peers, source="gateway-stream", admin_token=self.admin_token,
                                    publish_token=self.publish_token, tls=self.tls, reconnect=self.reconnect) as client:
                     self.sessions += 1

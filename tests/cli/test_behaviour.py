@@ -80,10 +80,11 @@ def test_ctrl_c_of_publish_says_what_was_stored_and_each_event_is_whole(cluster,
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     no_traceback(err)
-    found = re.search(r"interrupted: published (\d+) of 4000 events \((\d+) quads\) in [\d.]+ s, each stored whole", err)
+    found = re.search(r"interrupted: published ([\d,]+) of 4,000 events \(([\d,]+) quads\) in [\d.]+ s, each stored "
+                      r"whole", err)
     assert found, err
-    published = int(found.group(1))
-    assert 0 < published < 4000 and int(found.group(2)) == 3 * published
+    published = int(found.group(1).replace(",", ""))
+    assert 0 < published < 4000 and int(found.group(2).replace(",", "")) == 3 * published
     done = cli("query", "--peer", cluster.entry, "--format", "json",
                f"SELECT ?g (COUNT(*) AS ?n) WHERE {{ GRAPH ?g {{ ?s ?p ?o }} FILTER(STRSTARTS(STR(?g), "
                f"'{EX}ctrl-c/')) }} GROUP BY ?g")
@@ -366,4 +367,56 @@ def test_a_literal_over_16_mib_is_refused_without_a_traceback(cluster):
     done = cli("publish", "--peer", cluster.entry, "-", stdin=big)
     assert done.returncode == 1 and "stdin: a statement over 16 MiB" in done.stderr, done.stderr[-500:]
     assert "once the input is mended" in done.stderr
+    no_traceback(done.stderr)
+
+
+def _parsers(parser, name="eventcloud"):
+    """Every parser of the CLI, with the command line that reaches it."""
+    import argparse
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {sub_name}")
+
+
+def test_every_help_says_what_the_command_and_each_option_are_for():
+    """The --help walkthrough of issue 46: a command without a description, an argument without
+    help, or a help that is only its default ("[table]") left a new user guessing."""
+    from eventcloud.cli.main import build_parser
+
+    bare = []
+    for name, parser in _parsers(build_parser()):
+        if name != "eventcloud" and not any(a.dest == "action" for a in parser._actions) and not parser.description:
+            bare.append(f"{name}: no description")
+        for action in parser._actions:
+            if action.dest in ("help", "command", "action"):
+                continue
+            words = re.sub(r"\[[^\]]*\]", "", action.help or "").strip()
+            if len(words.split()) < 2:
+                bare.append(f"{name} {'/'.join(action.option_strings) or action.dest}: help {action.help!r}")
+    assert not bare, "\n".join(bare)
+
+
+def test_hints_work_when_followed_literally(cluster):
+    """What a refusal tells the user to type works as typed (issue 46.3): the admin-token hint of a
+    command with an action names the action; usage errors come under the command's own usage."""
+    no_peer = {k: v for k, v in ENV.items() if k != "EVENTCLOUD_PEER"}
+    done = cli("subscriptions", "list", env=no_peer)
+    assert done.returncode == 2 and "usage: eventcloud subscriptions list" in done.stderr, done.stderr
+    assert "eventcloud subscriptions list: error: give an entry peer" in done.stderr
+    done = cli("subscriptions", "list", "--peer", cluster.entry, env=no_peer)
+    assert done.returncode == 1, done.stderr
+    hint = re.search(r"`(eventcloud subscriptions list --admin-token-file FILE) …`", done.stderr)
+    assert hint, done.stderr
+    followed = hint.group(1).replace("FILE", str(cluster.admin_token_file)).split()[1:]
+    done = cli(*followed, "--peer", cluster.entry, env=no_peer)
+    assert done.returncode == 0 and "rows)" in done.stdout, done.stderr
+    done = cli("find", "--peer", cluster.entry, "-s", "http://cli.example/s1", env=no_peer)
+    assert done.returncode == 2 and "<http://cli.example/s1>" in done.stderr, done.stderr
+    done = cli("find", "--peer", cluster.entry, "-s", "<http://cli.example/s1>", "--count", env=no_peer)
+    assert done.returncode == 0 and done.stdout.strip().isdigit(), done.stderr
+    done = cli("delete", "--peer", cluster.entry, "--admin-token-file", str(cluster.admin_token_file),
+               f"{EX}never-published", env=no_peer)
+    assert done.returncode == 0 and "nothing to delete" in done.stdout, done.stdout + done.stderr
     no_traceback(done.stderr)

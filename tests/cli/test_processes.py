@@ -40,7 +40,7 @@ async def test_cli_publish_query_status_and_restart(cluster, tmp_path):
         write_nquads(events, handle)
     done = cli("publish", "--peer", cluster.entry, str(path))
     assert done.returncode == 0, done.stderr
-    assert "published 200 events (1000 quads)" in done.stdout
+    assert "published 200 events (1,000 quads)" in done.stdout
     done = cli("query", "--peer", cluster.addresses[2], "--format", "json", COUNT)
     assert done.returncode == 0, done.stderr
     assert count_of(json.loads(done.stdout)) == 1000

@@ -400,3 +400,15 @@ async def test_hostile_requests_get_a_status_and_a_reason_never_a_crash(gateway)
                 assert text.strip(), what
         reply = await http.get("/sparql", params={"query": ASK})
         assert reply.status_code == 200
+
+
+async def test_a_gateway_without_the_admin_token_says_so_in_its_403(nursery, cluster):
+    """Issue 46.3: DELETE /events through a gateway started without --admin-token-file was refused
+    with the peer's words alone ("this connection did not present it"); the HTTP client is told
+    that the gateway holds no token and how it is started with one."""
+    tokenless = await serve(nursery, [cluster.entry], None)
+    async with tokenless.client() as http:
+        reply = await http.delete("/events", params={"graph": "http://x.example/g"})
+    assert reply.status_code == 403, reply.text
+    assert "admin token" in reply.text and "eventcloud gateway --admin-token-file FILE" in reply.text
+    assert reply.headers["eventcloud-error"] == "forbidden"

@@ -1,6 +1,7 @@
 """The deterministic fault simulation (eventcloud/testing/simulation.py) over many seeds: each
-seed's schedule of partitions, crashes and restarts must end with every invariant holding. A
-failing seed names the one line that replays it.
+seed's schedule of partitions, crashes and restarts must end with every invariant holding. Each
+seed runs as the one line that replays it does (`python -m eventcloud.testing.simulation --seed N`,
+a process of its own), so the suite and the replay see the same run.
 
 Three seeds of the first 40 still break, and stay here as expected failures (strict: one that
 starts passing fails the suite, to be moved up) until the zone lifecycle is one state machine
@@ -15,9 +16,11 @@ starts passing fails the suite, to be moved up) until the zone lifecycle is one 
 
 from __future__ import annotations
 
-import pytest
+import os
+import subprocess
+import sys
 
-from eventcloud.testing.simulation import simulate
+import pytest
 
 SEEDS = [*range(1, 9), 30, 31, 33]
 OPEN = {9: "a zone left unserved: its current copy dropped by a deposed replica",
@@ -27,8 +30,12 @@ OPEN = {9: "a zone left unserved: its current copy dropped by a deposed replica"
 
 @pytest.mark.parametrize("seed", SEEDS + [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=r))
                                           for s, r in OPEN.items()])
-async def test_a_seeded_schedule_of_partitions_and_crashes_ends_with_every_invariant_holding(autojump_clock, seed):
-    outcome = await simulate(seed)
-    assert outcome.acknowledged > 0
-    assert not outcome.violations, (f"seed {seed} broke: {outcome.violations}; schedule: {outcome.schedule}; "
-                                    f"replay: {outcome.repro}")
+def test_a_seeded_schedule_of_partitions_and_crashes_ends_with_every_invariant_holding(seed):
+    # Run as its replay line runs it, in a process of its own: in a process that ran other
+    # schedules before, module state they left (caches, counters) changed the interleaving, and
+    # seed 27 passed or broke depending on which tests ran first in the same process.
+    done = subprocess.run([sys.executable, "-m", "eventcloud.testing.simulation", "--seed", str(seed)],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert " acknowledged" in done.stdout and not done.stdout.startswith(f"seed {seed}: 0 acknowledged"), done.stderr
+    assert done.returncode == 0, (f"seed {seed} broke:\n{done.stdout[-3000:]}{done.stderr[-2000:]}\n"
+                                  f"replay: python -m eventcloud.testing.simulation --seed {seed}")

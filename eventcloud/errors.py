@@ -43,7 +43,7 @@ class ErrorCode(StrEnum):
     ROUTING = "routing"                    # no route (a routing loop or a broken overlay)
     CANNOT_LEAVE = "cannot-leave"          # a leave that cannot be done now
     CONFLICT = "conflict"                  # a graph IRI that holds another event (other content)
-    INCOMPATIBLE = "incompatible"          # a joining peer whose operator set is not the overlay's
+    INCOMPATIBLE = "incompatible"          # a joining peer whose operator set or clock is not the overlay's
     INTERNAL = "internal"                  # a bug: please report it
 
 
@@ -135,6 +135,13 @@ class OperatorMismatch(RequestError):
         super().__init__(message)
         self.missing = missing   # the overlay's operators this peer lacks
         self.extra = extra       # this peer's operators the overlay lacks
+
+
+class ClockOffset(RequestError):
+    """This host's wall clock is further from other peers' than the overlay allows: leases set by
+    one peer are compared with another's clock, so it may not serve until its time is set right."""
+
+    default_code = ErrorCode.INCOMPATIBLE
 
 
 class Unavailable(RequestError):

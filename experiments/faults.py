@@ -15,15 +15,18 @@ peers 0 and 1 at `--rate` events/s, injects its fault after 5 s for `--seconds`,
     missing / dup       acknowledged events never notified / notified more than once
     converged           seconds after healing until COUNT(*) through every peer was exact (- : never, 60 s)
     live-deposed        peers never faulted whose zone the authority moved (a takeover of a live peer)
-    minority-refused    (minority) a publication inside the minority, 4 s into the cut: refused, not acknowledged
+    minority-refused    (minority) a publication inside the minority, 4 s into the cut: refused, not acknowledged;
+                        (wipe-first, clock-*) the restarted peer refused to serve
 
 Scenarios: `replica-cut` (a peer holding copies of others' zones cut off), `minority` (2 of 6 on a
 bridge of their own: they reach each other, nothing else), `pause` (SIGSTOP), `slow` (16 kbit/s
 both ways: a live peer that must not be taken over), `kill-restart` (kill -9, the same command 5 s
 later, fixed ports), `wipe-first` (peer 0 killed, its data directory wiped, restarted with its own
-command: it must refuse to start a second overlay).
+command: it must refuse to start a second overlay), `clock-ahead` / `clock-behind` (the last peer
+stopped, restarted with its command under `faketime -f +2h` / `-2h`: it must refuse to serve,
+saying its clock is off, and lose nothing; restarted with the right clock after `--seconds`).
 
-Needs root, iproute2, tc and Debian's etcd-server. Every namespace and link it makes is removed,
+Needs root, iproute2, tc, Debian's etcd-server and faketime (clock scenarios). Every namespace and link it makes is removed,
 also when a scenario fails; `--cleanup` only removes what a killed run left behind.
 """
 
@@ -52,7 +55,7 @@ from experiments.netns import Hosts, remove_leftovers
 from peers.authority import EtcdAuthority
 from peers.supervisor import LocalCluster
 
-SCENARIOS = ("replica-cut", "minority", "pause", "slow", "kill-restart", "wipe-first")
+SCENARIOS = ("replica-cut", "minority", "pause", "slow", "kill-restart", "wipe-first", "clock-ahead", "clock-behind")
 PORT = 7000
 ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 EVERYTHING = "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"
@@ -277,6 +280,24 @@ async def _inject(scenario: str, cluster: NetnsCluster, hosts: Hosts, args: argp
         outcome.notes.append(f"wiped first peer restarted with its command: exit {proc and proc.returncode}: "
                              f"{said[-1] if said else ''}"[:240])
         await trio.sleep(args.seconds)
+    elif scenario in ("clock-ahead", "clock-behind"):
+        faulted.add(last)
+        await trio.to_thread.run_sync(cluster.stop_peer, last)   # SIGTERM: it keeps its zone and data
+        shift = "+2h" if scenario == "clock-ahead" else "-2h"
+        command = [c for c in cluster.commands[last] if c != "--stop-with-stdin"]
+        at = command.index(sys.executable)
+        command[at:at] = ["faketime", "-f", shift]   # this host's clock, two hours off
+        proc = None
+        with trio.move_on_after(30):   # one that serves with its clock off is stopped here
+            proc = await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False,
+                                          stdin=subprocess.DEVNULL)
+        said = (proc.stderr or b"").decode(errors="replace").strip().splitlines() if proc else ["still serving"]
+        refused = proc is not None and proc.returncode != 0 and any("clock" in line for line in said)
+        outcome.minority_refused = refused   # the same column: the peer with the wrong clock did not serve
+        outcome.notes.append(f"peer {last} restarted {shift}: exit {proc and proc.returncode}: "
+                             f"{said[-1] if said else ''}"[:300])
+        await trio.sleep(max(0.0, args.seconds - 5))
+        await trio.to_thread.run_sync(cluster.start_peer, last)   # its clock set right: it comes back
     else:
         raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
 

@@ -98,6 +98,9 @@ class PeerConfig:
     lease_check_every: float = 1.0        # a home checks its mailboxes' leases this often
     ended_ttl: float = 86_400.0           # an ended durable subscription is remembered (to say why)
     lease_grace: float = 60.0             # peers drop a subscription this long after its lease ended
+    # leases set by one peer are compared by another: their clocks must agree (peers/runtime/clock_check.py)
+    max_clock_offset: float = 30.0        # seconds a peer's clock may be off its neighbours' (< lease_grace)
+    clock_check_every: float = 30.0       # a peer measures its offset to a few neighbours this often
     # registered operator functions in FILTERs: docs/matching.md, "Operators"
     operators: tuple = ()                 # module names exposing OPERATORS, or Operator objects
     operator_plugins: bool = True         # also load the installed `eventcloud.operators` entry points
@@ -134,7 +137,7 @@ class PeerConfig:
             raise ValueError(f"replicas must be 1 or 2, got {self.replicas!r}")
         positive = ("retry_window", "heartbeat", "failure_timeout", "join_timeout", "reconstruct_deadline",
                     "idle_timeout", "frame_timeout", "first_request_timeout", "lease_default", "lease_max", "session_lease",
-                    "attach_refresh", "lease_check_every", "ended_ttl", "lease_grace",
+                    "attach_refresh", "lease_check_every", "ended_ttl", "lease_grace", "clock_check_every",
                     "tombstone_ttl", "schema_sync_every",
                     "commit_later", "resolve_after", "abort_after", "outbox_every", "give_up_after", "operator_budget",
                     "query_budget")
@@ -183,6 +186,9 @@ class PeerConfig:
             raise ValueError("the admin token must be at least 8 characters long")
         if self.lease_default > self.lease_max:
             raise ValueError(f"lease_default ({self.lease_default:g} s) is longer than lease_max ({self.lease_max:g} s)")
+        if not 0 < self.max_clock_offset < self.lease_grace:
+            raise ValueError(f"max_clock_offset ({self.max_clock_offset:g} s) must be above 0 and below lease_grace "
+                             f"({self.lease_grace:g} s): a lease is compared on another peer's clock")
         if self.abort_after <= self.resolve_after:
             raise ValueError("abort_after must be longer than resolve_after")
         if self.resolve_after <= self.commit_later:

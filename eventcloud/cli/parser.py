@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="... and their bytes [16 MiB]")
     p.add_argument("--lease-max", type=float, default=30 * 86_400.0, metavar="SECONDS",
                    help="longest lease a subscription may ask for [30 days]")
+    p.add_argument("--max-clock-offset", type=float, default=30.0, metavar="SECONDS",
+                   help="how far this host's clock may be from other peers' (under 60): a peer further off is "
+                        "refused at join, and one whose clock jumps that far stops serving (docs/reliability.md, "
+                        "'Clocks') [30]")
     p.add_argument("--stop-with-stdin", action="store_true",
                    help="stop (as on SIGTERM) once standard input is closed: a supervisor that starts the peer "
                         "with a pipe takes the peer with it when it dies, even by kill -9 (`eventcloud cluster` does)")
@@ -168,7 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cluster", help="start N local peer processes and keep them running",
                        description="Start N peer processes on this machine (the first on --port, the others on "
                                    "the next ports; --port 0 picks free ports). Prints the entry address on its "
-                                   "first line, runs until interrupted, then stops every peer.")
+                                   "first line, runs until interrupted, then stops every peer. A peer that exits "
+                                   "(a crash, kill -9) is restarted with its command, on its port, so the printed "
+                                   "address keeps working; one that left the overlay is not, nor one that exits "
+                                   "3 times within a minute.")
     p.add_argument("--peers", type=_at_least(1), default=4, help="number of peers [4]")
     p.add_argument("--data-dir", type=Path, help="directory for the peers' data (default: a temporary one, removed at exit)")
     p.add_argument("--port", type=_at_least(0), default=0, help="port of the first peer [0 = free ports]")

@@ -10,12 +10,12 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import trio
 
 from eventcloud.client import Client, connect
-from eventcloud.errors import AuthorityUnreachable
+from eventcloud.errors import AuthorityUnreachable, ClockOffset
 from eventcloud.overlay import CoordinateSpace
 from eventcloud.testing.memory import Endpoint, MemoryNetwork
 from peers.authority import Authority, LocalAuthority
@@ -40,10 +40,13 @@ class Overlay:
         self.seed = seed
         self.authority = authority   # the ownership authority every peer reaches (None: none)
         self.endpoints: dict[str, Endpoint] = {}   # a peer's address -> its side of the network
+        self.clock_stops: list[ClockOffset] = []   # peers that stopped because their clock was off
 
-    async def add_peer(self, data_dir: Any = None, *, skew_ms: int = 0, **knobs: Any) -> RunningPeer:
+    async def add_peer(self, data_dir: Any = None, *, skew_ms: int | Callable[[], int] = 0,
+                       **knobs: Any) -> RunningPeer:
         """Start one more peer (joining the first); `knobs` override PeerConfig fields; `skew_ms`
-        sets its wall clock that far ahead (or behind) of the others."""
+        sets its wall clock that far ahead (or behind) of the others (a callable: as it says
+        each time, so a test can make the clock jump)."""
         join = self.peers[0].address if self.peers else None
         config = replace(self.config, join=join, data_dir=data_dir, seed=self.seed * 1000 + len(self.peers), **knobs)
         endpoint = self.network.endpoint()
@@ -52,11 +55,18 @@ class Overlay:
         self.peers.append(running)
         return running
 
-    async def _run(self, config: PeerConfig, endpoint: Endpoint, skew_ms: int = 0,
+    async def _run(self, config: PeerConfig, endpoint: Endpoint, skew_ms: int | Callable[[], int] = 0,
                    task_status=trio.TASK_STATUS_IGNORED) -> None:
-        physical_ms = trio_ms if not skew_ms else (lambda: trio_ms() + skew_ms)
+        skew = skew_ms if callable(skew_ms) else (lambda: skew_ms)
+        physical_ms = trio_ms if not skew_ms else (lambda: trio_ms() + skew())
         authority = _Reached(self.authority, endpoint) if self.authority is not None else None
-        await run_peer(config, endpoint, physical_ms=physical_ms, task_status=task_status, authority=authority)
+        started = _Started(task_status)
+        try:
+            await run_peer(config, endpoint, physical_ms=physical_ms, task_status=started, authority=authority)
+        except ClockOffset as exc:   # a running peer whose clock went wrong stops, as a process would exit
+            if not started.done:
+                raise
+            self.clock_stops.append(exc)
 
     async def cut(self, *peers: RunningPeer) -> None:
         """Cut these peers' processes off together (every peer they run: stand-ins, annexes): they
@@ -96,6 +106,17 @@ async def open_overlay(peers: int, algorithm: str = "osma", *, space: Coordinate
         nursery.cancel_scope.cancel()
     if failure is not None:
         raise failure
+
+
+class _Started:
+    """A task status that remembers whether the peer started (then its failures are its own)."""
+
+    def __init__(self, status: Any) -> None:
+        self._status, self.done = status, False
+
+    def started(self, value: Any = None) -> None:
+        self.done = True
+        self._status.started(value)
 
 
 class _Reached:

@@ -40,6 +40,7 @@ class Pong(Body):
     id: str = field(STR)
     address: str = field(STR)
     replica: str = field(STR, default="")   # the peer holding this peer's zone copy now ("": none or not said)
+    clock: int | None = field(OPT(INT), default=None)   # its wall clock (Unix ms) as it answered: peers compare
 
 
 @message

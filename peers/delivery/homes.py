@@ -25,7 +25,7 @@ import hmac
 import logging
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import msgpack
 import trio
@@ -87,8 +87,12 @@ class Homes:
                  gatherer: Gatherer, counters: Counter[str], tasks: TaskStarter, *, physical_ms: Callable[[], int],
                  retry_window: float,
                  attach_refresh: float, lease_check_every: float, ended_ttl: float, lease_grace: float,
-                 reconstruct_deadline: float, guard: ZoneGuard, runner: OperatorRunner | None = None) -> None:
+                 reconstruct_deadline: float, guard: ZoneGuard, runner: OperatorRunner | None = None,
+                 clock_agrees: Callable[[], Awaitable[bool]] | None = None) -> None:
         self.state = state
+        # asked before anything lapses: a lease set by another peer means nothing on a clock that
+        # jumped (peers/runtime/clock_check.py)
+        self.clock_agrees = clock_agrees
         self.tasks = tasks   # forwarders and mailbox writers run there
         self.guard = guard  # mailbox writes against zone changes (a join's split, a leave)
         self.router = router
@@ -411,6 +415,11 @@ class Homes:
         """End the mailboxes whose lease ran out, retry removals, forget old tombstones, and drop
         records of subscriptions nobody removed (their entry or home is gone for good)."""
         now = self.physical_ms()
+        cutoff = now - int(self.lease_grace * 1000)
+        lapsing = self.subscriptions.lapsed_before(cutoff) or any(
+            self.owns(box) and not box.ended and box.expires and box.expires <= now for box in self.boxes.all())
+        if lapsing and self.clock_agrees is not None and not await self.clock_agrees():
+            return   # our clock may be the one that is wrong: nothing lapses until it agrees again
         for box in self.boxes.all():
             if not self.owns(box):
                 continue
@@ -423,7 +432,7 @@ class Homes:
                 await self.store.write([mb.forget(box.id)], durable=False)
         for ident in list(self._unremoved):
             await self._remove_everywhere(ident)
-        await self.subscriptions.expire(now - int(self.lease_grace * 1000))
+        await self.subscriptions.expire(cutoff)
 
     # --- listing ------------------------------------------------------------------------------
 

@@ -248,6 +248,10 @@ class Subscriptions:
         await self.store.write([put_subscription(ident, self.with_parsed(renewed).to_wire())])
         return 1
 
+    def lapsed_before(self, cutoff_ms: int) -> bool:
+        """Whether a subscription's lease ended before `cutoff_ms` (what `expire` would drop)."""
+        return any(0 < s.expires < cutoff_ms for s in self._stored.values())
+
     async def expire(self, cutoff_ms: int) -> int:
         """Drop the subscriptions whose lease ended before `cutoff_ms` (Unix ms): nobody renewed
         or removed them (their subscriber, entry peer or home is gone for good)."""

@@ -47,6 +47,7 @@ from peers.process import PeerLauncher, ProcessPeers
 from peers.matching import (
     Matcher, OperatorRunner, Schema, Subscriptions, load_operators, load_statistics, load_taxonomy,
 )
+from peers.runtime.clock_check import ClockCheck, via
 from peers.runtime.restart_checks import ask, overlay_of, taken_over_while_down
 from peers.runtime.state_file import StateFile
 from peers.runtime.lifecycle import (
@@ -240,7 +241,9 @@ class _PeerRuntime:
         if not state.overlay and restored is None and not config.join:
             state.overlay = uuid.uuid4().hex  # a new overlay's id
         self.process = process
-        self.clock = clock = HybridClock(physical_ms, state.clock)
+        # no peer's wall clock is further than max_clock_offset from ours (ClockCheck), so a stamp further
+        # ahead than twice that (relayed between two peers at both ends) comes from a wrong clock: clamped
+        self.clock = clock = HybridClock(physical_ms, state.clock, max_ahead_ms=int(config.max_clock_offset * 2000))
         self.counters = counters = Counter[str]()
         self.ownership = ownership = Ownership(state, authority, counters,
                                                ttl=config.lease_ttl or lease_ttl(config.failure_timeout))
@@ -263,6 +266,10 @@ class _PeerRuntime:
         self.router = router = Router(state, transport, clock, dispatcher, counters, TaskStarter("router"),
                                       retry=RetryPolicy(config.retry_window), max_hops=config.max_hops,
                                       max_frame=config.max_frame, auth=self.auth)
+        # a lease set by one peer is compared on another's clock: they must agree (refused otherwise)
+        self.clock_check = ClockCheck(state, physical_ms, via(router.call, config.retry_window / 2), counters,
+                                      max_offset=config.max_clock_offset, every=config.clock_check_every,
+                                      rng=random.Random(None if config.seed is None else config.seed + 4))
         peer_store = store if store is not None else PeerStore(data_dir / "store" if data_dir is not None else None,
                                                                durable=config.fsync)
         self.store = store_ = ReplicatedStore(peer_store, config.offloaded, state=state, router=router,
@@ -313,6 +320,7 @@ class _PeerRuntime:
             state, router, store_, subscriptions, gatherer, counters, self.tasks["homes"], physical_ms=physical_ms,
             retry_window=config.retry_window, attach_refresh=config.attach_refresh,
             lease_check_every=config.lease_check_every, ended_ttl=config.ended_ttl, lease_grace=config.lease_grace,
+            clock_agrees=self.clock_check.agrees,
             reconstruct_deadline=config.reconstruct_deadline, guard=guard, runner=runner)
         self.matcher = matcher = Matcher(
             state, router, store_, subscriptions, delivery.accept, clock, counters, runner, workers=config.workers,
@@ -374,7 +382,7 @@ class _PeerRuntime:
 
     async def _ping(self, conn: RpcConnection, body: Empty) -> Pong:
         replica = self.state.replica
-        return Pong(self.state.id, self.state.address, replica[0] if replica else "")
+        return Pong(self.state.id, self.state.address, replica[0] if replica else "", clock=self.physical_ms())
 
     def _handed_over(self) -> None:
         """This peer handed its zone over: no restart brings it back, no replica claims it."""
@@ -437,6 +445,7 @@ class _PeerRuntime:
             try:
                 if config.join:
                     await self._check_same_overlay(config.join)
+                await self.clock_check.check_most([n.address for n in state.neighbours.values()][:3], self._ask)
                 await self._check_not_superseded()  # before anything serves the restored zone
             except BaseException:
                 self.store.sync.close()
@@ -459,6 +468,7 @@ class _PeerRuntime:
                         if state.replicas >= 2:
                             await self.replication.ensure(replace=True)  # the copy may miss our last writes
                     elif config.join:
+                        await self.clock_check.check_join(config.join, self._ask)
                         await self._check_same_overlay(config.join)
                         state.annex = self.join_annex is not None
                         if self.ownership.enabled and not state.overlay:   # the authority's keys name it
@@ -480,7 +490,7 @@ class _PeerRuntime:
                     await nursery.start(_for_the_peers_lifetime,
                                         partial(self.membership.run, stabilise_every=config.stabilise_every))
                     for service in (self.ownership, self.storage, self.replication, self.replicas, self.schema,
-                                    self.rebalancer, self.annexes):
+                                    self.rebalancer, self.annexes, self.clock_check):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     nursery.start_soon(self._step_down_when_superseded)
                     nursery.start_soon(self._step_down_when_deposed)

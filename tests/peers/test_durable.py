@@ -122,7 +122,7 @@ async def test_the_home_dies_and_its_replica_keeps_the_mailbox(autojump_clock, a
 
 
 async def test_leases_renew_and_expire_on_every_peer(autojump_clock):
-    async with open_overlay(4, seed=9, lease_check_every=0.5, lease_grace=5) as overlay:
+    async with open_overlay(4, seed=9, lease_check_every=0.5, lease_grace=5, max_clock_offset=2) as overlay:
         async with overlay.client(0) as client:
             sub = await client.subscribe(ACCEPT_ALL, kind="signal", durable=True, lease=20)
             kept = await client.subscribe(ACCEPT_ALL, kind="signal", durable=True, lease=20)

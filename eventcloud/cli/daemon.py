@@ -68,6 +68,7 @@ def peer(args: argparse.Namespace) -> int:
                             tls_cert=args.tls_cert, tls_key=args.tls_key, tls_ca=args.tls_ca,
                             retain_count=args.retain_count, retain_bytes=args.retain_bytes,
                             lease_max=args.lease_max, lease_default=min(86_400.0, args.lease_max),
+                            max_clock_offset=args.max_clock_offset,
                             rebalance_every=args.rebalance_every, rebalance_ratio=args.rebalance_ratio,
                             rebalance_min_quads=args.rebalance_min_quads,
                             rebalance_make_room=args.rebalance_make_room,
@@ -214,14 +215,43 @@ def cluster(args: argparse.Namespace) -> int:
               f"--secret-file {cluster.secret_file} --join {cluster.entry} …); admin token for leave and delete "
               f"in {cluster.admin_token_file} (--admin-token-file)", file=sys.stderr, flush=True)
     reported: dict[int, object] = {}  # peer index -> the process whose exit was reported
+    restarts: dict[int, list[float]] = {}   # peer index -> when it was restarted lately
     try:
         while not stop["now"]:
             time.sleep(0.2)
             for index, proc in enumerate(cluster.processes):
                 if proc.poll() is not None and not stop["now"] and reported.get(index) is not proc:
                     reported[index] = proc  # once per process: a peer restarted later is watched again
-                    print(f"eventcloud cluster: peer {index} ({cluster.addresses[index]}) exited with code "
-                          f"{proc.returncode}", file=sys.stderr, flush=True)
+                    _restart(cluster, index, proc.returncode, restarts, ClusterError)
     finally:
         cluster.stop()
     return 0
+
+
+#: a peer that exits this often within RESTART_WINDOW seconds is not restarted again
+RESTARTS_ALLOWED, RESTART_WINDOW = 3, 60.0
+
+
+def _restart(cluster: Any, index: int, code: int, restarts: dict[int, list[float]], failed: type) -> None:
+    """A peer of the cluster exited: restart it with its command (its data directory, its port
+    when free: the address the cluster printed keeps working), unless it left the overlay (exit
+    0) or keeps exiting (then say so: its own messages above tell why)."""
+    where = f"peer {index} ({cluster.addresses[index]})"
+    if code == 0:
+        print(f"eventcloud cluster: {where} exited with code 0 (it left the overlay): not restarted",
+              file=sys.stderr, flush=True)
+        return
+    now = time.monotonic()
+    recent = [t for t in restarts.get(index, []) if now - t < RESTART_WINDOW]
+    if len(recent) >= RESTARTS_ALLOWED:
+        print(f"eventcloud cluster: {where} exited with code {code}, its {len(recent) + 1}th exit within "
+              f"{RESTART_WINDOW:g} s: not restarted again (its messages above say why)", file=sys.stderr, flush=True)
+        return
+    restarts[index] = recent + [now]
+    print(f"eventcloud cluster: {where} exited with code {code}; restarting it", file=sys.stderr, flush=True)
+    try:
+        address = cluster.start_peer(index)
+    except failed as exc:
+        print(f"eventcloud cluster: {where} could not be restarted: {exc}", file=sys.stderr, flush=True)
+        return
+    print(f"eventcloud cluster: peer {index} serves again at {address}", file=sys.stderr, flush=True)

@@ -185,6 +185,39 @@ def test_cluster_reports_a_peer_exit_once(tmp_path):
     assert err.count("exited with code") == 1 and f"({other}) exited with code 0" in err, err
 
 
+def test_cluster_restarts_a_peer_that_dies_and_its_printed_address_keeps_working(tmp_path):
+    """Issue 44.7: `eventcloud cluster` only reported a peer that exited; the address it printed
+    was dead from then on when that peer was the entry. A peer killed (kill -9) is restarted
+    with its command, on its port, and answers at the printed address with every event."""
+    data = tmp_path / "c"
+    proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", "3", "--data-dir", str(data)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        entry = proc.stdout.readline().strip()
+        assert entry, proc.stderr.read()
+        token = str(data / "admin.token")
+        assert cli("publish", "--peer", entry, "-", stdin=nquads(20, tag="restart")).returncode == 0
+        pid = int(subprocess.run(["pgrep", "-f", "--", f"--data-dir {data / 'peer-0'} "], capture_output=True,
+                                 text=True).stdout.split()[0])
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 90
+        counted = None
+        while time.monotonic() < deadline:
+            done = cli("find", "--peer", entry, "--count", timeout=30)
+            if done.returncode == 0 and done.stdout.strip() == "60":
+                counted = 60
+                break
+            time.sleep(1)
+        assert counted == 60, (done.stdout, done.stderr)
+        assert cli("subscriptions", "list", "--peer", entry, "--admin-token-file", token).returncode == 0
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert "peer 0 (" in err and "exited with code -9; restarting it" in err, err
+    assert f"peer 0 serves again at {entry}" in err, err
+    no_traceback(err)
+
+
 def test_a_one_peer_cluster_says_1_peer(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", "1", "--data-dir",
                              str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)

@@ -23,7 +23,7 @@ bridge of their own: they reach each other, nothing else), `pause` (SIGSTOP), `s
 both ways: a live peer that must not be taken over), `kill-restart` (kill -9, the same command 5 s
 later, fixed ports), `wipe-first` (peer 0 killed, its data directory wiped, restarted with its own
 command: it must refuse to start a second overlay), `clock-ahead` / `clock-behind` (the last peer
-stopped, restarted with its command under `faketime -f +2h` / `-2h`: it must refuse to serve,
+stopped, restarted with its command under libfaketime at +2h / -2h: it must refuse to serve,
 saying its clock is off, and lose nothing; restarted with the right clock after `--seconds`).
 
 Needs root, iproute2, tc, Debian's etcd-server and faketime (clock scenarios). Every namespace and link it makes is removed,
@@ -59,6 +59,7 @@ SCENARIOS = ("replica-cut", "minority", "pause", "slow", "kill-restart", "wipe-f
 PORT = 7000
 ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 EVERYTHING = "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"
+FAKETIME_LIBRARY = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"   # Debian's libfaketime
 
 
 @dataclass
@@ -286,11 +287,13 @@ async def _inject(scenario: str, cluster: NetnsCluster, hosts: Hosts, args: argp
         shift = "+2h" if scenario == "clock-ahead" else "-2h"
         command = [c for c in cluster.commands[last] if c != "--stop-with-stdin"]
         at = command.index(sys.executable)
-        command[at:at] = ["faketime", "-f", shift]   # this host's clock, two hours off
+        # this host's clock, two hours off: libfaketime preloaded through env, which execs the peer
+        # (the faketime command forks it instead, and a peer still serving would outlive its kill)
+        command[at:at] = ["env", f"LD_PRELOAD={FAKETIME_LIBRARY}", f"FAKETIME={shift}"]
         proc = None
-        with trio.move_on_after(30):   # one that serves with its clock off is stopped here
+        with trio.move_on_after(30):   # one that serves with its clock off is killed here
             proc = await trio.run_process(command, capture_stdout=True, capture_stderr=True, check=False,
-                                          stdin=subprocess.DEVNULL)
+                                          stdin=subprocess.DEVNULL, deliver_cancel=_kill)
         said = (proc.stderr or b"").decode(errors="replace").strip().splitlines() if proc else ["still serving"]
         refused = proc is not None and proc.returncode != 0 and any("clock" in line for line in said)
         outcome.minority_refused = refused   # the same column: the peer with the wrong clock did not serve
@@ -300,6 +303,12 @@ async def _inject(scenario: str, cluster: NetnsCluster, hosts: Hosts, args: argp
         await trio.to_thread.run_sync(cluster.start_peer, last)   # its clock set right: it comes back
     else:
         raise SystemExit(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+
+
+async def _kill(process: trio.Process) -> None:
+    """A peer still serving when its time is up: killed at once (its lock freed for its restart)."""
+    process.kill()
+    await process.wait()
 
 
 async def _publish_inside(hosts: Hosts, host: str, address: str, seconds: float) -> bool:

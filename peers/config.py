@@ -187,8 +187,9 @@ class PeerConfig:
         if self.lease_default > self.lease_max:
             raise ValueError(f"lease_default ({self.lease_default:g} s) is longer than lease_max ({self.lease_max:g} s)")
         if not 0 < self.max_clock_offset < self.lease_grace:
-            raise ValueError(f"max_clock_offset ({self.max_clock_offset:g} s) must be above 0 and below lease_grace "
-                             f"({self.lease_grace:g} s): a lease is compared on another peer's clock")
+            raise ValueError(f"the maximum clock offset (--max-clock-offset, max_clock_offset: {self.max_clock_offset:g} s) "
+                             f"must be above 0 and below the lease grace ({self.lease_grace:g} s): a lease is "
+                             f"compared on another peer's clock")
         if self.abort_after <= self.resolve_after:
             raise ValueError("abort_after must be longer than resolve_after")
         if self.resolve_after <= self.commit_later:

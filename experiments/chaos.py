@@ -238,9 +238,20 @@ async def run_once(algorithm: str, args: argparse.Namespace) -> Report:
     return report
 
 
-async def _stored_counts(client: Any) -> dict[str, int]:
-    result = await client.query("SELECT ?g (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g")
-    return {b["g"]["value"]: int(b["n"]["value"]) for b in result["results"]["bindings"]}
+async def _stored_counts(client: Any, within: float = 60.0) -> dict[str, int]:
+    """Every event's stored quads. A query may meet a zone between a killed owner and its
+    replica's takeover (`unreachable`, `unavailable`: transient): asked again, for `within`
+    seconds at most; a zone still unserved by then fails the run, as it should."""
+    deadline = trio.current_time() + within
+    while True:
+        try:
+            result = await client.query("SELECT ?g (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g")
+            return {b["g"]["value"]: int(b["n"]["value"]) for b in result["results"]["bindings"]}
+        except ClientError as exc:
+            if not exc.transient or trio.current_time() > deadline:
+                raise
+            print(f"  counting again ({exc})", file=sys.stderr)
+            await trio.sleep(1)
 
 
 async def settle(progress: Callable[[], int], complete: Callable[[], bool], *, quiet: float, at_most: float) -> None:

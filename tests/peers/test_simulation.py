@@ -4,7 +4,7 @@ seed runs as the one line that replays it does (`python -m eventcloud.testing.si
 a process of its own), so the suite and the replay see the same run.
 
 Three seeds of the first 40 still break, and stay here as expected failures (strict: one that
-starts passing fails the suite, to be moved up) until the zone lifecycle is one state machine
+starts passing fails the suite, to be moved up; but for UNSTEADY ones, below) until the zone lifecycle is one state machine
 (issue 44, item 3):
 * 9 and 27: a zone stays unserved. Its owner crashed while the peer holding its current copy
   was deposed (cut off past its lease) and, stepping down, dropped the copies it held for
@@ -28,7 +28,14 @@ OPEN = {9: "a zone left unserved: its current copy dropped by a deposed replica"
         29: "acknowledged quads lost after a stand-in of a stand-in and a re-split"}
 
 
-@pytest.mark.parametrize("seed", SEEDS + [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=r))
+#: Seeds whose run is not the same every time even in a process of its own: seed 27 broke in 4 of 4
+#: runs on a quiet machine and passed once inside the whole suite on 2 busy cores (the
+#: simulation's peers keep on-disk stores, whose timing the virtual clock does not cover).
+#: Expected to fail, not required to.
+UNSTEADY = {27}
+
+
+@pytest.mark.parametrize("seed", SEEDS + [pytest.param(s, marks=pytest.mark.xfail(strict=s not in UNSTEADY, reason=r))
                                           for s, r in OPEN.items()])
 def test_a_seeded_schedule_of_partitions_and_crashes_ends_with_every_invariant_holding(seed):
     # Run as its replay line runs it, in a process of its own: in a process that ran other

@@ -106,20 +106,14 @@ class ClockCheck:
                            f"peers may differ (a lease set by one peer is compared on another's clock); set this "
                            f"host's time right (NTP), or the other's, and start the peer again")
 
-    async def check_join(self, address: str, ask: Ask | None = None) -> None:
-        """Before joining through `address`: ClockOffset if our clocks are too far apart (the
-        join would fail itself if it does not answer)."""
-        measured = await self.offset(address, ask)
-        if measured is not None and measured.beyond(self.max_ms):
-            self.counters["clock_refused_join"] += 1
-            raise self._refusal([measured], 1)
-
     async def check_most(self, addresses: list[str], ask: Ask | None = None) -> None:
         """ClockOffset if most of the peers at `addresses` that answer (at least two of them, or
-        the only one asked) are too far off: our clock is then the odd one out."""
+        the only one asked: the peer a joiner joins through) are too far off: our clock is then
+        the odd one out. Not answering is no refusal (the join or rejoin fails on its own)."""
         found = await self.offsets(addresses, ask)
         off = [o for o in found if o.beyond(self.max_ms)]
         if off and (len(off) * 2 > len(found)) and (len(off) >= 2 or len(addresses) == 1):
+            self.counters["clock_refusals"] += 1
             raise self._refusal(off, len(found))
 
     def _neighbours(self) -> list[str]:

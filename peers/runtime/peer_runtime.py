@@ -241,8 +241,7 @@ class _PeerRuntime:
         if not state.overlay and restored is None and not config.join:
             state.overlay = uuid.uuid4().hex  # a new overlay's id
         self.process = process
-        # no peer's wall clock is further than max_clock_offset from ours (ClockCheck), so a stamp further
-        # ahead than twice that (relayed between two peers at both ends) comes from a wrong clock: clamped
+        # peers' clocks are within max_clock_offset (ClockCheck): a stamp past twice that is from a wrong one
         self.clock = clock = HybridClock(physical_ms, state.clock, max_ahead_ms=int(config.max_clock_offset * 2000))
         self.counters = counters = Counter[str]()
         self.ownership = ownership = Ownership(state, authority, counters,
@@ -468,7 +467,7 @@ class _PeerRuntime:
                         if state.replicas >= 2:
                             await self.replication.ensure(replace=True)  # the copy may miss our last writes
                     elif config.join:
-                        await self.clock_check.check_join(config.join, self._ask)
+                        await self.clock_check.check_most([config.join], self._ask)
                         await self._check_same_overlay(config.join)
                         state.annex = self.join_annex is not None
                         if self.ownership.enabled and not state.overlay:   # the authority's keys name it

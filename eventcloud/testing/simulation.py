@@ -227,6 +227,14 @@ async def _check_reads(overlay, client, sub, acknowledged, failed, outcome: Outc
         v.append(f"{len(doubled)} events notified twice, e.g. {doubled[0]}")
 
 
+def _virtual_time(record: logging.LogRecord) -> bool:
+    try:
+        record.virtual = f"{trio.current_time():.2f}"
+    except RuntimeError:   # outside the run
+        record.virtual = "-"
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     if os.environ.get("PYTHONHASHSEED") != "0":   # set iteration, the same every replay
         os.execve(sys.executable, [sys.executable, "-m", "eventcloud.testing.simulation", *(argv or sys.argv[1:])],
@@ -237,7 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-authority", action="store_true", help="every peer decides ownership alone")
     parser.add_argument("--log-level", default="error", help="the peers' log level [error]")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level.upper(), format="t=%(virtual)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:   # each line at its virtual time, as the schedule says
+        handler.addFilter(_virtual_time)
     failures = 0
     for seed in args.seed:
         outcome = trio.run(partial(simulate, seed, authority=not args.no_authority),

@@ -164,6 +164,16 @@ class Ownership:
         the zone's keys go too, so that no replica can claim a zone that lives on elsewhere."""
         self.retired = True
 
+    async def abandon_join(self) -> None:
+        """The splitter refused this runtime's join (it keeps the zone, or takes it back): its keys
+        go, so that the copy it made of the zone it was granted is never claimed (simulation seed
+        12: a replica took such a zone over, and two peers served it, each with half of its writes).
+        A commit whose answer was lost keeps them: the splitter may have committed, and then that
+        copy is the zone's only one (seed 92)."""
+        self.retire()
+        with trio.move_on_after(1):
+            await self.release_lease()
+
     async def epoch_of(self, ident: str) -> int | None:
         """The authority's epoch of `ident`'s zone; None if unknown, unreachable or no authority."""
         if self.authority is None:
@@ -277,10 +287,11 @@ class Ownership:
 
     # --- taking a zone over ----------------------------------------------------------------------
 
-    async def claim(self, owner: str, incarnation: int) -> bool:
+    async def claim(self, owner: str, incarnation: int, holder: str = "") -> bool:
         """Whether this runtime won `owner`'s zone, at `incarnation` + 1: only if the owner's
-        lease expired (its key is gone) and nobody claimed the zone first. Without an authority,
-        True (the replica decides alone). `AuthorityUnreachable`: nothing claimed."""
+        lease expired (its key is gone) and nobody claimed the zone first. `holder`: the id the
+        copy was taken under, when an earlier runtime of this peer took it (it rejoined since).
+        Without an authority, True (the replica decides alone). `AuthorityUnreachable`: nothing claimed."""
         if self.authority is None:
             return True
         if self.lease is None:
@@ -293,7 +304,7 @@ class Ownership:
         won = False
         # the copy the owner named last, or (an owner that never named one: a stand-in that did
         # not get to choose its replica, a peer whose writes were never replicated) any
-        for named in (self.state.id, None, ""):
+        for named in dict.fromkeys((holder or self.state.id, self.state.id, None, "")):
             if await self.authority.transact([Same(key, None), Same(epoch, str(incarnation)), Same(replica, named)],
                                              then):
                 won = True

@@ -114,6 +114,9 @@ class Membership:
         self.retry_window = retry_window
         self.lock = trio.Lock()          # serialises zone changes on this peer
         self._join_gate = trio.Semaphore(1)
+        #: the splitter refused this runtime's join commit: the zone it was granted is not its own
+        #: (a commit whose answer was lost leaves it unknown: False)
+        self.join_refused = False
         self.foreign = foreign           # quads held here that another peer answers for (queries read it)
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
@@ -186,7 +189,11 @@ class Membership:
         await receive(grant.data, grant.remaining, fetch, self._install)
         await self.replication.ensure()  # the zone on two peers before its old owner drops it
         await self.persist()
-        await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
+        try:
+            await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
+        except RemoteError:
+            self.join_refused = True   # the splitter's answer: it keeps (or takes back) the zone
+            raise
         log.info("peer %s joined: zone %s", state.id, state.zone)
 
     async def _join_point(self, bootstrap: str, space: CoordinateSpace) -> Point:
@@ -339,7 +346,13 @@ class Membership:
             await self.rematch(sorted(pending.outgoing.events))
 
     async def _on_join_commit(self, conn: RpcConnection, body: JoinCommit) -> Empty:
+        """The newcomer holds its half: the split stands. Refused (and later undone) only before
+        it stands; once it does, the answer is success whatever follows, or the newcomer would
+        give its half up while this peer had dropped it (simulation seed 56: a zone served by
+        nobody, its quads gone, after the drop below was fenced)."""
         state = self.state
+        if self.foreign.join(body.id) is not None:
+            self.store.fence()   # a deposed or cut-off owner commits no split (`_expire_join` undoes it)
         pending = self.foreign.join_ended(body.id)
         if pending is None:
             raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
@@ -349,6 +362,8 @@ class Membership:
         try:
             with self.foreign.writing():   # until the drop applies, the store still holds the newcomer's quads
                 await drop_outside(self.store, self.subscriptions, state.zone, pending.outgoing.quads)
+        except EventCloudError as exc:
+            log.warning("peer %s: dropping the quads peer %s took over: %s (the split stands)", state.id, body.id, exc)
         finally:
             self.replication.joining_ended(body.id)
         newcomer = state.neighbours[body.id]

@@ -459,6 +459,7 @@ class Queries:
         answers: dict[str, Any] = {state.id: await self._local_status(Empty())}
         known: dict[str, Neighbour] = dict(state.neighbours)
         silent: dict[str, Neighbour] = {}
+        asked: set[str] = set()   # each entry asked once (a stale one is answered by another peer)
         limiter = trio.CapacityLimiter(CRAWL_AT_ONCE)
 
         async def ask(ident: str, neighbour: Neighbour) -> None:
@@ -478,11 +479,12 @@ class Queries:
                 silent[ident] = neighbour
 
         while len(answers) + len(silent) < MAX_CRAWLED:
-            todo = [(k, n) for k, n in known.items() if k not in answers and k not in silent]
+            todo = [(k, n) for k, n in known.items() if k not in answers and k not in silent and k not in asked]
             if not todo:
                 break
             async with trio.open_nursery() as nursery:
                 for ident, neighbour in todo[:MAX_CRAWLED]:
+                    asked.add(ident)
                     nursery.start_soon(ask, ident, neighbour)
         zones = [PeerStatus.from_wire(a, trusted=True).zone for a in answers.values()]
         down = [(k, n) for k, n in silent.items() if k not in answers and

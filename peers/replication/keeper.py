@@ -54,6 +54,8 @@ class _Copy:
     last_ok: float = 0.0
     watching: bool = False
     stale_since: float | None = None   # since when the owner names another peer as its replica
+    holder: str = ""   # the id of the runtime that took the copy (a peer that rejoined keeps its copies)
+    closed: bool = False
 
 
 #: Seconds the copies' writes under way may take to finish when the runtime ends.
@@ -63,7 +65,7 @@ CLOSE_WAIT = 10.0
 class ReplicaKeeper:
     def __init__(self, state: PeerState, router: Router, standins: PeerLauncher, counters: Counter[str], *,
                  data_dir: Path | None, durable: bool, offload: Offload, heartbeat: float, failure_timeout: float,
-                 departed: Callable[[str], bool], claim: Callable[[str, int], Awaitable[bool]]) -> None:
+                 departed: Callable[[str], bool], claim: Callable[[str, int, str], Awaitable[bool]]) -> None:
         self.state = state
         self.router = router
         self.standins = standins   # starts a stand-in here when this peer takes a zone over
@@ -101,7 +103,8 @@ class ReplicaKeeper:
                 if not data["complete"]:
                     raise ValueError("an unfinished copy")
                 copy = _Copy(str(data["owner"]), int(data["incarnation"]), PeerStore(directory / "store",
-                             durable=self.durable), data["state"], directory, True)
+                             durable=self.durable), data["state"], directory, True,
+                             holder=str(data.get("holder") or self.state.id))
             except (OSError, ValueError, KeyError, TypeError, EventCloudError) as exc:
                 log.info("peer %s: dropping the replica in %s: %s", self.state.id, directory, exc)
                 shutil.rmtree(directory, ignore_errors=True)
@@ -118,7 +121,7 @@ class ReplicaKeeper:
         tmp = copy.directory / "owner.tmp"
         with open(tmp, "w") as handle:
             json.dump({"owner": copy.owner, "incarnation": copy.incarnation, "state": copy.state,
-                       "complete": copy.complete}, handle)
+                       "complete": copy.complete, "holder": copy.holder}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, copy.directory / "owner.json")
@@ -129,7 +132,7 @@ class ReplicaKeeper:
         if directory is not None:
             directory.mkdir(parents=True)
         store = PeerStore(directory / "store" if directory is not None else None, durable=self.durable)
-        return _Copy(owner, incarnation, store, state, directory)
+        return _Copy(owner, incarnation, store, state, directory, holder=self.state.id)
 
     def _discard(self, copy: _Copy) -> None:
         try:
@@ -163,15 +166,14 @@ class ReplicaKeeper:
         return Empty()
 
     async def _on_sync(self, conn: RpcConnection, body: ReplicaSync) -> Empty:
+        # Refused before waiting for the owner's lock too: a take-over here holds it until its
+        # stand-in has started, and that stand-in's first copy may come here, through a stale
+        # entry for this address (simulation seed 12: each waited for the other for 300 s).
+        self._refuse_sync(body)
         async with self._lock(body.owner):
             return await self._sync(body)
 
-    def _refuse_if_closing(self) -> None:
-        if self._closing:
-            raise RequestError(f"peer {self.state.id} is stopping: it takes no copy now; choose another replica",
-                               ErrorCode.UNAVAILABLE)
-
-    async def _sync(self, body: ReplicaSync) -> Empty:
+    def _refuse_sync(self, body: ReplicaSync) -> None:
         self._refuse_if_closing()
         if body.owner == self.state.id:
             raise RequestError(f"peer {self.state.id} cannot hold the copy of its own zone (the sender's entry for "
@@ -183,6 +185,14 @@ class ReplicaKeeper:
             # now (under another id), and a copy it took would go when that runtime ends.
             raise RequestError(f"this is peer {self.state.id}, not {body.to}: the sender's entry for this address "
                                f"is stale", ErrorCode.FORBIDDEN)
+
+    def _refuse_if_closing(self) -> None:
+        if self._closing:
+            raise RequestError(f"peer {self.state.id} is stopping: it takes no copy now; choose another replica",
+                               ErrorCode.UNAVAILABLE)
+
+    async def _sync(self, body: ReplicaSync) -> Empty:
+        self._refuse_sync(body)   # again: things changed while it waited for the lock
         if body.reset:
             _check_state(body.owner, body.state)
             old = self._copies.pop(body.owner, None)
@@ -284,14 +294,24 @@ class ReplicaKeeper:
                 await self._lock(owner).acquire()
                 held.append(self._lock(owner))
         try:
-            for copy in self._copies.values():
-                try:
-                    copy.store.close()
-                except Exception:  # noqa: BLE001 - closing on the way out: nothing more to do with it
-                    pass
+            self.close_copies()
         finally:
             for lock in held:
                 lock.release()
+
+    def close_copies(self) -> None:
+        """Close every copy's store, once: also when the runtime ends before `run` started (a
+        rejoin attempt whose join failed opened the copies it loaded, and the next attempt found
+        them locked: "lock hold by current process", and dropped them as unreadable)."""
+        self._closing = True
+        for copy in self._copies.values():
+            if copy.closed:
+                continue
+            copy.closed = True
+            try:
+                copy.store.close()
+            except Exception:  # noqa: BLE001 - closing on the way out: nothing more to do with it
+                pass
 
     async def _watch(self, copy: _Copy) -> None:
         try:
@@ -304,7 +324,7 @@ class ReplicaKeeper:
         pong = await self._ping(address, self.heartbeat, copy.owner)
         if pong is not None:
             now = copy.last_ok = trio.current_time()
-            if not pong.replica or pong.replica == self.state.id:
+            if not pong.replica or pong.replica in (self.state.id, copy.holder):
                 copy.stale_since = None
                 return
             # The owner keeps its zone's copy elsewhere now; its request to drop this one did not
@@ -402,7 +422,7 @@ class ReplicaKeeper:
         and to one claimant. A replica that cannot reach the authority takes nothing over: cut
         off itself, it would depose a healthy owner (docs/reliability.md)."""
         try:
-            won = await self.claim(copy.owner, copy.incarnation)
+            won = await self.claim(copy.owner, copy.incarnation, copy.holder)
         except EventCloudError as exc:
             log.warning("peer %s: peer %s (%s) stopped answering, but its zone cannot be claimed now (%s); "
                         "it is not taken over", self.state.id, copy.owner, copy.state.get("address"), exc)

@@ -9,7 +9,10 @@ take the zone over when this peer crashes (`peers.replication.keeper`).
 
 When the replica stops answering, this peer picks another and copies its whole zone there
 (`sync_to`, in chunks, writes waiting meanwhile) before it acknowledges anything more: an
-acknowledged write is on two peers at every moment. A peer alone in its overlay has nobody
+acknowledged write is on two peers at every moment. Writes and copies exclude each other
+(`AsyncStore.writes_paused`): a write sent to the old replica while the copy for the new one
+was taken held neither place but this one once the old replica was dropped (the fault
+simulation's seed 50 lost two quads of an acknowledged event so). A peer alone in its overlay has nobody
 to copy to; its writes are acknowledged with one copy and counted as such.
 """
 
@@ -197,13 +200,15 @@ class OwnerReplication:
         found.sort(key=lambda kv: (kv[1].rpartition(":")[0] == host, kv[0]))
         return found
 
-    async def ensure(self, *, replace: bool = False) -> bool:
+    async def ensure(self, *, replace: bool = False, failed: str | None = None) -> bool:
         """A live replica holding this whole zone (copying it to a new one if needed); False when
-        there is nobody to copy to (a peer alone in its overlay)."""
+        there is nobody to copy to (a peer alone in its overlay). `failed`: replace the replica
+        only if it is still this peer (writes that failed together replace it once: the copy
+        made for the first holds the others, applied here before it was taken)."""
         if not self.enabled or self.left:
             return False
-        async with self._lock:
-            if self.state.replica is not None and not replace:
+        async with self.store.writes_paused(), self._lock:
+            if self.state.replica is not None and (not replace or failed not in (None, self.state.replica[0])):
                 return True
             old = self.state.replica
             for ident, address in self.candidates():
@@ -270,20 +275,24 @@ class OwnerReplication:
 
     async def replicate(self, batches: list[list[Mutation]]) -> None:
         """Send writes to the replica; replace a replica that fails (copying everything to the new
-        one, which then holds these writes too)."""
+        one, which then holds these writes too: they are applied here already)."""
+        failure = await self.send(batches)
+        if failure is not None:
+            await self.recover(failure)
+
+    async def send(self, batches: list[list[Mutation]]) -> "_Unsent | None":
+        """Send writes to the replica; what went wrong, for `recover` once they are applied here
+        (a copy made before would miss them), or None."""
         if not self.enabled or not self.state.has_zone:
-            return
+            return None
         if self.left:
             raise StoreError(f"peer {self.state.id} handed its zone over: retry (routing finds the new owner)",
                              ErrorCode.UNAVAILABLE)
-        if self.state.replica is None and not await self.ensure():
-            self._refuse_if_superseded()
-            self.counters["writes_unreplicated"] += 1
-            return
-        assert self.state.replica is not None
+        if self.state.replica is None:
+            return _Unsent(None, "no replica")
         ident, address = self.state.replica
         carried, self._later = self._later, []
-        failure: EventCloudError | None = None
+        failure: BaseException | str = f"no answer within {self.retry_window:g} s"
         # Shielded (and bounded): these writes are applied here whatever happens to the task
         # carrying them, so they reach the replica, or the replica is replaced, even if that
         # task is cancelled meanwhile (a subscriber's connection closing mid-acknowledgement).
@@ -292,23 +301,35 @@ class OwnerReplication:
             try:
                 await self.router.call(address, Op.REPLICATE, Replicate(self.state.id, self.state.incarnation,
                                                                         tuple(carried + batches)))
-                return
+                return None
             except (*FAILED, RemoteError) as exc:
                 failure = exc
+        return _Unsent((ident, address), failure)
+
+    async def recover(self, unsent: "_Unsent") -> None:
+        """Writes applied here did not reach a replica: copy the zone to a (new) one, or refuse
+        them if another peer serves the zone now."""
+        if unsent.replica is None:
+            if not await self.ensure():
+                self._refuse_if_superseded()
+                self.counters["writes_unreplicated"] += 1
+            return
+        ident, address = unsent.replica
+        failure = unsent.why
         if isinstance(failure, RemoteError) and failure.code is ErrorCode.FORBIDDEN:
             # Another peer serves this zone now: a write here must not be acknowledged (a
             # new replica would make it look durable, and it would be lost when we rejoin).
             self._superseded_by(await self._status(address))
             self._refuse_if_superseded()
-        why = failure or f"no answer within {self.retry_window:g} s"
-        log.info("peer %s: replica %s failed (%s); replacing it", self.state.id, ident, why)
+        log.info("peer %s: replica %s failed (%s); replacing it", self.state.id, ident, failure)
         self.router.suspect(ident, address)
         try:
-            ensured = await self.ensure(replace=True)
+            ensured = await self.ensure(replace=True, failed=ident)
         except BaseException:
             # interrupted before a new copy was made: the next write (or the replica watch)
             # copies the whole zone to one, so nothing written here stays without its copy
-            self.state.replica = None
+            if self.state.replica is not None and self.state.replica[0] == ident:
+                self.state.replica = None
             raise
         self._refuse_if_superseded()
         if not ensured:
@@ -326,6 +347,15 @@ class OwnerReplication:
                                    ReplicaState(self.state.id, self.state.incarnation, _state_json(self.state)))
         except EventCloudError as exc:
             log.info("peer %s: replica state update failed: %s", self.state.id, exc)
+
+
+class _Unsent:
+    """Writes that did not reach the replica: which one it was (None: there was none), and why."""
+
+    __slots__ = ("replica", "why")
+
+    def __init__(self, replica: tuple[str, str] | None, why: BaseException | str) -> None:
+        self.replica, self.why = replica, why
 
 
 def _state_json(state: PeerState) -> dict[str, Any]:
@@ -358,8 +388,10 @@ class ReplicatedStore(AsyncStore):
         self.replication.later([m for m, d in jobs if not d])
         if not durable or not self.replication.enabled:
             return await AsyncStore._commit(self, jobs)
-        local, _ = await gather([partial(AsyncStore._commit, self, jobs),  # both copies at once
-                                 partial(self.replication.replicate, durable)])
+        local, unsent = await gather([partial(AsyncStore._commit, self, jobs),  # both copies at once
+                                      partial(self.replication.send, durable)])
+        if unsent is not None:   # applied here now: a new replica's copy holds them
+            await self.replication.recover(unsent)
         # Durable on both copies; acknowledged only if this runtime still holds the zone's lease:
         # a deposed owner acknowledges nothing (its replica, which took over, holds these writes).
         self.fence()

@@ -54,16 +54,17 @@ class StartedOnce:
 
 
 def drop_stale(data_dir: Path) -> None:
-    """The copy a superseded peer held is stale: keep its state file for inspection, drop its
-    store and the replicas it held for others (they choose new ones). The stand-ins and annexes
-    it hosted are other peers' zones, not its own: they stay, and the peer's next runtime starts
-    them again from `standins/` and `annexes/` (each first checks that nobody took its zone over
-    meanwhile). Deleting them would make every move of this peer a crash of those zones."""
+    """The copy a superseded peer held of its own zone is stale: keep its state file for
+    inspection, drop its store. The replicas it held for others stay, and so do the stand-ins and
+    annexes it hosted: they are other peers' zones, not its own, and the peer's next runtime
+    loads them again. A replica copy may be the only one of a zone whose owner crashed meanwhile
+    (the authority names it, under the id it was taken with, as the one that may claim the zone:
+    `peers/replication/keeper.py`); deleting it lost that zone for good, and deleting the
+    stand-ins made every move of this peer a crash of those zones."""
     state = data_dir / "peer.json"
     if state.exists():
         state.rename(data_dir / "peer.json.superseded")
-    for name in ("store", "replicas"):
-        shutil.rmtree(data_dir / name, ignore_errors=True)
+    shutil.rmtree(data_dir / "store", ignore_errors=True)
 
 
 class Lifetime:

@@ -141,8 +141,6 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
     # Rejoin as a new peer, for as long as each runtime ends superseded (taken over, or moved
     # by the rebalancer): through the addresses the last one gave, keeping its port for clients.
     while superseded is not None:
-        if config.data_dir is not None:
-            drop_stale(config.data_dir)
         listen = config.listen
         if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
             listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
@@ -159,6 +157,8 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                     lifetime.stopped.set()
                     return
                 fresh = replace(config, join=address, listen=listen)
+                if config.data_dir is not None:   # each attempt is a new peer: never resume what the last one
+                    drop_stale(config.data_dir)   # left (a join its splitter may have taken back)
                 ident = "?"
                 try:
                     attempt = _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy, lifetime,
@@ -448,6 +448,7 @@ class _PeerRuntime:
                 await self._check_not_superseded()  # before anything serves the restored zone
             except BaseException:
                 self.store.sync.close()
+                self.replicas.close_copies()
                 raise
         try:
             with self.scope:
@@ -515,7 +516,10 @@ class _PeerRuntime:
                         await self.persistence.save()
                     except (OSError, EventCloudError) as exc:
                         log.warning("peer %s: could not save its state on the way out: %s", state.id, exc)
+                if self.membership.join_refused:
+                    await self.ownership.abandon_join()
                 self.store.sync.close()
+                self.replicas.close_copies()   # closed by its run already, unless that never started
             # A rejoin attempt that failed before serving leaves the peer to run_peer's loop,
             # which tries the next address: setting `stopped` here would end the peer process.
             if not self.stepping_down and not (self.rejoining and not self.dispatcher.ready.is_set()):

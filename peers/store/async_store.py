@@ -9,7 +9,8 @@ empties our log (RocksDB's own log is deleted only when the store is reopened: p
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
 import trio
 
@@ -108,6 +109,21 @@ class AsyncStore:
         if job.error is not None:
             raise job.error
         return job.result
+
+    def fence(self) -> None:
+        """Raise `Fenced` unless this peer may acknowledge writes to its zone now (always, here: a
+        replicated store asks the ownership authority's lease, peers/replication/owner.py)."""
+
+    @asynccontextmanager
+    async def writes_paused(self) -> AsyncIterator[None]:
+        """No group of writes is under way while this is held (writes queue meanwhile): a copy of
+        the store taken inside holds every write applied before, and none is half-applied. The
+        task carrying a group of writes holds it already."""
+        if self._writing.statistics().owner is trio.lowlevel.current_task():
+            yield
+            return
+        async with self._writing:
+            yield
 
     async def _commit(self, jobs: list[tuple[list[Mutation], bool]]) -> list[list[Any]]:
         """Where a group of writes goes (here: the local log and store). A group of marks only

@@ -16,6 +16,7 @@ from eventcloud.errors import AuthorityUnreachable, BadRequest, Fenced, LeaseExp
 from eventcloud.overlay import CoordinateSpace
 from eventcloud.testing.etcd import EtcdCluster, etcd_binary, free_port
 from peers.authority import Delete, EtcdAuthority, LocalAuthority, Ownership, Put, Same, parse_authority, serve_authority
+from peers.runtime.lifecycle import drop_stale
 from peers.store import PeerState
 
 BACKENDS = ["local", "served", "etcd"]
@@ -246,6 +247,37 @@ async def test_a_restarted_owner_resumes_its_epoch_and_a_superseded_one_steps_do
     standin = Ownership(_peer("a", 2), authority, Counter(), ttl=2)
     await standin.establish()
     standin.fence()
+
+
+async def test_only_the_copy_the_owner_named_claims_its_zone_even_once_its_holder_rejoined_as_another_peer(
+        autojump_clock):
+    """Simulation seeds 9 and 27: the peer holding an owner's current copy was deposed (cut off)
+    and rejoined under a new id while the owner crashed. The copy it kept on disk, under the id it
+    was named with, still claims the zone; a peer holding an older copy never does."""
+    authority = LocalAuthority()
+    owner = Ownership(_peer("a"), authority, Counter(), ttl=2)
+    await owner.establish()
+    await owner.record_replica("c")     # the owner's writes since are on c's copy only
+    await trio.sleep(5)                 # crashed: no renewal, its lease lapses
+    older = Ownership(_peer("b"), authority, Counter(), ttl=2)
+    rejoined = Ownership(_peer("d"), authority, Counter(), ttl=2)   # c, deposed, rejoined as d
+    for keeper in (older, rejoined):
+        await keeper.establish()
+    assert not await older.claim("a", 0)
+    assert not await rejoined.claim("a", 0)            # as d, it holds no copy the owner named
+    assert await rejoined.claim("a", 0, holder="c")    # the copy it took as c
+    assert (await authority.get("eventcloud/ov/epoch/a")).value == "1"
+    assert not await older.claim("a", 0)
+
+
+def test_a_superseded_peer_drops_only_its_own_zone_keeping_the_copies_and_stand_ins_it_holds_for_others(tmp_path):
+    for name in ("store", "replicas/a-1234/store", "standins/b"):
+        (tmp_path / name).mkdir(parents=True)
+    (tmp_path / "peer.json").write_text("{}")
+    drop_stale(tmp_path)
+    assert not (tmp_path / "store").exists() and not (tmp_path / "peer.json").exists()
+    assert (tmp_path / "peer.json.superseded").exists()
+    assert (tmp_path / "replicas/a-1234/store").is_dir() and (tmp_path / "standins/b").is_dir()
 
 
 async def test_without_an_authority_every_check_passes():

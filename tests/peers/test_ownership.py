@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from eventcloud.client import ClientError
-from eventcloud.errors import ErrorCode, EventCloudError
+from eventcloud.errors import ErrorCode, EventCloudError, Fenced
 from eventcloud.testing import open_overlay
 from peers.authority import LocalAuthority, lease_ttl
 from tests.helpers import ALGORITHMS, spread_events
@@ -139,3 +139,37 @@ async def test_a_first_peer_with_no_data_starts_no_second_overlay_beside_one_the
             await run_peer(wiped, overlay.network.endpoint(), authority=overlay.authority)
     async with open_overlay(1, seed=3, authority=LocalAuthority()) as alone:   # the first one of all starts
         assert alone.peers[0].current.has_zone
+
+
+async def test_a_split_whose_owner_lost_its_lease_is_undone_never_left_to_nobody(autojump_clock):
+    """The fault simulation's seed 56: a peer split its zone for a newcomer, then lost its lease
+    (cut off from the authority) before the newcomer committed. The commit ended the split,
+    then the drop of the quads handed over was fenced, and the newcomer, told its join failed,
+    gave its half up: served by nobody, its quads gone. A peer that may not write now refuses
+    the commit before the split stands, and takes its zone back; the newcomer's keys at the
+    authority go with it."""
+    async with open_overlay(2, authority=LocalAuthority()) as overlay:
+        events = spread_events(20, "split")
+        async with overlay.client(0, "loader") as client:
+            await client.publish_batch(events)
+
+        def fenced() -> None:
+            raise Fenced("lease lapsed (the test's)")
+
+        real = {peer.id: peer.membership.store.fence for peer in overlay.peers}
+        for peer in overlay.peers:
+            peer.membership.store.fence = fenced
+        with pytest.raises(EventCloudError, match="lease lapsed"):
+            await overlay.add_peer()
+        for peer in overlay.peers:
+            peer.membership.store.fence = real[peer.id]
+        # the newcomer's keys went with it: the copy it made of its half can never be claimed
+        # (simulation seed 12: a replica took such a zone over, and two peers served it)
+        keys = [e.key.split("/") for e in await overlay.authority.scan("eventcloud/")]
+        assert {k[3] for k in keys if k[2] in ("epoch", "replica")} == {p.id for p in overlay.peers}
+        await trio.sleep(40)   # past the join timeout: the split is undone
+        async with overlay.client(0, "reader") as client:
+            assert await client.count() == sum(len(e) for e in events)
+            assert await _not_whole(client, events) == []
+            status = await client.status()
+        assert len(status.peers) == 2 and not any(p.down for p in status.peers)

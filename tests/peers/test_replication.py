@@ -3,6 +3,8 @@ served again by its replica, nothing acknowledged lost, a restarted peer rejoini
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import trio
 
@@ -224,6 +226,39 @@ async def test_a_stale_copy_whose_drop_was_lost_is_dropped_and_never_taken_over(
         assert all(p.counters["takeovers"] == 0 for p in overlay.peers)
         async with overlay.client(0, "reader") as reader:
             assert await reader.count() == sum(len(e.quads) for e in spread_events(30, "stale"))
+
+
+async def test_writes_made_while_the_zone_is_copied_to_a_new_replica_are_on_the_new_replica(autojump_clock):
+    """The fault simulation's seed 50: an owner copied its zone to a new replica (its snapshot
+    taken, its chunks travelling) while a write arrived; the write went to the old replica,
+    which the owner dropped once the copy was done. Acknowledged, the write was then on the
+    owner alone, and the takeover that followed served the zone without it. Writes now wait
+    for a copy under way and go to the new replica."""
+    async with open_overlay(3, seed=4) as overlay:
+        owner = overlay.peers[1]
+        async with overlay.client(0, "early") as client:
+            await client.publish_batch(spread_events(5, "before"))
+        real_call = owner.router.call
+
+        async def slow_copy(address, op, body, *args, **kwargs):
+            if op is Op.REPLICA_SYNC:
+                await trio.sleep(1)   # the copy's chunks travel slowly
+            return await real_call(address, op, body, *args, **kwargs)
+
+        owner.router.call = slow_copy
+        old = owner.state.replica
+        async with trio.open_nursery() as nursery, overlay.client(0, "during") as client:
+            nursery.start_soon(partial(owner.replication.ensure, replace=True))
+            await trio.sleep(0.5)          # the snapshot is taken: the copy is under way
+            await client.publish_batch(spread_events(30, "during"))
+        del owner.router.call
+        new = owner.state.replica
+        assert new is not None and new != old
+        holder = next(p for p in overlay.peers if p.id == new[0])
+        copy = holder.replicas._copies[owner.id].store
+        assert owner.storage.store.count() > 0
+        assert copy.count() == owner.storage.store.count()
+        assert copy.events().keys() == owner.storage.store.events().keys()
 
 
 async def test_a_peer_never_copies_its_zone_to_itself_through_a_stale_entry_at_its_own_address(autojump_clock):

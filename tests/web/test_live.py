@@ -218,3 +218,50 @@ async def test_websocket_durable_subscription_resumed_on_a_new_socket(gateway):
             await ws.send_message(json.dumps({"unsubscribe": {"spuid": opened["spuid"]}}))
             assert "unsubscribed" in await message(ws)
         check_exactly_once(seen, published)
+
+
+async def test_an_sse_stream_goes_on_through_another_peer_when_the_gateways_entry_is_killed(nursery, tmp_path):
+    """Issue 44, item 7: a gateway given several peers fails over as the SDK does. Its entry
+    peer is killed (-9) with a stream open: publishing goes on through the next peer, and the
+    stream, resumed with Last-Event-ID, delivers every notification exactly once."""
+    import signal
+
+    from peers.supervisor import LocalCluster
+    from tests.web.support import serve
+
+    with LocalCluster(3, data_dir=tmp_path / "cluster", extra=["--failure-timeout", "2"]) as cluster:
+        gateway = await serve(nursery, [cluster.addresses[0], cluster.addresses[1]], cluster.admin_token)
+        tag = uuid.uuid4().hex[:8]
+        query = subscription(tag)
+        received: list[tuple[int, str]] = []
+        async with gateway.client() as http, gateway.client() as publisher:
+            async with http.stream("GET", "/subscriptions/stream", params={"query": query}) as response:
+                events = sse_events(response)
+                hello = await next_event(events)
+                published = await publish(publisher, tag, range(0, 5))
+                await read_notifications(events, 5, received)
+                await trio.to_thread.run_sync(cluster.stop_peer, 0, signal.SIGKILL)
+                with trio.fail_after(60):   # the gateway's next request finds the next peer
+                    while True:
+                        try:
+                            published += await publish(publisher, tag, range(5, 10))
+                            break
+                        except AssertionError:
+                            await trio.sleep(0.5)
+                with trio.move_on_after(30):   # the open stream may go on, or end: either way, resumed below
+                    await read_notifications(events, 5, received)
+                assert gateway.app.overlay.address == cluster.addresses[1]
+            with trio.fail_after(90):
+                while len(received) < len(published):
+                    try:
+                        async with http.stream("GET", hello.data["resume"],
+                                               headers={"last-event-id": str(received[-1][0])}) as response:
+                            if response.status_code != 200:
+                                await trio.sleep(0.5)
+                                continue
+                            events = sse_events(response)
+                            assert (await next_event(events)).data["after"] == received[-1][0]
+                            await read_notifications(events, len(published) - len(received), received)
+                    except (httpx.HTTPError, trio.TooSlowError):
+                        await trio.sleep(0.5)
+        check_exactly_once(received, published)

@@ -165,13 +165,23 @@ class Ownership:
         self.retired = True
 
     async def abandon_join(self) -> None:
-        """The splitter refused this runtime's join (it keeps the zone, or takes it back): its keys
-        go, so that the copy it made of the zone it was granted is never claimed (simulation seed
-        12: a replica took such a zone over, and two peers served it, each with half of its writes).
-        A commit whose answer was lost keeps them: the splitter may have committed, and then that
-        copy is the zone's only one (seed 92)."""
+        """This runtime's join surely did not commit (it failed before the commit was sent, or the
+        splitter refused it; the splitter keeps or takes back the zone): its keys go, so that the
+        copy it made of the zone it was granted is never claimed (simulation seed 12, and the
+        fault harness's minority scenario: a replica took such a zone over, and two peers served
+        it, each with part of its writes). A commit whose answer was lost keeps them: the
+        splitter may have committed, and then that copy is the zone's only one (seed 92)."""
         self.retire()
+        if self.authority is None:
+            return
+        epoch = self._key("epoch", self.state.id)
         with trio.move_on_after(1):
+            try:   # its renewals may have ended (and the lease gone) with the runtime already
+                await self.authority.transact([Same(epoch, str(self.state.incarnation))],
+                                              [Delete(epoch), Delete(self._key("owner", self.state.id)),
+                                               Delete(self._key("replica", self.state.id))])
+            except (AuthorityUnreachable, LeaseExpired):
+                pass
             await self.release_lease()
 
     async def epoch_of(self, ident: str) -> int | None:

@@ -114,9 +114,9 @@ class Membership:
         self.retry_window = retry_window
         self.lock = trio.Lock()          # serialises zone changes on this peer
         self._join_gate = trio.Semaphore(1)
-        #: the splitter refused this runtime's join commit: the zone it was granted is not its own
-        #: (a commit whose answer was lost leaves it unknown: False)
-        self.join_refused = False
+        #: how this runtime's own join went: "" (none), "started", "committing" (the commit is sent:
+        #: unknown until answered), "refused" (the splitter said no), "committed"
+        self.join_outcome = ""
         self.foreign = foreign           # quads held here that another peer answers for (queries read it)
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
@@ -189,11 +189,13 @@ class Membership:
         await receive(grant.data, grant.remaining, fetch, self._install)
         await self.replication.ensure()  # the zone on two peers before its old owner drops it
         await self.persist()
+        self.join_outcome = "committing"
         try:
             await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
         except RemoteError:
-            self.join_refused = True   # the splitter's answer: it keeps (or takes back) the zone
+            self.join_outcome = "refused"   # the splitter's answer: it keeps (or takes back) the zone
             raise
+        self.join_outcome = "committed"
         log.info("peer %s joined: zone %s", state.id, state.zone)
 
     async def _join_point(self, bootstrap: str, space: CoordinateSpace) -> Point:

@@ -473,7 +473,9 @@ class _PeerRuntime:
                         state.annex = self.join_annex is not None
                         if self.ownership.enabled and not state.overlay:   # the authority's keys name it
                             state.overlay = await overlay_of(self._ask, config.join) or ""
+                        self.membership.join_outcome = "started"
                         await self._register(joining=True)   # before the zone's quads: they are writes too
+                        await nursery.start(_for_the_peers_lifetime, self.ownership.run)  # renewed while joining
                         await self.membership.join(config.join, at=self.join_at, annex=self.join_annex)
                         await self.schema.sync_from(config.join)   # before matching anything
                         self.dispatcher.ready.set()
@@ -489,8 +491,9 @@ class _PeerRuntime:
                                     "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
                     await nursery.start(_for_the_peers_lifetime,
                                         partial(self.membership.run, stabilise_every=config.stabilise_every))
-                    for service in (self.ownership, self.storage, self.replication, self.replicas, self.schema,
-                                    self.rebalancer, self.annexes, self.clock_check):
+                    for service in (*(() if self.membership.join_outcome else (self.ownership,)), self.storage,
+                                    self.replication, self.replicas, self.schema, self.rebalancer, self.annexes,
+                                    self.clock_check):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     nursery.start_soon(self._step_down_when_superseded)
                     nursery.start_soon(self._step_down_when_deposed)
@@ -516,7 +519,7 @@ class _PeerRuntime:
                         await self.persistence.save()
                     except (OSError, EventCloudError) as exc:
                         log.warning("peer %s: could not save its state on the way out: %s", state.id, exc)
-                if self.membership.join_refused:
+                if self.membership.join_outcome in ("started", "refused"):   # surely not its zone
                     await self.ownership.abandon_join()
                 self.store.sync.close()
                 self.replicas.close_copies()   # closed by its run already, unless that never started

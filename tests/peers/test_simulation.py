@@ -7,7 +7,7 @@ Seeds 9, 12, 27, 29, 50, 56 and 92 each found a bug (docs/reliability.md lists t
 fixes: copies deleted by a rejoining peer, a rejoin resuming a join taken back, a write missing
 from a new replica's copy, a status crawl that never ended, a split fenced after it stood, a copy
 of a refused joiner's zone taken over, a zone left to nobody by a first fix of that); they stay
-here with the first seeds. Seeds 1-100 held then.
+here with the first seeds. Seeds 1-100 held then; at d866ce0, 99 of 100 (65 is OPEN, below).
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ import pytest
 SEEDS = [*range(1, 10), 12, 27, 29, 30, 31, 33, 50, 56, 92]
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+#: Seeds that break at this code, each with what is known of it (expected to fail, not required to).
+OPEN = {65: "a zone left unserved after settling; passed before joiners renewed their leases while joining "
+            "(d866ce0), not traced yet"}
+
+
+@pytest.mark.parametrize("seed", SEEDS + [pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=r))
+                                          for s, r in OPEN.items()])
 def test_a_seeded_schedule_of_partitions_and_crashes_ends_with_every_invariant_holding(seed):
     # Run as its replay line runs it, in a process of its own: in a process that ran other
     # schedules before, module state they left (caches, counters) changed the interleaving, and

@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Callable, Iterable
 
 import trio
 
-from eventcloud.client.link import ClientError, Link
+from eventcloud.client.link import LIVENESS, ClientError, Link
 from eventcloud.client.results import ResultStream
 from eventcloud.client.subscription import Subscription
 from eventcloud.errors import ErrorCode, EventCloudError, ModelError
@@ -496,7 +496,7 @@ async def connect(address: str | list[str] | tuple[str, ...], *, transport: Tran
                   publish_retry: float = 30.0, admin_token: str | None = None, publish_token: str | None = None,
                   tls: ssl.SSLContext | str | Path | bool | None = None, reconnect: float = 60.0,
                   on_event: Callable[[str], None] | None = None,
-                  request_timeout: float = 300.0) -> AsyncIterator[Client]:
+                  request_timeout: float = 300.0, liveness: float = LIVENESS) -> AsyncIterator[Client]:
     """Open a client connection to the overlay through any of its peers.
 
     `address`: one HOST:PORT or several (tried in order; more are learned from the overlay).
@@ -509,7 +509,10 @@ async def connect(address: str | list[str] | tuple[str, ...], *, transport: Tran
     namespaces this client may publish under). `tls`: connect with TLS, verifying the peer against a CA file (a path), the system's
     CAs (True), or an `ssl.SSLContext` of your own. `request_timeout`: seconds one request may
     wait for its answer before it fails with a `timeout` ClientError (0: no limit); the peers
-    bound their own retries well within it, so it ends only a request a peer never answers."""
+    bound their own retries well within it, so it ends only a request a peer never answers.
+    `liveness`: seconds a request may wait with nothing heard from the entry peer (a live one
+    answers pings while it works) before the connection counts as dead and the client moves on
+    to another peer (0: never; a paused or cut-off entry then holds requests until the timeout)."""
     seeds = [address] if isinstance(address, str) else list(address)
     if not seeds:
         raise ClientError("no peer address given")
@@ -520,7 +523,7 @@ async def connect(address: str | list[str] | tuple[str, ...], *, transport: Tran
                               publish_token=publish_token,
                               reconnect=reconnect, on_push=client._on_push, on_connect=client._on_connect,
                               on_disconnect=client._on_connection_lost, on_lost=client._on_lost, on_event=on_event or (lambda line: None),
-                              request_timeout=request_timeout)
+                              request_timeout=request_timeout, liveness=liveness)
     failure: BaseException | None = None
     async with trio.open_nursery() as nursery:
         client._nursery = nursery

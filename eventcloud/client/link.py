@@ -33,8 +33,13 @@ __all__ = ["ClientError", "Link", "IDEMPOTENT"]
 #: Operations a link runs again on a new connection when the old one died before the reply.
 IDEMPOTENT = frozenset({Op.PING, Op.OVERLAY_INFO, Op.PUBLISH, Op.FIND, Op.COUNT, Op.SPARQL, Op.STATUS, Op.ATTACH,
                         Op.ACK, Op.RENEW, Op.DELETE, Op.SUBSCRIPTIONS})
-#: Seconds between pings on an otherwise quiet connection (peers close connections idle for minutes).
-KEEPALIVE = 60.0
+#: Seconds between pings on an otherwise quiet connection: peers close connections idle for
+#: minutes, and a subscriber that only listens learns this way of an entry peer gone silent.
+KEEPALIVE = 15.0
+#: Seconds a request may wait with nothing at all heard from the entry peer (a live one answers
+#: a ping however long the request takes) before the connection counts as dead: requests that
+#: can run twice run again through another peer (`RpcConnection`'s liveness).
+LIVENESS = 10.0
 
 
 class ClientError(EventCloudError):
@@ -54,9 +59,10 @@ class Link:
                  reconnect: float, on_push: Callable[[Op, dict[str, Any]], None],
                  on_connect: Callable[[], Awaitable[None]], on_disconnect: Callable[[], None],
                  on_lost: Callable[[str], None], on_event: Callable[[str], None],
-                 request_timeout: float = 0.0) -> None:
+                 request_timeout: float = 0.0, liveness: float = LIVENESS) -> None:
         self.addresses = list(dict.fromkeys(seeds))   # seeds first, then what the overlay told us
         self.request_timeout = request_timeout         # seconds one request may wait for its answer (0: no limit)
+        self.liveness = liveness                       # seconds of silence from the entry while requests wait: dead
         self.transport = transport
         self.clock = clock
         self.admin_token = admin_token
@@ -138,7 +144,8 @@ class Link:
             self.on_disconnect()
 
         async with open_connection(stream, self.clock, on_push=lambda conn, op, body: self.on_push(op, body),
-                                   on_close=on_close, name=f"client->{address}") as conn:
+                                   on_close=on_close, name=f"client->{address}",
+                                   liveness=self.liveness or None) as conn:
             try:
                 with trio.fail_after(HANDSHAKE_TIMEOUT):
                     if self.admin_token is not None:

@@ -69,6 +69,7 @@ class RpcConnection:
         idle_timeout: float | None = None,
         frame_timeout: float | None = None,
         first_request_timeout: float | None = None,
+        liveness: float | None = None,
         remote: str = "",
     ) -> None:
         self.stream = stream
@@ -95,6 +96,11 @@ class RpcConnection:
         self.remote = remote   # the other side's host, as the server saw it ("" if unknown)
         self.probation = False  # admitted into the slots kept for proven roles: must prove one first
         self._frame_timeout = frame_timeout    # a frame begun must be complete within this (None: never)
+        # our requests waiting this long with nothing heard from the other side: it is dead (None: never)
+        self._liveness = liveness
+        self._heard = trio.current_time()  # when bytes last came in (or our first request went out)
+        self._listening = trio.Event()    # wakes the liveness watch: a request waits now
+        self._probing = False             # a liveness ping is out
         self._max_frame = max_frame
         self._decoder = FrameDecoder(max_frame, accepted_ops)
         self._ids = itertools.count(1)
@@ -160,6 +166,8 @@ class RpcConnection:
                 with trio.CancelScope() as self._reading:
                     if self._idle_timeout or self._frame_timeout or self._first_request_timeout:
                         nursery.start_soon(self._watchdog)
+                    if self._liveness:
+                        nursery.start_soon(self._watch_liveness, nursery)
                     await self._read_loop(nursery)
                 if self._evicted is not None:
                     await self._send_quietly(Message(Kind.ERROR, None, None, self.clock.now(),
@@ -210,6 +218,46 @@ class RpcConnection:
             self._reading.cancel()
             return
 
+    async def _watch_liveness(self, nursery: trio.Nursery) -> None:
+        """Ends the connection when our requests wait `liveness` seconds with nothing at all heard
+        from the other side (gRPC's keepalive): a peer paused or cut off without a reset keeps
+        its TCP connection open, and every request to it would wait for ever. Half-way through
+        the silence a ping goes out, which a live peer answers however long its other requests
+        take. Silence counts only while our reader waits for bytes (not while our own
+        back-pressure stops it)."""
+        limit = self._liveness
+        assert limit is not None
+        while True:
+            if not self._waiting:
+                self._listening = trio.Event()
+                await self._listening.wait()
+                continue
+            if not self._listening.is_set():
+                self._listening.set()     # requests already waited when we started
+            now = trio.current_time()
+            if not self._receiving:
+                self._heard = now
+            # the times compared are the times slept until (a difference compared with `limit`
+            # may round the other way, and the loop would wake at once, for ever)
+            probe_at, dead_at = self._heard + limit / 2, self._heard + limit
+            if now >= dead_at:
+                self.close_reason = f"nothing heard from the other side for {limit:g} s while requests waited"
+                log.info("closing connection %s: %s", self.name, self.close_reason)
+                self._reading.cancel()
+                return
+            if now >= probe_at and not self._probing:
+                self._probing = True
+                nursery.start_soon(self._probe)
+            await trio.sleep_until(dead_at if self._probing else probe_at)
+
+    async def _probe(self) -> None:
+        try:
+            await self.call(Op.PING, {})
+        except EventCloudError:
+            pass
+        finally:
+            self._probing = False
+
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         limits = self._limits
         while True:
@@ -240,7 +288,7 @@ class RpcConnection:
                 self.close_reason = "closed by the other side"
                 return
             self.counters["bytes_in"] += len(data)
-            now = trio.current_time()
+            now = self._heard = trio.current_time()
             if not self._decoder.pending:
                 self._frame_began = now
             self._decoder.feed(data)
@@ -360,6 +408,9 @@ class RpcConnection:
             raise ConnectionLost(f"connection {self.name} is closed ({self.close_reason})")
         ident = next(self._ids)
         pending = self._waiting[ident] = _Pending()
+        if self._liveness and not self._listening.is_set():
+            self._heard = max(self._heard, trio.current_time())  # silence counts from the first request
+            self._listening.set()
         wire = body.to_wire() if isinstance(body, Body) else (body or {})
         try:
             try:

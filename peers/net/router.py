@@ -50,7 +50,7 @@ class Router:
 
     def __init__(self, state: PeerState, transport: Transport, clock: HybridClock, dispatcher: Dispatcher,
                  counters: Counter[str], tasks: TaskStarter, *, retry: RetryPolicy, max_hops: int, max_frame: int,
-                 partial_wait: float = 1.0, auth: PeerAuth | None = None) -> None:
+                 partial_wait: float = 1.0, liveness: float | None = None, auth: PeerAuth | None = None) -> None:
         self.state = state
         self.tasks = tasks   # pooled connections' readers run there
         self.transport = transport
@@ -61,6 +61,7 @@ class Router:
         self.max_hops = max_hops
         self.max_frame = max_frame
         self.partial_wait = partial_wait
+        self.liveness = liveness   # a peer our calls hear nothing from this long is dead to them (RpcConnection)
         self.auth = auth
         self._connections: dict[str, RpcConnection] = {}
         self._connecting: dict[str, trio.Lock] = {}
@@ -139,7 +140,7 @@ class Router:
                 return conn
             stream = await self.transport.connect(address)
             conn = RpcConnection(stream, self.clock, name=f"{self.state.address}->{address}", counters=self.counters,
-                                 max_frame=self.max_frame)
+                                 max_frame=self.max_frame, liveness=self.liveness)
             try:
                 self.tasks.start_soon(conn.run)
             except RuntimeError:  # this peer is stopping: no new connection may start

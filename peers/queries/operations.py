@@ -62,8 +62,7 @@ T = TypeVar("T")
 
 #: Rows one peer sends for one pushed-down SELECT without LIMIT (more: the query is refused).
 MAX_ROWS = 20_000
-#: A status asked peer by peer (its multicast's root is down): at most this many asked at once,
-#: and this many in all.
+#: A status asks the peers one by one: at most this many at once, and this many in all.
 CRAWL_AT_ONCE = 32
 MAX_CRAWLED = 100_000
 
@@ -434,58 +433,58 @@ class Queries:
     # --- status -------------------------------------------------------------------------------
 
     async def _on_status(self, conn: RpcConnection, body: Empty) -> Status:
-        """Every peer's status; a peer that does not answer is listed as down (status never waits
-        for the whole retry window). A multicast starts at the owner of the space's lowest corner
-        (the overlay's first peer, as a rule): when that one is down, the peers are asked one by
-        one along their tables instead, so status answers before its replica takes it over."""
-        try:
-            peers, down = await self.router.multicast_partial(self.state.space.whole_space(), Op.STATUS_LOCAL,
-                                                              Empty())
-        except RequestError as exc:
-            if exc.code is not ErrorCode.UNREACHABLE:
-                raise
-            self.counters["status_crawled"] += 1
-            peers, down = await self._crawl_status()
+        """Every peer's status; a peer that does not answer within `partial_wait` is listed as
+        down (a paused or cut-off peer, whose calls would wait for the liveness timeout, costs
+        status that second, not more)."""
+        self.counters["status_crawled"] += 1
+        peers, down = await self._crawl_status()
         statuses = [PeerStatus.from_wire(p, trusted=True) for p in peers]
         statuses += [PeerStatus(ident, n.address, n.zone, 0, 0, 0, {}, {}, down=True) for ident, n in down]
         return Status(tuple(sorted(statuses, key=lambda p: p.id)), self.state.space, self.state.algorithm)
 
     async def _crawl_status(self) -> tuple[list[Any], list[tuple[str, Neighbour]]]:
-        """Each peer's status asked directly (a route to a point of its zone, sent to it), from
-        this peer along the tables of those that answer; one that does not answer within
-        `partial_wait` is down, with the zone the table naming it gives. A stale entry answered
-        by the zone's live owner is not listed down."""
+        """Each peer's status asked directly (a route to a point of its zone, sent to it), and its
+        table beside it: the peers it names are asked as soon as it answers, so one silent peer
+        costs `partial_wait` once, wherever it sits (a multicast tree waits for each silent
+        inner node in turn). A peer that does not answer within `partial_wait` is down, with
+        the zone the table naming it gives; a stale entry answered by the zone's live owner is
+        not listed down. Each entry is asked once."""
         state, whole = self.state, self.state.space.whole_space()
         answers: dict[str, Any] = {state.id: await self._local_status(Empty())}
-        known: dict[str, Neighbour] = dict(state.neighbours)
         silent: dict[str, Neighbour] = {}
-        asked: set[str] = set()   # each entry asked once (a stale one is answered by another peer)
+        asked: set[str] = {state.id}
         limiter = trio.CapacityLimiter(CRAWL_AT_ONCE)
 
         async def ask(ident: str, neighbour: Neighbour) -> None:
+            got: dict[str, Any] = {}
+
+            async def one(key: str, op: Op, body: Any) -> None:
+                got[key] = await self.router.call(neighbour.address, op, body)
+
             async with limiter:
                 with trio.move_on_after(self.router.partial_wait):
                     try:
-                        routed = await self.router.call(neighbour.address, Op.ROUTE, Route(
-                            lowest_corner(neighbour.zone, whole), Op.STATUS_LOCAL.value, {}, to=ident))
-                        table = Table.from_wire(await self.router.call(neighbour.address, Op.TABLE, Empty()))
-                    except EventCloudError:
+                        async with trio.open_nursery() as both:
+                            both.start_soon(one, "status", Op.ROUTE, Route(
+                                lowest_corner(neighbour.zone, whole), Op.STATUS_LOCAL.value, {}, to=ident))
+                            both.start_soon(one, "table", Op.TABLE, Empty())
+                    except* EventCloudError:
                         pass
-                    else:
-                        status = Routed.from_wire(routed).result
-                        answers[PeerStatus.from_wire(status, trusted=True).id] = status
-                        known.update((k, n) for k, n in table.neighbours.items() if k not in known)
-                        return
+            if len(got) < 2:
                 silent[ident] = neighbour
+                return
+            status = Routed.from_wire(got["status"]).result
+            answers[PeerStatus.from_wire(status, trusted=True).id] = status
+            discover(Table.from_wire(got["table"]).neighbours.items())
 
-        while len(answers) + len(silent) < MAX_CRAWLED:
-            todo = [(k, n) for k, n in known.items() if k not in answers and k not in silent and k not in asked]
-            if not todo:
-                break
-            async with trio.open_nursery() as nursery:
-                for ident, neighbour in todo[:MAX_CRAWLED]:
+        def discover(entries: Any) -> None:
+            for ident, neighbour in entries:
+                if ident not in asked and len(asked) < MAX_CRAWLED:
                     asked.add(ident)
                     nursery.start_soon(ask, ident, neighbour)
+
+        async with trio.open_nursery() as nursery:
+            discover(sorted(state.neighbours.items()))
         zones = [PeerStatus.from_wire(a, trusted=True).zone for a in answers.values()]
         down = [(k, n) for k, n in silent.items() if k not in answers and
                 not any(z.intersects(n.zone.bounds) for z in zones)]

@@ -264,7 +264,7 @@ class _PeerRuntime:
         self.physical_ms = physical_ms
         self.router = router = Router(state, transport, clock, dispatcher, counters, TaskStarter("router"),
                                       retry=RetryPolicy(config.retry_window), max_hops=config.max_hops,
-                                      max_frame=config.max_frame, auth=self.auth)
+                                      max_frame=config.max_frame, liveness=config.failure_timeout, auth=self.auth)
         # a lease set by one peer is compared on another's clock: they must agree (refused otherwise)
         self.clock_check = ClockCheck(state, physical_ms, via(router.call, config.retry_window / 2), counters,
                                       max_offset=config.max_clock_offset, every=config.clock_check_every,

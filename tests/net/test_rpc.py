@@ -259,3 +259,31 @@ async def test_idle_and_frame_timeouts_count_only_while_the_reader_waits_for_byt
         await pair.server.wait_closed()
         assert pair.server.close_reason == "a frame was not completed within 5 s"
         assert trio.current_time() - began == pytest.approx(13, abs=0.5)
+
+
+async def test_calls_to_a_silent_side_fail_after_the_liveness_timeout_and_a_slow_live_one_is_waited_for(
+        autojump_clock):
+    """gRPC's keepalive: a peer paused or cut off keeps its TCP connection, and without this
+    every call to it waited for ever (a status took over 40 s behind one SIGSTOPped peer)."""
+    async def slow(conn, op, body):
+        if op is Op.FIND:
+            await trio.sleep(60)   # far longer than the liveness timeout: pings still answered
+        return {"op": op.value}
+
+    async with open_rpc_pair(client={"liveness": 2.0}, server={"on_request": slow}) as pair:
+        started = trio.current_time()
+        assert await pair.client.call(Op.FIND, {}) == {"op": "find"}
+        assert trio.current_time() - started == pytest.approx(60, abs=0.1)
+        assert not pair.client.closed and pair.server.counters["bytes_in"] > 0
+
+    left, right = trio.testing.memory_stream_pair()   # `right` is never read: a paused peer
+    conn = RpcConnection(left, HybridClock(lambda: 0), name="to-silent", liveness=2.0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run)
+        await trio.sleep(30)          # idle for long: silence counts from the request, not before
+        started = trio.current_time()
+        with pytest.raises(ConnectionLost, match="nothing heard from the other side for 2 s"):
+            await conn.call(Op.COUNT, {})
+        assert trio.current_time() - started == pytest.approx(2.0, abs=0.05)
+        assert conn.closed
+        nursery.cancel_scope.cancel()

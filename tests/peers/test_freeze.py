@@ -11,7 +11,7 @@ import signal
 import pytest
 import trio
 
-from eventcloud.client import connect
+from eventcloud.client import ClientError, connect
 from peers.supervisor import LocalCluster
 from tests.helpers import assert_exact_neighbour_tables, spread_events
 
@@ -52,5 +52,77 @@ async def test_a_peer_frozen_past_the_failure_timeout_steps_down_and_rejoins(tmp
             assert await client.count() == sum(len(e) for e in before + after)
             for event in before + after:
                 assert len(await client.find(event.graph)) == len(event)
+    finally:
+        await trio.to_thread.run_sync(cluster.stop)
+
+
+async def test_a_frozen_peer_costs_status_a_second_and_publishing_goes_on(tmp_path):
+    """Issue 44.5. A SIGSTOPped peer keeps its TCP connections open, so every call to it waited
+    for ever: status through a live peer took over 40 s, and a publication whose quads it owned
+    failed after the 30 s retry window although its replica had taken the zone over at ~7 s.
+    Calls now give up once nothing is heard for the failure timeout (RpcConnection's liveness)
+    and status asks each peer with a one-second deadline."""
+    cluster = LocalCluster(4, data_dir=tmp_path, seed=3, authority="local")
+    await trio.to_thread.run_sync(cluster.start)
+    try:
+        async with connect(cluster.entry, source="freeze") as client:
+            before = spread_events(20, "before")
+            for event in before:
+                await client.publish(event)
+            frozen = next(p for p in (await client.status()).peers if p.address == cluster.addresses[2])
+            process = cluster.processes[2]
+            os.kill(process.pid, signal.SIGSTOP)
+            try:
+                started = trio.current_time()
+                with trio.fail_after(10):
+                    status = await client.status()
+                assert trio.current_time() - started < 2.5
+                assert [p.id for p in status.peers if p.down] == [frozen.id]
+                during = spread_events(10, "during")
+                with trio.fail_after(30):
+                    for event in during:
+                        await client.publish(event)
+                with trio.fail_after(30):
+                    while True:
+                        try:
+                            counted = await client.count()
+                            break
+                        except ClientError:
+                            await trio.sleep(0.5)
+                assert counted == sum(len(e) for e in before + during)
+            finally:
+                os.kill(process.pid, signal.SIGCONT)
+    finally:
+        await trio.to_thread.run_sync(cluster.stop)
+
+
+async def test_a_client_whose_entry_peer_freezes_goes_on_through_another(tmp_path):
+    """Issue 44.5: the SDK's requests waited for their 300 s timeout behind a SIGSTOPped entry
+    peer (its TCP connection stays open). With nothing heard for `liveness` seconds the
+    connection counts as dead, and publishing goes on through the next peer given."""
+    cluster = LocalCluster(3, data_dir=tmp_path, seed=3)
+    await trio.to_thread.run_sync(cluster.start)
+    try:
+        events = spread_events(12, "entry-frozen")
+        async with connect(cluster.addresses[:2], source="freeze", liveness=2.0) as client:
+            for event in events[:6]:
+                await client.publish(event)
+            process = cluster.processes[0]
+            os.kill(process.pid, signal.SIGSTOP)
+            try:
+                with trio.fail_after(30):
+                    for event in events[6:]:
+                        await client.publish(event)
+                assert client.link.address == cluster.addresses[1]
+            finally:
+                os.kill(process.pid, signal.SIGCONT)
+            with trio.fail_after(40):
+                while True:
+                    try:
+                        if await client.count() == sum(len(e) for e in events):
+                            break
+                    except ClientError:
+                        pass
+                    await trio.sleep(0.5)
     finally:
         await trio.to_thread.run_sync(cluster.stop)

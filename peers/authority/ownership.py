@@ -174,12 +174,9 @@ class Ownership:
         self.retire()
         if self.authority is None:
             return
-        epoch = self._key("epoch", self.state.id)
         with trio.move_on_after(1):
             try:   # its renewals may have ended (and the lease gone) with the runtime already
-                await self.authority.transact([Same(epoch, str(self.state.incarnation))],
-                                              [Delete(epoch), Delete(self._key("owner", self.state.id)),
-                                               Delete(self._key("replica", self.state.id))])
+                await self._delete_keys()
             except (AuthorityUnreachable, LeaseExpired):
                 pass
             await self.release_lease()
@@ -240,13 +237,18 @@ class Ownership:
         lease, self.lease, self.registered, self.valid_until = self.lease, None, False, -math.inf
         try:
             if self.retired:
-                epoch = self._key("epoch", self.state.id)
-                await self.authority.transact([Same(epoch, str(self.state.incarnation))],
-                                              [Delete(epoch), Delete(self._key("owner", self.state.id)),
-                                               Delete(self._key("replica", self.state.id))])
+                await self._delete_keys()
             await self.authority.revoke(lease)
         except (AuthorityUnreachable, LeaseExpired):
             pass
+
+    async def _delete_keys(self) -> None:
+        """This zone's epoch, owner and replica keys, deleted while the epoch is still ours."""
+        assert self.authority is not None
+        epoch = self._key("epoch", self.state.id)
+        await self.authority.transact([Same(epoch, str(self.state.incarnation))],
+                                      [Delete(epoch), Delete(self._key("owner", self.state.id)),
+                                       Delete(self._key("replica", self.state.id))])
 
     async def record_replica(self, replica: str) -> None:
         """Name `replica` as the holder of this zone's current copy (before any write only it

@@ -1,7 +1,7 @@
 """Faults a real network makes, with real processes: peers and a three-member etcd, each in a
 network namespace of its own on a bridge (experiments/netns.py), the harness in the root one.
 
-    sudo python -m experiments.faults [--scenarios replica-cut,minority,pause,slow,kill-restart,wipe-first]
+    sudo python -m experiments.faults [--scenarios replica-cut,minority,pause,slow,loaded,kill-restart,wipe-first]
                                       [--algorithms osma,csma] [--peers 6] [--rate 20] [--seconds 15]
 
 Each scenario starts a fresh overlay (`eventcloud peer --authority etcd://… --failure-timeout 2`,
@@ -20,7 +20,8 @@ peers 0 and 1 at `--rate` events/s, injects its fault after 5 s for `--seconds`,
 
 Scenarios: `replica-cut` (a peer holding copies of others' zones cut off), `minority` (2 of 6 on a
 bridge of their own: they reach each other, nothing else), `pause` (SIGSTOP), `slow` (16 kbit/s
-both ways: a live peer that must not be taken over), `kill-restart` (kill -9, the same command 5 s
+both ways: a live peer that must not be taken over), `loaded` (7 busy loops beside the peers on
+the machine's cores: no live peer may be taken over), `kill-restart` (kill -9, the same command 5 s
 later, fixed ports), `wipe-first` (peer 0 killed, its data directory wiped, restarted with its own
 command: it must refuse to start a second overlay), `clock-ahead` / `clock-behind` (the last peer
 stopped, restarted with its command under libfaketime at +2h / -2h: it must refuse to serve,
@@ -55,7 +56,10 @@ from experiments.netns import Hosts, remove_leftovers
 from peers.authority import EtcdAuthority
 from peers.supervisor import LocalCluster
 
-SCENARIOS = ("replica-cut", "minority", "pause", "slow", "kill-restart", "wipe-first", "clock-ahead", "clock-behind")
+SCENARIOS = ("replica-cut", "minority", "pause", "slow", "loaded", "kill-restart", "wipe-first", "clock-ahead",
+             "clock-behind")
+#: Busy processes of the `loaded` scenario: with the peers and etcd, a run queue of 7+ on 2 cores.
+BUSY_LOOPS = 7
 PORT = 7000
 ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
 EVERYTHING = "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"
@@ -260,6 +264,17 @@ async def _inject(scenario: str, cluster: NetnsCluster, hosts: Hosts, args: argp
             await trio.sleep(args.seconds)
         finally:
             hosts.unslow(f"p{last}")
+    elif scenario == "loaded":
+        # every peer live, the machine's cores taken by busy loops: no zone may change hands
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(BUSY_LOOPS)]
+        try:
+            await trio.sleep(args.seconds)
+            outcome.notes.append(f"{BUSY_LOOPS} busy loops for {args.seconds:g} s; load average (1, 5 min) at the "
+                                 f"end: {os.getloadavg()[0]:.1f}, {os.getloadavg()[1]:.1f}")
+        finally:
+            for proc in busy:
+                proc.kill()
+                proc.wait()
     elif scenario == "kill-restart":
         faulted.add(last)
         await trio.to_thread.run_sync(cluster.stop_peer, last, signal.SIGKILL)

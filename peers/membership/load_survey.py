@@ -83,7 +83,7 @@ class LoadSurvey:
 
     async def _joiner_share(self) -> float:
         """The share of this zone's quads a peer joining here would take: the newcomer's side of
-        the cut a join makes now (membership's `_split_for`), on the same sample of the quads.
+        the cut a join makes now (`Splits._split_for`), on the same sample of the quads.
         It reads the whole store, and every light peer's look asks the busiest: kept for
         CUT_KEPT seconds while the zone stays the same."""
         zone, now = self.state.zone, trio.current_time()

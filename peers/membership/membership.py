@@ -17,7 +17,8 @@ Join (new peer N; docs/overlay.md, "Balanced joins"):
 An annex (peers/membership/annexes.py) joins the same way, but names the side of O's zone it takes (the
 one O found empty and crowded), which may be the lower one; O refuses if its zone changed.
 One join at a time per owner, from split to commit; a split whose newcomer never commits is
-undone after `join_timeout`.
+undone after `join_timeout`. The owner's side (split, data, commit, undo) is
+peers/membership/splits.py.
 
 Leave is the reverse: a leaving peer hands its zone, quads and subscriptions to a neighbour
 whose zone merges with its own into a box (`overlay.heirs`: the sibling of its last split
@@ -38,21 +39,20 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from eventcloud.errors import (
-    ConnectionLost, ErrorCode, EventCloudError, GeometryError, OperatorMismatch, RemoteError, RequestError, Unreachable,
+    ConnectionLost, ErrorCode, EventCloudError, OperatorMismatch, RemoteError, RequestError, Unreachable,
 )
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
-    Box, CoordinateSpace, Neighbour, Point, Zone, announced, cut_between, cut_for, evenly, heirs, lowest_corner,
-    merge_for_leave, split_for_join,
+    Box, CoordinateSpace, Neighbour, Point, Zone, announced, heirs, lowest_corner, merge_for_leave,
 )
 from eventcloud.rdf.model import Quad
 from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import (
     Announce, Empty, Handover, JoinCommit, JoinGrant, JoinRequest, Left, NextChunk,
-    OverlayInfo, PeerId, Pong, Routed, Table, TakeOver,
+    OverlayInfo, PeerId, Routed, Table, TakeOver,
 )
 from eventcloud.wire.ops import Op
 from peers.matching import Subscriptions, check_same_operators
@@ -62,6 +62,7 @@ from peers.membership.stabiliser import Stabiliser
 from peers.store import AsyncStore, ForeignQuads, PeerState, ZoneGuard
 from peers.membership.handover import Outgoing, drop_outside, install, receive, zone_content
 from peers.membership.load_survey import LoadSurvey
+from peers.membership.splits import Splits
 from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
@@ -73,17 +74,6 @@ TAKE_OVER_TRIES = 3
 
 __all__ = ["Membership"]
 
-
-
-class _PendingJoin:
-    """A split granted to a newcomer, until it commits (or the timer undoes it)."""
-
-    def __init__(self, zone: Zone, table: dict[str, Neighbour], announce_to: tuple[str, ...]):
-        self.zone = zone                  # the owner's zone before the split (to undo it)
-        self.table = table
-        self.outgoing = Outgoing()        # handed over (its quads dropped here at commit)
-        self.announce_to = announce_to
-        self.timer = trio.CancelScope()
 
 
 class Membership:
@@ -113,7 +103,6 @@ class Membership:
         self.join_timeout = join_timeout
         self.retry_window = retry_window
         self.lock = trio.Lock()          # serialises zone changes on this peer
-        self._join_gate = trio.Semaphore(1)
         #: how this runtime's own join went: "" (none), "started", "committing" (the commit is sent:
         #: unknown until answered), "refused" (the splitter said no), "committed"
         self.join_outcome = ""
@@ -126,14 +115,19 @@ class Membership:
         self._held: list[Announce] = []
         #: while our leave hands the zone over: what the heir fetches with `leave_data`
         self._outgoing: Outgoing | None = None
+        #: the owner's side of joins: splits granted to newcomers
+        self.splits = Splits(state, router, store, subscriptions, tasks, lock=self.lock, guard=guard,
+                             foreign=foreign, replication=replication, persist=persist, announce=self.announce,
+                             join_timeout=join_timeout, retry_window=retry_window, operators=operators,
+                             rematch=rematch)
 
     def handlers(self) -> dict[Op, Any]:
-        return {Op.OVERLAY_INFO: self._on_info, Op.JOIN_COMMIT: self._on_join_commit,
-                Op.NEIGHBOURS: self._on_neighbours, Op.TAKE_OVER: self._on_take_over, Op.TABLE: self._on_table,
-                Op.LEAVE: self._on_leave, Op.JOIN_DATA: self._on_join_data, Op.LEAVE_DATA: self._on_leave_data}
+        return {Op.OVERLAY_INFO: self._on_info, Op.NEIGHBOURS: self._on_neighbours, Op.TAKE_OVER: self._on_take_over,
+                Op.TABLE: self._on_table, Op.LEAVE: self._on_leave, Op.LEAVE_DATA: self._on_leave_data,
+                **self.splits.handlers()}
 
     def routed(self) -> dict[Op, Any]:
-        return {Op.JOIN_SPLIT: self._local_join_split}
+        return self.splits.routed()
 
     async def run(self, *, stabilise_every: float, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
@@ -213,165 +207,8 @@ class Membership:
         await install(self.store, self.subscriptions, self.clock, data)
 
     async def _handover(self, zone: Zone) -> tuple[list[Quad], Handover]:
-        return self._handover_of(zone, await self.store.find(None, None, None, None))
-
-    def _handover_of(self, zone: Zone, held: list[Quad]) -> tuple[list[Quad], Handover]:
-        return zone_content(self.store, self.subscriptions, self.state.space, zone, held)
-
-    async def _local_join_split(self, body: JoinRequest) -> dict[str, Any]:
-        check_same_operators(body.operators, self.operators.names, f"peer {self.state.id}")
-        await self._join_gate.acquire()
-        try:
-            grant, pending = await self._split_for(body.id, body.address, body if body.annex is not None else None)
-        except BaseException:
-            cut_off = self.foreign.join_ended(body.id)
-            if cut_off is not None and self.state.zone != cut_off.zone:  # split, then cut off: undone whole
-                with trio.CancelScope(shield=True):
-                    await self._undo_split(cut_off)
-            self._join_gate.release()
-            raise
-        # Until it commits, the newcomer serves nothing: this peer must not pick it as its replica
-        # (a copy sent there would wait for the join, and the join for the copy).
-        self.replication.joining_began(body.id)
-        if self.tasks.open:
-            self.tasks.start_soon(self._expire_join, body.id, body.address, pending)
-        return grant.to_wire()
-
-    def _annex_cut(self, body: JoinRequest) -> tuple[int, int, bool]:
-        """The cut an annex asks for: (dim, at, the annex takes the lower side), if the zone
-        it was offered is still this peer's."""
-        assert body.annex is not None
-        if body.of != self.state.zone:
-            raise RequestError(f"peer {self.state.id}'s zone changed since the annex was offered",
-                               ErrorCode.NOT_FOUND)
-        cut = cut_between(self.state.zone, body.annex)
-        if cut is None:
-            raise RequestError(f"the annex asked for is not one side of a cut of peer {self.state.id}'s zone",
-                               ErrorCode.BAD_REQUEST)
-        return cut
-
-    async def _split_for(self, new_id: str, new_address: str, annex: JoinRequest | None = None
-                         ) -> tuple[JoinGrant, _PendingJoin]:
-        state = self.state
-        async with self.lock, self.guard.change():
-            held = await self.store.find(None, None, None, None)
-            try:
-                if annex is not None:
-                    dim, at, newcomer_lower = self._annex_cut(annex)
-                    cut = (dim, at)
-                else:
-                    cut, newcomer_lower = cut_for(state.zone, [state.space.point(q) for q in evenly(held)]), False
-                plan = split_for_join(state.id, state.address, state.zone, state.neighbours, new_id, new_address,
-                                      state.incarnation, cut=cut, newcomer_lower=newcomer_lower)
-            except GeometryError as exc:
-                raise RequestError(f"cannot split zone for a join: {exc.message}", ErrorCode.UNAVAILABLE) from None
-            pending = _PendingJoin(state.zone, dict(state.neighbours), plan.announce_to)
-            # From the moment the zone shrinks, the store holds the newcomer's quads outside it:
-            # readers count this zone's own only (`ForeignQuads`). Registered after the persist
-            # below, a status reaching this peer meanwhile counted all of them against the smaller
-            # zone, and the newcomer's answer, once joined, tiled with it: 53,492 of 42,000.
-            self.foreign.join_began(new_id, pending)
-            # What the newcomer takes, events' states included, is read before the zone shrinks
-            # (nothing awaited in between): an event matched here after it skips the quads this
-            # peer no longer owns and is marked notified; that mark must not reach the newcomer,
-            # or nobody notifies for those quads (a lost notification).
-            quads, data = self._handover_of(plan.granted, held)
-            log.info("peer %s: split for %s along dimension %d, %d of its %d quads go", state.id, new_id, cut[0],
-                     len(quads), len(held))
-            state.zone = plan.kept
-            state.neighbours = plan.owner_table
-            # From here the split completes (the newcomer commits, or `_expire_join` undoes it) or
-            # is undone now: cancelled in this persist (the joiner's request was cut off when the
-            # peer it came through moved), the zone would stay split with no newcomer, its other
-            # half owned by nobody and refused for good.
-            try:
-                with trio.CancelScope(shield=True):
-                    await self.persist()
-            except BaseException:
-                state.zone, state.neighbours = pending.zone, pending.table
-                raise
-            pending.outgoing = Outgoing(data)
-            first, remaining = pending.outgoing.first()
-            grant = JoinGrant(plan.granted, plan.newcomer_table, state.algorithm, state.id, state.address, first,
-                              state.overlay, state.replicas, remaining=remaining)
-            return grant, pending
-
-    async def _on_join_data(self, conn: RpcConnection, body: NextChunk) -> Handover:
-        """The next chunk of a pending join's quads; each one gives the newcomer another
-        `join_timeout` before the split is undone."""
-        pending = self.foreign.join(body.id)
-        if pending is None:
-            raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
-                               ErrorCode.NOT_FOUND)
-        pending.timer.deadline = trio.current_time() + self.join_timeout
-        return pending.outgoing.served(body.offset, "join's handover")
-
-    async def _expire_join(self, new_id: str, address: str, pending: _PendingJoin) -> None:
-        """Undo a split whose newcomer never committed: it died mid-join, or gave up before the
-        grant reached it (on 8 real peers a joiner's request was cut off on its way, the joiner
-        tried elsewhere under a new id, and the split was granted to nobody: the zone's upper
-        half was refused until `join_timeout`). So the newcomer is asked every `retry_window`
-        whether it is still there; gone (another id answers at its address, or nothing twice
-        in a row), the split is undone at once."""
-        pending.timer.deadline = trio.current_time() + self.join_timeout  # pushed on by each chunk served
-        with pending.timer:
-            silent = 0
-            while True:
-                await trio.sleep(self.retry_window)
-                answer = await self._who_answers(address)
-                silent = silent + 1 if answer is None else 0
-                if silent >= 2 or answer not in (None, new_id):
-                    break
-        if self.foreign.join(new_id) is not pending:  # committed (the commit cancelled the timer)
-            return
-        self.foreign.join_ended(new_id)
-        self.replication.joining_ended(new_id)
-        log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
-        await self._undo_split(pending)
-        self._join_gate.release()
-
-    async def _who_answers(self, address: str) -> str | None:
-        """The id of the peer answering at `address` (a joining one answers pings), or None."""
-        try:
-            with trio.move_on_after(self.retry_window):
-                return Pong.from_wire(await self.router.call(address, Op.PING, Empty())).id
-        except EventCloudError:
-            pass
-        return None
-
-    async def _undo_split(self, pending: _PendingJoin) -> None:
-        async with self.lock:
-            self.state.zone = pending.zone
-            self.state.neighbours = pending.table
-            await self.persist()
-        if self.rematch is not None:  # what was matched meanwhile skipped the half that is ours again
-            await self.rematch(sorted(pending.outgoing.events))
-
-    async def _on_join_commit(self, conn: RpcConnection, body: JoinCommit) -> Empty:
-        """The newcomer holds its half: the split stands. Refused (and later undone) only before
-        it stands; once it does, the answer is success whatever follows, or the newcomer would
-        give its half up while this peer had dropped it (simulation seed 56: a zone served by
-        nobody, its quads gone, after the drop below was fenced)."""
-        state = self.state
-        if self.foreign.join(body.id) is not None:
-            self.store.fence()   # a deposed or cut-off owner commits no split (`_expire_join` undoes it)
-        pending = self.foreign.join_ended(body.id)
-        if pending is None:
-            raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
-                               ErrorCode.NOT_FOUND)
-        pending.timer.cancel()
-        self._join_gate.release()
-        try:
-            with self.foreign.writing():   # until the drop applies, the store still holds the newcomer's quads
-                await drop_outside(self.store, self.subscriptions, state.zone, pending.outgoing.quads)
-        except EventCloudError as exc:
-            log.warning("peer %s: dropping the quads peer %s took over: %s (the split stands)", state.id, body.id, exc)
-        finally:
-            self.replication.joining_ended(body.id)
-        newcomer = state.neighbours[body.id]
-        records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}
-        await self.announce(records, pending.announce_to)
-        return Empty()
+        return zone_content(self.store, self.subscriptions, self.state.space, zone,
+                            await self.store.find(None, None, None, None))
 
     # --- announcements --------------------------------------------------------------------------
 

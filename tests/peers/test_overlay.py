@@ -471,7 +471,7 @@ async def test_a_join_split_cut_off_midway_is_completed_or_undone_never_left_hal
 
         owner.membership.persist = slow_persist
         with trio.move_on_after(0.5):   # cut off while the owner persists its split
-            await owner.membership._local_join_split(JoinRequest("ghost0000001", "peer:999",
+            await owner.membership.splits._local_join_split(JoinRequest("ghost0000001", "peer:999",
                                                                  owner.membership.operators.names))
         owner.membership.persist = persist
         await trio.sleep(owner.membership.join_timeout + 1)
@@ -495,7 +495,7 @@ async def test_a_split_granted_to_a_joiner_that_is_gone_is_undone_within_seconds
         owner, other = overlay.peers
         zone, table = owner.state.zone, dict(owner.state.neighbours)
         address = "peer:999" if where == "nobody" else other.address
-        await owner.membership._local_join_split(JoinRequest("ghost0000001", address, owner.membership.operators.names))
+        await owner.membership.splits._local_join_split(JoinRequest("ghost0000001", address, owner.membership.operators.names))
         assert owner.state.zone != zone and "ghost0000001" in owner.state.neighbours
         await trio.sleep(4 * owner.membership.retry_window)
         assert owner.membership.join_timeout > 10 * owner.membership.retry_window

@@ -462,7 +462,7 @@ class _PeerRuntime:
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     if self.restored is not None and self.restored.has_zone:
                         await self.persistence.save()
-                        await self._register()
+                        await self._register(nursery)
                         self.dispatcher.ready.set()
                         await self.membership.announce_self()
                         if state.replicas >= 2:
@@ -474,8 +474,7 @@ class _PeerRuntime:
                         if self.ownership.enabled and not state.overlay:   # the authority's keys name it
                             state.overlay = await overlay_of(self._ask, config.join) or ""
                         self.membership.join_outcome = "started"
-                        await self._register(joining=True)   # before the zone's quads: they are writes too
-                        await nursery.start(_for_the_peers_lifetime, self.ownership.run)  # renewed while joining
+                        await self._register(nursery, joining=True)   # before the zone's quads: they are writes too
                         await self.membership.join(config.join, at=self.join_at, annex=self.join_annex)
                         await self.schema.sync_from(config.join)   # before matching anything
                         self.dispatcher.ready.set()
@@ -483,7 +482,7 @@ class _PeerRuntime:
                         await self.ownership.refuse_a_second_overlay()
                         state.zone = Zone(state.space.whole_space())
                         await self.persistence.save()
-                        await self._register()
+                        await self._register(nursery)
                         self.dispatcher.ready.set()
                     self.process.add(state, self.store.held)
                     if self.auth.open and self.process.first_open_warning():
@@ -491,9 +490,8 @@ class _PeerRuntime:
                                     "(start peers with --secret-file or EVENTCLOUD_SECRET)", state.id)
                     await nursery.start(_for_the_peers_lifetime,
                                         partial(self.membership.run, stabilise_every=config.stabilise_every))
-                    for service in (*(() if self.membership.join_outcome else (self.ownership,)), self.storage,
-                                    self.replication, self.replicas, self.schema, self.rebalancer, self.annexes,
-                                    self.clock_check):
+                    for service in (self.storage, self.replication, self.replicas, self.schema, self.rebalancer,
+                                    self.annexes, self.clock_check):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     nursery.start_soon(self._step_down_when_superseded)
                     nursery.start_soon(self._step_down_when_deposed)
@@ -559,9 +557,11 @@ class _PeerRuntime:
             log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", self.state.id)
             raise Superseded(rejoin)
 
-    async def _register(self, *, joining: bool = False) -> None:
-        """Register as the zone's owner before serving it (`Ownership.run` retries an authority that
-        does not answer; a joining peer fails instead: its join's writes would all be fenced)."""
+    async def _register(self, nursery: trio.Nursery, *, joining: bool = False) -> None:
+        """Register as the zone's owner before serving it, and renew from then on (`Ownership.run`,
+        started here: what follows a registration, a join or a restored peer's first copy to its
+        replica, may outlast the lease's TTL). `Ownership.run` retries an authority that does not
+        answer; a joining peer fails instead: its join's writes would all be fenced."""
         try:
             await self.ownership.establish()
         except AuthorityUnreachable as exc:
@@ -572,6 +572,7 @@ class _PeerRuntime:
         if self.ownership.superseded.is_set():
             self.stepping_down = True
             raise Superseded([n.address for n in self.state.neighbours.values()], listen=self.state.address)
+        await nursery.start(_for_the_peers_lifetime, self.ownership.run)
 
     async def _step_down_when_deposed(self) -> None:   # the authority holds a newer epoch of its zone
         await self.ownership.superseded.wait()

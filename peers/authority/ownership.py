@@ -299,6 +299,33 @@ class Ownership:
 
     # --- taking a zone over ----------------------------------------------------------------------
 
+    async def refusal(self, owner: str, incarnation: int, holder: str = "") -> str:
+        """Why `claim` of `owner`'s zone at `incarnation` was not won, read from the authority's
+        keys (for the log: each condition of the claim's transaction can fail on its own)."""
+        if self.authority is None:
+            return "no authority"
+        try:
+            lease = await self.authority.get(self._key("owner", owner))
+            epoch = await self.authority.get(self._key("epoch", owner))
+            replica = await self.authority.get(self._key("replica", owner))
+        except AuthorityUnreachable as exc:
+            return f"the ownership authority did not say why: {exc}"
+        if lease is not None:
+            try:
+                taker = json.loads(lease.value).get("claimed_by")
+            except (ValueError, AttributeError):
+                taker = None
+            if taker:
+                return f"peer {taker} claimed it first"
+            return "it still holds its lease with the ownership authority (alive, or its lease has not lapsed yet)"
+        if epoch is None:
+            return "the authority holds no epoch of its zone (its keys were retired: the zone lives on elsewhere)"
+        if epoch.value != str(incarnation):
+            return f"its zone's epoch is {epoch.value}, not {incarnation} (taken over by another peer first)"
+        if replica is not None and replica.value not in (holder, self.state.id, ""):
+            return f"the authority names another copy of it as current (taken as {replica.value})"
+        return "another claim won meanwhile"
+
     async def claim(self, owner: str, incarnation: int, holder: str = "") -> bool:
         """Whether this runtime won `owner`'s zone, at `incarnation` + 1: only if the owner's
         lease expired (its key is gone) and nobody claimed the zone first. `holder`: the id the

@@ -65,7 +65,8 @@ CLOSE_WAIT = 10.0
 class ReplicaKeeper:
     def __init__(self, state: PeerState, router: Router, standins: PeerLauncher, counters: Counter[str], *,
                  data_dir: Path | None, durable: bool, offload: Offload, heartbeat: float, failure_timeout: float,
-                 departed: Callable[[str], bool], claim: Callable[[str, int, str], Awaitable[bool]]) -> None:
+                 departed: Callable[[str], bool], claim: Callable[[str, int, str], Awaitable[bool]],
+                 refusal: Callable[[str, int, str], Awaitable[str]] | None = None) -> None:
         self.state = state
         self.router = router
         self.standins = standins   # starts a stand-in here when this peer takes a zone over
@@ -77,6 +78,7 @@ class ReplicaKeeper:
         self.failure_timeout = failure_timeout
         self.departed = departed
         self.claim = claim   # wins the zone at the ownership authority (peers/authority; True without one)
+        self.refusal = refusal   # why a claim was not won (for the log)
         self._copies: dict[str, _Copy] = {}
         self._taken: dict[str, int] = {}   # owners taken over here -> the stand-in's incarnation
         self._locks: dict[str, trio.Lock] = {}  # one change of an owner's copy at a time
@@ -429,8 +431,9 @@ class ReplicaKeeper:
             self.counters["takeovers_unclaimed"] += 1
             return False
         if not won:
-            log.info("peer %s: peer %s does not answer us, but it still holds its lease with the ownership "
-                     "authority (alive, or its lease has not lapsed yet): not taken over", self.state.id, copy.owner)
+            why = await self.refusal(copy.owner, copy.incarnation, copy.holder) if self.refusal else "refused"
+            log.info("peer %s: peer %s does not answer us, but its zone is not ours to claim: %s; not taken over",
+                     self.state.id, copy.owner, why)
             self.counters["takeovers_refused"] += 1
         return won
 

@@ -195,6 +195,7 @@ async def test_an_owner_serves_while_its_lease_lives_and_a_replica_claims_only_a
         await trio.sleep(30)             # the owner renews: it stays fenced in, and unclaimable
         owner.fence()
         assert not await keeper.claim("a", 1)
+        assert "still holds its lease" in await keeper.refusal("a", 1)
         # The owner is cut off from the authority (its renewals fail): its own fence closes
         # before the authority lets the replica claim.
         real = authority.keep_alive
@@ -219,6 +220,7 @@ async def test_an_owner_serves_while_its_lease_lives_and_a_replica_claims_only_a
         assert fenced_at is not None and fenced_at <= claimed_at
         assert (await authority.get("eventcloud/ov/epoch/a")).value == "2"
         assert not await keeper.claim("a", 1)          # claimed once
+        assert await keeper.refusal("a", 1) == "peer b claimed it first"
         authority.keep_alive = real                    # healed: the old owner learns it was deposed
         with trio.fail_after(10):
             await owner.superseded.wait()
@@ -265,6 +267,7 @@ async def test_only_the_copy_the_owner_named_claims_its_zone_even_once_its_holde
         await keeper.establish()
     assert not await older.claim("a", 0)
     assert not await rejoined.claim("a", 0)            # as d, it holds no copy the owner named
+    assert "names another copy of it as current (taken as c)" in await rejoined.refusal("a", 0)
     assert await rejoined.claim("a", 0, holder="c")    # the copy it took as c
     assert (await authority.get("eventcloud/ov/epoch/a")).value == "1"
     assert not await older.claim("a", 0)

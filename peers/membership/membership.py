@@ -116,8 +116,10 @@ class Membership:
         #: while our leave hands the zone over: what the heir fetches with `leave_data`
         self._outgoing: Outgoing | None = None
         #: the owner's side of joins: splits granted to newcomers
+        # `persist` looked up at each call: one state save for joins, splits and leaves alike
         self.splits = Splits(state, router, store, subscriptions, tasks, lock=self.lock, guard=guard,
-                             foreign=foreign, replication=replication, persist=persist, announce=self.announce,
+                             foreign=foreign, replication=replication, persist=lambda: self.persist(),
+                             announce=self.announce,
                              join_timeout=join_timeout, retry_window=retry_window, operators=operators,
                              rematch=rematch)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 import trio
 
@@ -31,10 +31,22 @@ from peers.store import PeerState
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BoxMulticast", "EACH_AT_ONCE"]
+__all__ = ["BoxMulticast", "Discard", "EACH_AT_ONCE"]
 
 #: Items of one `mcast_each` a peer runs at once (concurrent writes share one fsync).
 EACH_AT_ONCE = 64
+
+#: Releases what the results of a multicast attempt that is thrown away hold.
+Discard = Callable[[list[Any]], Awaitable[None]]
+
+
+async def _discarded(discard: Discard | None, answers: list[Any]) -> None:
+    """Hand the results of a thrown-away attempt to `discard`, whatever cancels the caller:
+    a paged answer's cursors, left open, each held one of a peer's 64 slots for a minute (under
+    load a COUNT retried during a takeover filled them, and every paged query there was refused)."""
+    if discard is not None and answers:
+        with trio.CancelScope(shield=True):
+            await discard([r["ok"] for r in answers])
 
 
 class Unicast(Protocol):
@@ -64,10 +76,13 @@ class BoxMulticast:
     def routed(self) -> dict[Op, Any]:
         return {Op.MCAST: self._local_multicast, Op.MCAST_EACH: self._local_multicast_each}
 
-    async def multicast(self, box: Box, op: Op, body: Body | dict[str, Any]) -> list[Any]:
+    async def multicast(self, box: Box, op: Op, body: Body | dict[str, Any],
+                        discard: Discard | None = None) -> list[Any]:
         """Run routed operation `op` on every peer whose zone meets `box`; their results, one per peer.
-        A peer that stays unreachable for the retry window fails the whole multicast, naming it."""
-        results, down = await self._multicast(box, op, body, partial=False)
+        A peer that stays unreachable for the retry window fails the whole multicast, naming it.
+        `discard` is given the results of an attempt that is not returned (run again, or failed),
+        to release what they hold (an answer's open cursors)."""
+        results, down = await self._multicast(box, op, body, partial=False, discard=discard)
         return results
 
     async def multicast_partial(self, box: Box, op: Op, body: Body | dict[str, Any]
@@ -76,8 +91,8 @@ class BoxMulticast:
         (id, neighbour record) instead (the peers only reachable through it are then missing)."""
         return await self._multicast(box, op, body, partial=True)
 
-    async def _multicast(self, box: Box, op: Op, body: Body | dict[str, Any], partial: bool
-                         ) -> tuple[list[Any], list[tuple[str, Neighbour]]]:
+    async def _multicast(self, box: Box, op: Op, body: Body | dict[str, Any], partial: bool,
+                         discard: Discard | None = None) -> tuple[list[Any], list[tuple[str, Neighbour]]]:
         """Each peer reached reports what it covered of the box (its zone ∩ box when it ran `op`);
         if the reports do not tile the box, the multicast crossed a membership change (a zone
         missed, or reached twice as it split) and is run again, within the retry window.
@@ -96,12 +111,14 @@ class BoxMulticast:
             if not isinstance(reply, list):
                 raise RequestError("malformed multicast reply", ErrorCode.INTERNAL)
             errors = [r["error"] for r in reply if isinstance(r, dict) and "error" in r]
+            answers = [r for r in reply if isinstance(r, dict) and "ok" in r]
             if errors:
+                await _discarded(discard, answers)
                 raise RequestError("; ".join(errors), ErrorCode.UNREACHABLE)
             down = [neighbour_from_wire(r["down"]) for r in reply if isinstance(r, dict) and "down" in r]
-            answers = [r for r in reply if isinstance(r, dict) and "ok" in r]
             if _tiled(box, answers) or (down and _disjoint(box, answers)):  # partial: never a zone twice
                 return [r["ok"] for r in answers], down
+            await _discarded(discard, answers)
             self.counters["multicast_repeated"] += 1
             if not await attempts.pause():
                 raise RequestError(f"a multicast for {op.value} kept missing zones while peers joined or left; "

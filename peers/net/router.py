@@ -29,7 +29,7 @@ from eventcloud.wire.schema import Body
 from peers.net.auth import PeerAuth
 from peers.net.coalescer import Coalescer
 from peers.net.dispatch import Dispatcher
-from peers.net.multicast import BoxMulticast
+from peers.net.multicast import BoxMulticast, Discard
 from peers.net.retry import FAILED, RetryPolicy
 from peers.store import PeerState
 from peers.tasks import TaskStarter
@@ -113,9 +113,11 @@ class Router:
 
     # --- multicast (peers/net/multicast.py) ---------------------------------------------------
 
-    async def multicast(self, box: Box, op: Op, body: Body | dict[str, Any]) -> list[Any]:
-        """Run routed operation `op` on every peer whose zone meets `box`; their results, one per peer."""
-        return await self.boxes.multicast(box, op, body)
+    async def multicast(self, box: Box, op: Op, body: Body | dict[str, Any], discard: Discard | None = None
+                        ) -> list[Any]:
+        """Run routed operation `op` on every peer whose zone meets `box`; their results, one per peer
+        (`discard`: releases the results of an attempt thrown away, see BoxMulticast)."""
+        return await self.boxes.multicast(box, op, body, discard)
 
     async def multicast_partial(self, box: Box, op: Op, body: Body | dict[str, Any]
                                 ) -> tuple[list[Any], list[tuple[str, Neighbour]]]:

@@ -43,7 +43,7 @@ from eventcloud.wire.messages import (
     Status, Table,
 )
 from peers.queries.cursors import Cursors, PageSink
-from peers.queries.streams import PeerPages, open_peer_pages
+from peers.queries.streams import PeerPages, close_answers, open_peer_pages
 from eventcloud.wire.ops import Op
 from peers.net import Router
 from peers.store import AsyncStore, EventInfo, ForeignQuads, Offload, PeerState, delete, iter_rows, query_rows
@@ -106,12 +106,16 @@ class Queries:
     async def _find_pages(self, pattern: Pattern, take: Callable[[list[Any]], Awaitable[None] | None]) -> None:
         """Each page of `find`'s answer (wire quads) to `take`, as the peers send them."""
         box = self.state.space.pattern_box(pattern)
-        answers = await self.router.multicast(box, Op.FIND_LOCAL, Find(pattern, page=True))
+        answers = await self.router.multicast(box, Op.FIND_LOCAL, Find(pattern, page=True), self._close_answers)
         async with open_peer_pages(self.pages, answers) as pages:
             async for rows in pages:
                 taken = take(rows)
                 if taken is not None:
                     await taken
+
+    async def _close_answers(self, answers: list[Any]) -> None:
+        """The cursors paged answers opened, closed (a multicast attempt thrown away)."""
+        await close_answers(self.pages, answers)
 
     async def find_each(self, patterns: list[Pattern]) -> list[list[Quad]]:
         """`find` of each pattern, all in one multicast tree over their hull (`Router.multicast_each`)."""
@@ -304,7 +308,8 @@ class Queries:
             out: dict[str, Any] = {"head": {}, "boolean": any(a[0] for a in answers)}
             return SparqlResult("boolean", json.dumps(out), 0, time.perf_counter() - started)
         answers = await self.router.multicast(box, Op.SPARQL_LOCAL, SparqlLocal(plan.texts, plan.peer_limit, page=True,
-                                                                                 order=tuple(map(list, plan.order))))
+                                                                                 order=tuple(map(list, plan.order))),
+                                              self._close_answers)
         if plan.form == "count_distinct":
             values: set[tuple] = set()
             async with open_peer_pages(self.pages, [answer[0] for answer in answers]) as pages:

@@ -18,7 +18,7 @@ from eventcloud.wire.messages import CursorNext, Page
 from eventcloud.wire.ops import Op
 from peers.queries.cursors import Cursors
 
-__all__ = ["PeerPages", "open_peer_pages"]
+__all__ = ["PeerPages", "close_answers", "open_peer_pages"]
 
 #: Seconds spent telling a peer that its cursor is no longer read (it closes idle ones anyway).
 CLOSE_WAIT = 2.0
@@ -49,6 +49,25 @@ class PeerPages:
                 await self.call(at, Op.CURSOR_CLOSE, CursorNext(cursor))
             except EventCloudError:
                 pass   # unreachable or gone: it closes the cursor when idle
+
+
+async def close_answers(pages: PeerPages, answers: list[Any]) -> None:
+    """Close the cursors that paged answers opened (a multicast attempt thrown away: its answers
+    are never read, and each cursor would hold a slot at its peer until it idles out)."""
+    opened: list[tuple[str, str]] = []
+
+    def walk(answer: Any) -> None:
+        if isinstance(answer, list):
+            for one in answer:
+                walk(one)
+        elif isinstance(answer, dict) and isinstance(answer.get("at"), str) and \
+                isinstance(answer.get("cursor"), str) and answer["cursor"]:
+            opened.append((answer["at"], answer["cursor"]))
+
+    walk(answers)
+    async with trio.open_nursery() as closing:
+        for at, cursor in opened:
+            closing.start_soon(pages.close, at, cursor)
 
 
 def _answer(answer: Any) -> tuple[list[Any], str, str]:

@@ -455,3 +455,35 @@ async def test_the_child_process_calls_eventclouds_filter_functions():
                                         {"version": 1, "edges": [[ex + "Car", ex + "Vehicle"]]})
     assert form == "solutions"
     assert [b["s"]["value"] for b in json.loads(out)["results"]["bindings"]] == [ex + "s1"]
+
+
+async def test_a_multicast_run_again_closes_the_cursors_its_thrown_away_attempts_opened(autojump_clock, monkeypatch):
+    """Found under load (chaos osma-3 beside busy loops): a COUNT retried while a zone changed
+    hands ran its multicast again and again; each attempt thrown away left every peer's cursor
+    open, each holding one of the peer's 64 slots for a minute, until every paged query there
+    was refused ("this peer streams 64 answers already")."""
+    monkeypatch.setattr("peers.queries.cursors.PAGE_ROWS", 7)
+    monkeypatch.setattr("peers.queries.cursors.FIRST_ROWS", 3)
+    import peers.net.multicast as multicast
+    tiled, missed = multicast._tiled, {"left": 0}
+
+    def tiles_after_misses(box, answers):   # the covers miss a zone, as while a zone changes hands
+        if missed["left"] > 0:
+            missed["left"] -= 1
+            return False
+        return tiled(box, answers)
+
+    monkeypatch.setattr(multicast, "_tiled", tiles_after_misses)
+    rng = random.Random(2)
+    events = [random_pubsub_event(rng, i) for i in range(30)]
+    published = {q for e in events for q in e.quads}
+    async with open_overlay(3, "osma", seed=1) as overlay:
+        async with overlay.client(0) as client:
+            await client.publish_batch(events)
+            for ask in (lambda: client.query("SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } }"), client.find):
+                missed["left"] = 3
+                answer = await ask()
+                assert missed["left"] == 0
+                assert len(answer if isinstance(answer, list) else answer["results"]["bindings"]) == len(published)
+                await trio.sleep(0.1)   # the closing calls land
+                assert [len(peer.queries.cursors) for peer in overlay.peers] == [0] * len(overlay.peers)

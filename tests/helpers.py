@@ -11,7 +11,7 @@ from typing import Any
 import pyoxigraph as ox
 import trio
 
-from eventcloud.client import Notification
+from eventcloud.client import ClientError, Notification
 from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, Quad, Term, event_graph, make_quad
 from eventcloud.rdf.oxigraph import from_ox, quad_to_ox
 from eventcloud.sparql.filters.values import canonical_term
@@ -247,6 +247,19 @@ def assert_exact_neighbour_tables(status: Status) -> None:
 
 
 COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
+
+
+async def until_counted(client, total: int, seconds: float = 60) -> None:
+    """Wait until COUNT(*) through `client` says `total` (a count refused meanwhile, a zone
+    changing hands, is asked again); trio.TooSlowError after `seconds`."""
+    with trio.fail_after(seconds):
+        while True:
+            try:
+                if await client.count() == total:
+                    return
+            except ClientError:
+                pass
+            await trio.sleep(1)
 
 
 def count_of(result) -> int:

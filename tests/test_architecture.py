@@ -310,10 +310,10 @@ WIRING_LINE = re.compile(r"^(\w+)\s+([\w.]+)\((.*)\)$")
 
 
 def runtime_wiring(source: str) -> dict[str, tuple[str, frozenset[str]]]:
-    """What `_PeerRuntime.__init__` builds: each service (the attribute or local it is kept in),
+    """What `PeerRuntime.__init__` builds: each service (the attribute or local it is kept in),
     the class that builds it, and the services among its arguments."""
     tree = ast.parse(source)
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_PeerRuntime")
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PeerRuntime")
     init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
     aliases: dict[str, str] = {}
     wiring: dict[str, tuple[str, frozenset[str]]] = {}
@@ -385,7 +385,7 @@ def test_the_documented_wiring_is_what_the_runtime_builds():
 
 def test_the_wiring_reader_sees_a_service_and_what_it_receives():
     source = """
-class _PeerRuntime:
+class PeerRuntime:
     def __init__(self, config):
         self.state = state = PeerState()
         self.router = router = Router(state, config.x)

@@ -3,7 +3,8 @@ owns every nursery, listens, joins and serves (`run_peer`, `RunningPeer`); what 
 runtime of a peer (`lifecycle`); what every task is waiting on (`dump_tasks`, on SIGUSR1).
 """
 
-from peers.runtime.peer_runtime import RunningPeer, run_peer
+from peers.runtime.peer_runtime import RunningPeer
+from peers.runtime.run_peer import run_peer
 from peers.runtime.task_dump import describe_peer, dump_tasks, serve_task_dumps
 
 __all__ = ["RunningPeer", "describe_peer", "dump_tasks", "run_peer", "serve_task_dumps"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -30,8 +29,7 @@ import trio
 from eventcloud.errors import AuthorityUnreachable, EventCloudError
 from eventcloud.net.limits import ConnectionLimits, refuse_connection
 from eventcloud.net.rpc import RpcConnection
-from eventcloud.net.tls import client_context, server_context
-from eventcloud.net.transport import TcpTransport, Transport, remote_host
+from eventcloud.net.transport import Transport, remote_host
 from eventcloud.overlay import Point, Zone
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
@@ -50,9 +48,7 @@ from peers.matching import (
 from peers.runtime.clock_check import ClockCheck, via
 from peers.runtime.restart_checks import ask, overlay_of, taken_over_while_down
 from peers.runtime.state_file import StateFile
-from peers.runtime.lifecycle import (
-    REJOIN_FOR, Lifetime, StartedOnce, Superseded, drop_stale, one_typed, port_taken, why_ended,
-)
+from peers.runtime.lifecycle import Lifetime, Superseded, why_ended
 from peers.queries import PAGE_BYTES, RESULT_BYTES, Cursors, Queries, QueryBudget
 from peers.replication import OwnerReplication, ReplicaKeeper, ReplicatedStore
 from peers.store import AsyncStore, ForeignQuads, Offload, PeerState, PeerStore, StateError, ZoneGuard, load_state
@@ -60,11 +56,7 @@ from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PeerConfig", "RunningPeer", "run_peer", "wall_clock_ms"]
-
-
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
+__all__ = ["PeerConfig", "PeerRuntime", "RunningPeer"]
 
 
 @dataclass
@@ -114,93 +106,6 @@ class RunningPeer:
         self.lifetime.cancel()
 
 
-async def run_peer(config: PeerConfig, transport: Transport | None = None, *, physical_ms=wall_clock_ms,
-                   task_status: trio.TaskStatus[RunningPeer] = trio.TASK_STATUS_IGNORED,
-                   process: ProcessPeers | None = None, state: PeerState | None = None,
-                   store: PeerStore | None = None, taxonomy: Taxonomy | None = None,
-                   join_annex: tuple[Zone, Zone] | None = None, annex_launcher: PeerLauncher | None = None,
-                   authority: Authority | None = None) -> None:
-    """Run one peer until cancelled; `task_status.started` gets a handle once it serves.
-
-    `state` and `store` start an in-memory stand-in from a replica's copy (tests); with a data
-    directory they come from its files. `taxonomy`: the class taxonomy to start with when the
-    data directory holds none (a stand-in starts with its launcher's). `process` and
-    `annex_launcher`: given to the other peers a process runs (stand-ins, annexes), None for its
-    first peer. `authority`: the ownership authority (peers/authority); None: the peer decides
-    ownership alone."""
-    transport = transport or _tcp(config)
-    once = StartedOnce(task_status)
-    lifetime = Lifetime()
-    process = process if process is not None else ProcessPeers()
-    try:
-        await _run_once(_PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime,
-                                     join_annex=join_annex, annex_launcher=annex_launcher, authority=authority), once)
-        return
-    except Superseded as first:
-        superseded: Superseded | None = first
-    # Rejoin as a new peer, for as long as each runtime ends superseded (taken over, or moved
-    # by the rebalancer): through the addresses the last one gave, keeping its port for clients.
-    while superseded is not None:
-        listen = config.listen
-        if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
-            listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
-        addresses, at, after, superseded = superseded.rejoin, superseded.at, superseded.after, None
-        if after > 0:
-            with trio.move_on_after(after):
-                await lifetime.stopping.wait()
-        # The peers it knows may be moving or rejoining too: round after round, pausing longer
-        # each time, for REJOIN_FOR seconds at most.
-        give_up, pause = trio.current_time() + REJOIN_FOR, config.retry_window / 10
-        while superseded is None and trio.current_time() < give_up:
-            for address in addresses:
-                if lifetime.stop_asked:
-                    lifetime.stopped.set()
-                    return
-                fresh = replace(config, join=address, listen=listen)
-                if config.data_dir is not None:   # each attempt is a new peer: never resume what the last one
-                    drop_stale(config.data_dir)   # left (a join its splitter may have taken back)
-                ident = "?"
-                try:
-                    attempt = _PeerRuntime(fresh, transport, physical_ms, process, None, None, taxonomy, lifetime,
-                                           join_at=at, rejoining=True, annex_launcher=annex_launcher,
-                                           authority=authority)
-                    ident = attempt.state.id
-                    log.info("peer %s (listening on %s): rejoining through %s", ident, listen, address)
-                    await _run_once(attempt, once)
-                    lifetime.stopped.set()   # stopped: set already, unless a stop came before it served
-                    return
-                except Superseded as again:
-                    superseded = again
-                    break
-                except EventCloudError as exc:
-                    log.warning("peer %s: rejoining through %s failed: %s", ident, address, exc)
-                except (OSError, BaseExceptionGroup) as exc:
-                    # The port it kept for its clients was taken while it was away (the OS hands
-                    # free ports to outgoing connections too): any free port, rather than no peer.
-                    if listen == config.listen or not port_taken(exc):
-                        raise
-                    log.warning("port %s was taken while this peer was away; listening on another one",
-                                listen.rpartition(":")[2])
-                    listen = config.listen
-                    break
-            else:
-                await trio.sleep(pause)
-                pause = min(pause * 2, config.retry_window * 2)
-        if superseded is None:
-            lifetime.stopped.set()
-            raise StateError("this peer left its zone to rejoin as a new peer (taken over by its replica, or "
-                             "moved by the rebalancer), and no peer it knew lets it rejoin; start it with "
-                             "--join ADDRESS of a live peer") from None
-
-
-async def _run_once(runtime: "_PeerRuntime", once: StartedOnce) -> None:
-    """One runtime of a peer; the peer's own error, not its nursery's group, when it fails."""
-    try:
-        await runtime.run(once)  # type: ignore[arg-type]
-    except BaseExceptionGroup as group:  # a step failed inside the peer's nursery
-        raise one_typed(group) from None
-
-
 async def _for_the_peers_lifetime(run: Callable[..., Awaitable[None]], *,
                                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Run a service, which ends only when the peer stops (cancelled). One that returns leaves
@@ -211,21 +116,14 @@ async def _for_the_peers_lifetime(run: Callable[..., Awaitable[None]], *,
     raise RuntimeError(f"{getattr(run, '__qualname__', run)} ended while the peer was running")
 
 
-def _tcp(config: PeerConfig) -> TcpTransport:
-    """TCP, with TLS on every connection when the peer has a certificate."""
-    if not config.tls:
-        return TcpTransport()
-    return TcpTransport(server_tls=server_context(config.tls_cert, config.tls_key),
-                        client_tls=client_context(config.tls_ca), handshake_timeout=config.frame_timeout)
-
-
-class _PeerRuntime:
+class PeerRuntime:
     def __init__(self, config: PeerConfig, transport: Transport, physical_ms: Any, process: ProcessPeers,
                  state: PeerState | None, store: PeerStore | None, taxonomy: Taxonomy | None = None,
                  lifetime: Lifetime | None = None, join_at: Point | None = None, rejoining: bool = False,
                  join_annex: tuple[Zone, Zone] | None = None, annex_launcher: PeerLauncher | None = None,
-                 authority: Authority | None = None) -> None:
+                 authority: Authority | None = None, launch: Callable[..., Awaitable[None]] | None = None) -> None:
         self.lifetime = lifetime = lifetime or Lifetime()
+        self.launch = launch      # runs another peer of this process (`run_peer`): stand-ins, annexes
         self.join_at = join_at    # a rejoin moved by the rebalancer splits the zone holding this point
         self.join_annex = join_annex  # an annex takes this side of this zone (peers/membership/annexes.py)
         self.rejoining = rejoining  # one attempt of run_peer's rejoin loop: failing, it lets the loop go on
@@ -406,7 +304,8 @@ class _PeerRuntime:
         self._launched += 1   # a seeded peer's stand-ins and annexes are seeded too (replayable runs)
         config = replace(self.config, listen=f"{host}:0", join=annex[0] if annex else None, data_dir=data_dir,
                          seed=None if self.config.seed is None else self.config.seed * 1009 + self._launched)
-        await run_peer(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
+        assert self.launch is not None, "this runtime was given no way to run another peer"
+        await self.launch(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
                        process=self.process, state=state, store=store, taxonomy=self.subscriptions.taxonomy,
                        join_annex=annex[1:] if annex else None, annex_launcher=self.annex_launcher,
                        authority=self.ownership.authority)

@@ -13,7 +13,7 @@ import trio
 
 from eventcloud.client import ClientError, connect
 from peers.supervisor import LocalCluster
-from tests.helpers import assert_exact_neighbour_tables, spread_events
+from tests.helpers import assert_exact_neighbour_tables, spread_events, until_counted
 
 pytestmark = pytest.mark.processes
 
@@ -119,14 +119,7 @@ async def test_a_client_whose_entry_peer_freezes_goes_on_through_another(tmp_pat
                 assert client.link.address == cluster.addresses[1]
             finally:
                 os.kill(process.pid, signal.SIGCONT)
-            with trio.fail_after(60):
-                while True:
-                    try:
-                        if await client.count() == sum(len(e) for e in events):
-                            break
-                    except ClientError:
-                        pass
-                    await trio.sleep(1)
+            await until_counted(client, sum(len(e) for e in events))
             for event in events:
                 assert len(await client.find(event.graph)) == len(event)
     finally:

@@ -182,6 +182,12 @@ class ReplicaKeeper:
                                f"this address is stale)", ErrorCode.FORBIDDEN)
         if body.owner in self._taken:
             raise RequestError(f"peer {body.owner} was taken over here; it must rejoin", ErrorCode.FORBIDDEN)
+        held = self._copies.get(body.owner)
+        if body.reset and held is not None and held.incarnation > body.incarnation:
+            # A deposed incarnation (cut off, not yet told) copying its zone here would replace
+            # the copy of the one serving it now, which then had none (simulation seed 65).
+            raise RequestError(f"peer {self.state.id} holds the copy of peer {body.owner}'s incarnation "
+                               f"{held.incarnation}, newer than {body.incarnation}", ErrorCode.FORBIDDEN)
         if body.reset and body.to and body.to != self.state.id:
             # The owner's entry for this address is stale: a moved peer's next runtime answers here
             # now (under another id), and a copy it took would go when that runtime ends.

@@ -108,6 +108,7 @@ class OwnerReplication:
         self._state_version = 0
         self._state_at_replica = -1
         self._state_lock = trio.Lock()   # one state message at a time: they arrive in order
+        self._copy_missing: tuple[str, str] | None = None   # a replica that said it holds no copy of ours
 
     def joining_began(self, ident: str) -> None:
         """Peer `ident` joins through this one: never its replica until `joining_ended`."""
@@ -151,7 +152,8 @@ class OwnerReplication:
             if not self.enabled or self.left or not self.state.has_zone:
                 continue
             try:
-                if self.state.replica is None or not await self._answers(*self.state.replica):
+                if self.state.replica is None or self._copy_missing == self.state.replica or \
+                        not await self._answers(*self.state.replica):
                     await self.ensure(replace=True)
                 await self._send_state()
             except EventCloudError as exc:
@@ -376,6 +378,8 @@ class OwnerReplication:
             except EventCloudError as exc:
                 log.info("peer %s: replica state update failed (sent again at the next check): %s",
                          self.state.id, exc)
+                if isinstance(exc, RemoteError) and exc.code is ErrorCode.FORBIDDEN:
+                    self._copy_missing = replica   # it lost our copy: the next check copies the zone anew
                 return
             if self.state.replica == replica:
                 self._state_at_replica = max(self._state_at_replica, version)

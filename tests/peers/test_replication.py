@@ -8,12 +8,12 @@ from functools import partial
 import pytest
 import trio
 
-from eventcloud.client import ClientError
+from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode, RequestError
 from eventcloud.testing import open_overlay
-from eventcloud.wire.messages import Replicate
+from eventcloud.wire.messages import ReplicaSync, Replicate
 from eventcloud.wire.ops import Op
-from tests.helpers import ALGORITHMS, assert_exact_neighbour_tables, sample_events, spread_events
+from tests.helpers import ALGORITHMS, assert_exact_neighbour_tables, sample_events, spread_events, until_counted
 
 
 def copies(overlay):
@@ -470,13 +470,49 @@ async def test_a_split_made_while_the_zone_is_copied_to_its_first_replica_reache
             await client.publish_batch(events)
             first.stop()
             await overlay.network.kill(first.address)
-            with trio.fail_after(60):
-                while True:
-                    try:
-                        if await client.count() == sum(len(e) for e in events):
-                            break
-                    except ClientError:
-                        pass
-                    await trio.sleep(1)
+            await until_counted(client, sum(len(e) for e in events))
             for event in events:
                 assert len(await client.find(event.graph)) == len(event)
+
+
+async def test_a_deposed_incarnation_cannot_replace_the_copy_of_the_one_serving_now(autojump_clock):
+    """Simulation seed 65: a stand-in cut off past its lease (deposed: its own replica took the
+    zone over) copied its zone, at heal, to the peer holding the new incarnation's copy; the
+    reset replaced that copy, and the zone's serving incarnation had none."""
+    async with open_overlay(4, seed=2) as overlay:
+        async with overlay.client(0, "pub") as client:
+            await client.publish_batch(spread_events(20, "before"))
+            victim = overlay.peers[2]
+            victim.stop()
+            await overlay.network.kill(victim.address)
+            await until_counted(client, sum(len(e) for e in spread_events(20, "before")))
+        holder = next(p for p in overlay.peers if victim.id in p.replicas.held())
+        copy = holder.replicas._copies[victim.id]
+        assert copy.incarnation == 1 and copy.complete   # the stand-in's own copy
+        quads = copy.store.count()
+        async with connect(holder.address, transport=overlay.network, source="deposed") as deposed:
+            with pytest.raises(ClientError) as info:
+                await deposed.call(Op.REPLICA_SYNC, ReplicaSync(victim.id, 0, state=victim.state.to_json(),
+                                                                reset=True, done=True, to=holder.id))
+        assert info.value.code is ErrorCode.FORBIDDEN and "newer than 0" in info.value.message
+        assert holder.replicas._copies[victim.id] is copy and copy.store.count() == quads
+
+
+async def test_an_owner_whose_replica_lost_its_copy_copies_its_zone_again(autojump_clock):
+    """The same run: the serving incarnation's replica answered its pings but held no copy any
+    more; the owner's state messages were refused ('holds no replica') and nothing else noticed.
+    Such a refusal now has the zone copied again at the next replica check."""
+    async with open_overlay(3, seed=1) as overlay:
+        async with overlay.client(0, "pub") as client:
+            await client.publish_batch(spread_events(20, "lost"))
+        await trio.sleep(5)   # every mark sent: no write is left to meet the missing copy
+        owner = overlay.peers[1]
+        holder = next(p for p in overlay.peers if p.id == owner.state.replica[0])
+        lost = holder.replicas._copies.pop(owner.id)
+        lost.store.close()
+        await owner.replication.state_changed()   # refused: the copy is gone
+        await trio.sleep(5)
+        holder = next(p for p in overlay.peers if p.id == owner.state.replica[0])
+        copy = holder.replicas._copies[owner.id]
+        assert copy.complete and copy.store.count() == owner.storage.store.count() > 0
+        assert copy.state["zone"] == owner.state.to_json()["zone"]

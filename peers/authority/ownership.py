@@ -191,6 +191,25 @@ class Ownership:
             return None
         return int(entry.value) if entry is not None else None
 
+    async def server_of(self, ident: str) -> tuple[str, int] | None:
+        """Where `ident`'s zone is served now, as its server registered it: (address,
+        incarnation); None if nobody holds it (its lease lapsed), unreachable, or no authority."""
+        if self.authority is None:
+            return None
+        try:
+            entry = await self.authority.get(self._key("owner", ident))
+        except AuthorityUnreachable:
+            return None
+        if entry is None:
+            return None
+        try:
+            record = json.loads(entry.value)
+            return str(record["address"]), int(record["incarnation"])
+        except (ValueError, KeyError, TypeError):
+            log.warning("peer %s: the authority's owner record of %s is not one: %r", self.state.id, ident,
+                        entry.value[:200])
+            return None
+
     async def _renew(self, lease: int) -> None:
         """One renewal, bounded by the TTL (past it, a renewal could only arrive too late)."""
         assert self.authority is not None

@@ -82,7 +82,8 @@ class Membership:
                  replication: OwnerReplication, persist: Callable[[], Awaitable[None]],
                  retire: Callable[[RpcConnection], Awaitable[None]], rng: random.Random, join_timeout: float,
                  retry_window: float, guard: ZoneGuard, foreign: ForeignQuads, operators: OperatorSet = NO_OPERATORS,
-                 rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey) -> None:
+                 rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey,
+                 locate: Callable[[str], Awaitable[tuple[str, int] | None]] | None = None) -> None:
         self.state = state
         self.tasks = tasks               # join timers run there
         self.survey = survey             # whom a join splits: the busiest peer it finds
@@ -110,7 +111,7 @@ class Membership:
         self.leaving = False             # handing our zone over: take no neighbour's zone meanwhile
         self.stabiliser = Stabiliser(state, router, self.lock, counters, persist=persist, departed=self.departed,
                                      retry_window=retry_window, rng=rng, leaving=lambda: self.leaving,
-                                     announce=self.announce, superseded=replication.taken_over)
+                                     announce=self.announce, superseded=replication.taken_over, locate=locate)
         #: announcements that arrived while our leave held the lock: the heir's, once it took over
         self._held: list[Announce] = []
         #: while our leave hands the zone over: what the heir fetches with `leave_data`

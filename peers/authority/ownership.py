@@ -204,11 +204,12 @@ class Ownership:
             return None
         try:
             record = json.loads(entry.value)
-            return str(record["address"]), int(record["incarnation"])
+            address, incarnation = str(record["address"]), int(record["incarnation"])
         except (ValueError, KeyError, TypeError):
             log.warning("peer %s: the authority's owner record of %s is not one: %r", self.state.id, ident,
                         entry.value[:200])
             return None
+        return (address, incarnation) if address else None   # claimed: its stand-in is not serving yet
 
     async def _renew(self, lease: int) -> None:
         """One renewal, bounded by the TTL (past it, a renewal could only arrive too late)."""
@@ -269,14 +270,18 @@ class Ownership:
                                       [Delete(epoch), Delete(self._key("owner", self.state.id)),
                                        Delete(self._key("replica", self.state.id))])
 
-    async def record_replica(self, replica: str) -> None:
-        """Name `replica` as the holder of this zone's current copy (before any write only it
-        holds is acknowledged). `Fenced` if the zone's epoch moved on: this owner is deposed."""
+    async def record_replica(self, replica: str, address: str = "") -> None:
+        """Name `replica` (at `address`) as the holder of this zone's current copy (before any
+        write only it holds is acknowledged). `Fenced` if the zone's epoch moved on: this owner
+        is deposed. The address tells apart two runtimes under one id: a peer taken over rejoins
+        under a new id, keeping the copies it held, while a stand-in serves on under its old one;
+        named by id alone, the stand-in's fresh copy let the rejoined peer claim with its stale
+        one (simulation seed 32, once a deposed owner's copy no longer replaced newer ones)."""
         if self.authority is None:
             return
         epoch = self._key("epoch", self.state.id)
         if await self.authority.transact([Same(epoch, str(self.state.incarnation))],
-                                         [Put(self._key("replica", self.state.id), replica)]):
+                                         [Put(self._key("replica", self.state.id), _named(replica, address))]):
             return
         current = await self.epoch_of(self.state.id)
         if current is not None and current > self.state.incarnation:
@@ -318,7 +323,7 @@ class Ownership:
 
     # --- taking a zone over ----------------------------------------------------------------------
 
-    async def refusal(self, owner: str, incarnation: int, holder: str = "") -> str:
+    async def refusal(self, owner: str, incarnation: int, holder: str = "", holder_address: str = "") -> str:
         """Why `claim` of `owner`'s zone at `incarnation` was not won, read from the authority's
         keys (for the log: each condition of the claim's transaction can fail on its own)."""
         if self.authority is None:
@@ -341,11 +346,22 @@ class Ownership:
             return "the authority holds no epoch of its zone (its keys were retired: the zone lives on elsewhere)"
         if epoch.value != str(incarnation):
             return f"its zone's epoch is {epoch.value}, not {incarnation} (taken over by another peer first)"
-        if replica is not None and replica.value not in (holder, self.state.id, ""):
+        if replica is not None and replica.value not in self._names(holder, holder_address):
             return f"the authority names another copy of it as current (taken as {replica.value})"
         return "another claim won meanwhile"
 
-    async def claim(self, owner: str, incarnation: int, holder: str = "") -> bool:
+    def _names(self, holder: str, holder_address: str) -> list[str | None]:
+        """How the authority may name a copy this runtime holds as current: as the runtime that
+        took it (a kept copy: `holder` at `holder_address`), as this runtime, by id alone (written
+        by older code), or not at all (an owner that never named one: a stand-in that did not get
+        to choose its replica, a peer whose writes were never replicated)."""
+        names: list[str | None] = []
+        if holder and holder_address:
+            names.append(_named(holder, holder_address))
+        names += [_named(self.state.id, self.state.address), holder or self.state.id, self.state.id, None, ""]
+        return list(dict.fromkeys(names))
+
+    async def claim(self, owner: str, incarnation: int, holder: str = "", holder_address: str = "") -> bool:
         """Whether this runtime won `owner`'s zone, at `incarnation` + 1: only if the owner's
         lease expired (its key is gone) and nobody claimed the zone first. `holder`: the id the
         copy was taken under, when an earlier runtime of this peer took it (it rejoined since).
@@ -362,10 +378,15 @@ class Ownership:
         won = False
         # the copy the owner named last, or (an owner that never named one: a stand-in that did
         # not get to choose its replica, a peer whose writes were never replicated) any
-        for named in dict.fromkeys((holder or self.state.id, self.state.id, None, "")):
+        for named in self._names(holder, holder_address):
             if await self.authority.transact([Same(key, None), Same(epoch, str(incarnation)), Same(replica, named)],
                                              then):
                 won = True
                 break
         self.counters["claims_won" if won else "claims_lost"] += 1
         return won
+
+
+def _named(replica: str, address: str) -> str:
+    """A replica as the authority names it: its id and address (`id@address`), or its id alone."""
+    return f"{replica}@{address}" if address else replica

@@ -55,6 +55,7 @@ class _Copy:
     watching: bool = False
     stale_since: float | None = None   # since when the owner names another peer as its replica
     holder: str = ""   # the id of the runtime that took the copy (a peer that rejoined keeps its copies)
+    holder_address: str = ""   # and its address then ("" in a copy saved by older code)
     closed: bool = False
 
 
@@ -65,8 +66,8 @@ CLOSE_WAIT = 10.0
 class ReplicaKeeper:
     def __init__(self, state: PeerState, router: Router, standins: PeerLauncher, counters: Counter[str], *,
                  data_dir: Path | None, durable: bool, offload: Offload, heartbeat: float, failure_timeout: float,
-                 departed: Callable[[str], bool], claim: Callable[[str, int, str], Awaitable[bool]],
-                 refusal: Callable[[str, int, str], Awaitable[str]] | None = None) -> None:
+                 departed: Callable[[str], bool], claim: Callable[[str, int, str, str], Awaitable[bool]],
+                 refusal: Callable[[str, int, str, str], Awaitable[str]] | None = None) -> None:
         self.state = state
         self.router = router
         self.standins = standins   # starts a stand-in here when this peer takes a zone over
@@ -106,7 +107,9 @@ class ReplicaKeeper:
                     raise ValueError("an unfinished copy")
                 copy = _Copy(str(data["owner"]), int(data["incarnation"]), PeerStore(directory / "store",
                              durable=self.durable), data["state"], directory, True,
-                             holder=str(data.get("holder") or self.state.id))
+                             holder=str(data.get("holder") or self.state.id),
+                             holder_address=str(data.get("holder_address") or
+                                                ("" if data.get("holder") else self.state.address)))
             except (OSError, ValueError, KeyError, TypeError, EventCloudError) as exc:
                 log.info("peer %s: dropping the replica in %s: %s", self.state.id, directory, exc)
                 shutil.rmtree(directory, ignore_errors=True)
@@ -123,7 +126,8 @@ class ReplicaKeeper:
         tmp = copy.directory / "owner.tmp"
         with open(tmp, "w") as handle:
             json.dump({"owner": copy.owner, "incarnation": copy.incarnation, "state": copy.state,
-                       "complete": copy.complete, "holder": copy.holder}, handle)
+                       "complete": copy.complete, "holder": copy.holder,
+                       "holder_address": copy.holder_address}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, copy.directory / "owner.json")
@@ -134,7 +138,8 @@ class ReplicaKeeper:
         if directory is not None:
             directory.mkdir(parents=True)
         store = PeerStore(directory / "store" if directory is not None else None, durable=self.durable)
-        return _Copy(owner, incarnation, store, state, directory, holder=self.state.id)
+        return _Copy(owner, incarnation, store, state, directory, holder=self.state.id,
+                     holder_address=self.state.address)
 
     def _discard(self, copy: _Copy) -> None:
         try:
@@ -430,14 +435,15 @@ class ReplicaKeeper:
         and to one claimant. A replica that cannot reach the authority takes nothing over: cut
         off itself, it would depose a healthy owner (docs/reliability.md)."""
         try:
-            won = await self.claim(copy.owner, copy.incarnation, copy.holder)
+            won = await self.claim(copy.owner, copy.incarnation, copy.holder, copy.holder_address)
         except EventCloudError as exc:
             log.warning("peer %s: peer %s (%s) stopped answering, but its zone cannot be claimed now (%s); "
                         "it is not taken over", self.state.id, copy.owner, copy.state.get("address"), exc)
             self.counters["takeovers_unclaimed"] += 1
             return False
         if not won:
-            why = await self.refusal(copy.owner, copy.incarnation, copy.holder) if self.refusal else "refused"
+            why = await self.refusal(copy.owner, copy.incarnation, copy.holder, copy.holder_address) \
+                if self.refusal else "refused"
             log.info("peer %s: peer %s does not answer us, but its zone is not ours to claim: %s; not taken over",
                      self.state.id, copy.owner, why)
             self.counters["takeovers_refused"] += 1

@@ -82,7 +82,7 @@ def _iri(graph: str):  # noqa: ANN202 - a trusted IRI for a stored graph name
 class OwnerReplication:
     def __init__(self, state: PeerState, router: Router, counters: Counter[str], store: AsyncStore, *,
                  local_peers: Callable[[], set[str]], retry_window: float, heartbeat: float,
-                 record: Callable[[str], Awaitable[None]]) -> None:
+                 record: Callable[[str, str], Awaitable[None]]) -> None:
         self.state = state
         self.record = record   # names a new replica at the ownership authority (peers/authority)
         self.router = router
@@ -238,7 +238,7 @@ class OwnerReplication:
                         return False
                     continue
                 try:   # before any write only this copy holds is acknowledged
-                    await self.record(ident)
+                    await self.record(ident, address)
                 except EventCloudError as exc:
                     log.info("peer %s: cannot name %s its replica at the ownership authority: %s",
                              self.state.id, ident, exc)
@@ -405,7 +405,7 @@ class ReplicatedStore(AsyncStore):
 
     def __init__(self, store: PeerStore, offload: bool, *, state: PeerState, router: Router, counters: Counter[str],
                  local_peers: Callable[[], set[str]], retry_window: float, heartbeat: float,
-                 fence: Callable[[], None], record: Callable[[str], Awaitable[None]], **options: Any) -> None:
+                 fence: Callable[[], None], record: Callable[[str, str], Awaitable[None]], **options: Any) -> None:
         super().__init__(store, offload, **options)
         self.fence = fence   # raises unless this runtime surely owns its zone now (peers/authority)
         self.replication = OwnerReplication(state, router, counters, self, local_peers=local_peers,

@@ -273,6 +273,29 @@ async def test_only_the_copy_the_owner_named_claims_its_zone_even_once_its_holde
     assert not await older.claim("a", 0)
 
 
+async def test_a_copy_kept_under_an_id_a_stand_in_serves_now_claims_nothing_once_the_owner_names_the_stand_in(
+        autojump_clock):
+    """Simulation seed 32: replica c was taken over (its stand-in serves on as c, elsewhere) and
+    rejoined as d at its old address, keeping its copy of a's zone taken as c. Owner a then named
+    the stand-in c as its replica and crashed: by id alone, d's stale copy claimed a's zone and
+    every write since was lost. Named with its address, the stand-in's copy is told apart."""
+    authority = LocalAuthority()
+    owner = Ownership(_peer("a"), authority, Counter(), ttl=2)
+    await owner.establish()
+    await owner.record_replica("c", "h:c")          # the first runtime of c, whose copy d kept
+    await owner.record_replica("c", "h:stand-in")   # c's stand-in: the copy holding every write since
+    await trio.sleep(5)                             # a crashed
+    rejoined = Ownership(_peer("d"), authority, Counter(), ttl=2)
+    rejoined.state.address = "h:c"                  # d listens where c did
+    standin = Ownership(_peer("c", 1), authority, Counter(), ttl=2)
+    standin.state.address = "h:stand-in"
+    for keeper in (rejoined, standin):
+        await keeper.establish()
+    assert not await rejoined.claim("a", 0, holder="c", holder_address="h:c")
+    assert "taken as c@h:stand-in" in await rejoined.refusal("a", 0, holder="c", holder_address="h:c")
+    assert await standin.claim("a", 0)
+
+
 def test_a_superseded_peer_drops_only_its_own_zone_keeping_the_copies_and_stand_ins_it_holds_for_others(tmp_path):
     for name in ("store", "replicas/a-1234/store", "standins/b"):
         (tmp_path / name).mkdir(parents=True)

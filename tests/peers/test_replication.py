@@ -449,10 +449,10 @@ async def test_a_split_made_while_the_zone_is_copied_to_its_first_replica_reache
         copied, named = trio.Event(), trio.Event()
         record = first.replication.record
 
-        async def slow_record(ident):   # the copy is made; the authority names it slowly
+        async def slow_record(ident, address):   # the copy is made; the authority names it slowly
             copied.set()
             await named.wait()
-            await record(ident)
+            await record(ident, address)
 
         first.replication.record = slow_record
         await overlay.add_peer()

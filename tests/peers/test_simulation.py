@@ -3,12 +3,13 @@ seed's schedule of partitions, crashes and restarts must end with every invarian
 seed runs as the one line that replays it does (`python -m eventcloud.testing.simulation --seed N`,
 a process of its own), so the suite and the replay see the same run.
 
-Seeds 9, 12, 27, 29, 50, 56, 65 and 92 each found a bug (docs/reliability.md lists them with their
+Seeds 9, 12, 27, 29, 32, 50, 56, 65 and 92 each found a bug (docs/reliability.md lists them with their
 fixes: copies deleted by a rejoining peer, a rejoin resuming a join taken back, a write missing
 from a new replica's copy, a status crawl that never ended, a split fenced after it stood, a copy
 of a refused joiner's zone taken over, a zone left to nobody by a first fix of that; 65: a deposed
 stand-in's copy replacing its successor's, and a neighbour entry naming a dead address while the
-zone was served elsewhere, which no table around it knew); they stay here with the first seeds.
+zone was served elsewhere, which no table around it knew; 32: a stale copy kept under an id a
+stand-in served on, claiming the zone); they stay here with the first seeds.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from collections import Counter
 import trio
 
 from eventcloud.errors import AuthorityUnreachable, Fenced, LeaseExpired
-from peers.authority.base import Authority, Delete, Put, Same
+from peers.authority.base import Authority, Delete, Entry, Put, Same
 from peers.store import PeerState, StateError
 
 log = logging.getLogger(__name__)
@@ -181,25 +181,24 @@ class Ownership:
                 pass
             await self.release_lease()
 
-    async def epoch_of(self, ident: str) -> int | None:
-        """The authority's epoch of `ident`'s zone; None if unknown, unreachable or no authority."""
+    async def _read(self, kind: str, ident: str) -> Entry | None:
+        """One of `ident`'s keys; None if absent, unreachable or no authority."""
         if self.authority is None:
             return None
         try:
-            entry = await self.authority.get(self._key("epoch", ident))
+            return await self.authority.get(self._key(kind, ident))
         except AuthorityUnreachable:
             return None
+
+    async def epoch_of(self, ident: str) -> int | None:
+        """The authority's epoch of `ident`'s zone; None if unknown, unreachable or no authority."""
+        entry = await self._read("epoch", ident)
         return int(entry.value) if entry is not None else None
 
     async def server_of(self, ident: str) -> tuple[str, int] | None:
         """Where `ident`'s zone is served now, as its server registered it: (address,
         incarnation); None if nobody holds it (its lease lapsed), unreachable, or no authority."""
-        if self.authority is None:
-            return None
-        try:
-            entry = await self.authority.get(self._key("owner", ident))
-        except AuthorityUnreachable:
-            return None
+        entry = await self._read("owner", ident)
         if entry is None:
             return None
         try:

@@ -72,6 +72,19 @@ def _rows(result: dict) -> list:
     return [sorted((k, _value(v)) for k, v in row.items()) for row in result["results"]["bindings"]]
 
 
+def _small_pages(monkeypatch) -> None:
+    """Pages of 7 rows, the first of 3: a few dozen quads take several pages per peer."""
+    monkeypatch.setattr("peers.queries.cursors.PAGE_ROWS", 7)
+    monkeypatch.setattr("peers.queries.cursors.FIRST_ROWS", 3)
+
+
+def _random_events(seed: int) -> tuple[list, set]:
+    """30 random events, and the quads they publish."""
+    rng = random.Random(seed)
+    events = [random_pubsub_event(rng, i) for i in range(30)]
+    return events, {q for e in events for q in e.quads}
+
+
 def _oracle(store: ox.Store, text: str) -> dict:
     import json
 
@@ -127,11 +140,8 @@ async def test_a_select_larger_than_any_page_streams_whole_and_a_limit_stops_the
     """Pages of 7 rows (the first of 3): a SELECT of every quad answers with all of them (it was
     refused past 20,000 rows per peer, and past the frame limit at the entry); rows come as
     pages through `query_stream`; a LIMIT stops early and closes every peer's cursor."""
-    monkeypatch.setattr("peers.queries.cursors.PAGE_ROWS", 7)
-    monkeypatch.setattr("peers.queries.cursors.FIRST_ROWS", 3)
-    rng = random.Random(1)
-    events = [random_pubsub_event(rng, i) for i in range(30)]
-    published = {q for e in events for q in e.quads}
+    _small_pages(monkeypatch)
+    events, published = _random_events(1)
     async with open_overlay(3, "osma", seed=1) as overlay:
         async with overlay.client(0) as client:
             await client.publish_batch(events)
@@ -462,8 +472,7 @@ async def test_a_multicast_run_again_closes_the_cursors_its_thrown_away_attempts
     hands ran its multicast again and again; each attempt thrown away left every peer's cursor
     open, each holding one of the peer's 64 slots for a minute, until every paged query there
     was refused ("this peer streams 64 answers already")."""
-    monkeypatch.setattr("peers.queries.cursors.PAGE_ROWS", 7)
-    monkeypatch.setattr("peers.queries.cursors.FIRST_ROWS", 3)
+    _small_pages(monkeypatch)
     import peers.net.multicast as multicast
     tiled, missed = multicast._tiled, {"left": 0}
 
@@ -474,9 +483,7 @@ async def test_a_multicast_run_again_closes_the_cursors_its_thrown_away_attempts
         return tiled(box, answers)
 
     monkeypatch.setattr(multicast, "_tiled", tiles_after_misses)
-    rng = random.Random(2)
-    events = [random_pubsub_event(rng, i) for i in range(30)]
-    published = {q for e in events for q in e.quads}
+    events, published = _random_events(2)
     async with open_overlay(3, "osma", seed=1) as overlay:
         async with overlay.client(0) as client:
             await client.publish_batch(events)

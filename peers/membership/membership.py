@@ -57,12 +57,12 @@ from eventcloud.wire.messages import (
 from eventcloud.wire.ops import Op
 from peers.matching import Subscriptions, check_same_operators
 from peers.replication import OwnerReplication
-from peers.net import FAILED, Router
+from peers.net import FAILED, RetryPolicy, Router
 from peers.membership.stabiliser import Stabiliser
 from peers.store import AsyncStore, ForeignQuads, PeerState, ZoneGuard
 from peers.membership.handover import Outgoing, drop_outside, install, receive, zone_content
 from peers.membership.load_survey import LoadSurvey
-from peers.membership.splits import Splits
+from peers.membership.splits import Splits, addresses_of
 from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
@@ -187,13 +187,33 @@ class Membership:
         await self.replication.ensure()  # the zone on two peers before its old owner drops it
         await self.persist()
         self.join_outcome = "committing"
-        try:
-            await self.router.call(grant.owner_address, Op.JOIN_COMMIT, JoinCommit(state.id))
-        except RemoteError:
-            self.join_outcome = "refused"   # the splitter's answer: it keeps (or takes back) the zone
-            raise
+        await self._commit(grant.owner_id, grant.owner_address)
         self.join_outcome = "committed"
         log.info("peer %s joined: zone %s", state.id, state.zone)
+
+    async def _commit(self, owner: str, address: str) -> None:
+        """Ask the splitter to let the split stand. Its answer decides; no answer (it died, or
+        the reply was lost) decides nothing: the split under way is saved with its state, so
+        the commit is asked again wherever its id serves next (its restart, or its stand-in,
+        which `resume`s the split), for `join_timeout` at most."""
+        attempts = RetryPolicy(self.join_timeout).start()
+        while True:
+            try:
+                await self.router.call(address, Op.JOIN_COMMIT, JoinCommit(self.state.id))
+                return
+            except RemoteError as exc:
+                if exc.code is not ErrorCode.NOT_SERVING:   # a runtime starting with its state: asked again
+                    self.join_outcome = "refused"   # the splitter's answer: it keeps (or takes back) the zone
+                    raise
+                failure: EventCloudError = exc
+            except FAILED as exc:
+                failure = exc
+            log.info("peer %s: its commit to %s at %s is unanswered (%s); asking again", self.state.id, owner,
+                     address, failure.message)
+            if not await attempts.pause():
+                raise failure
+            address = next(iter((await addresses_of(self.router, self.state, owner, address, self.retry_window))[1:]),
+                           address)
 
     async def _join_point(self, bootstrap: str, space: CoordinateSpace) -> Point:
         """A point of the zone to split: the busiest of a few random owners, then the busiest

@@ -6,6 +6,10 @@ One join at a time per owner (`_gate`, from split to commit or undo). While a sp
 pending the store still holds the newcomer's quads (`ForeignQuads` says so to readers); the
 commit drops them and announces both zones; a split whose newcomer is gone, or never commits
 within `join_timeout`, is undone and what was matched meanwhile is matched again.
+
+The split under way is saved with the state (`PeerState.splitting`), so it outlives this
+runtime: whoever serves the state next (this peer restarted, or its stand-in, from the
+replica's copy) `resume`s it, and the newcomer, its commit unanswered, commits there.
 """
 
 from __future__ import annotations
@@ -19,28 +23,51 @@ from eventcloud.errors import EventCloudError, GeometryError, ErrorCode, Request
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.overlay import Neighbour, Zone, cut_between, cut_for, evenly, split_for_join
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
-from eventcloud.wire.messages import Empty, Handover, JoinCommit, JoinGrant, JoinRequest, NextChunk, Pong
+from eventcloud.wire.messages import Empty, Handover, JoinCommit, JoinGrant, JoinRequest, NextChunk, Pong, Table
 from eventcloud.wire.ops import Op
 from peers.matching import Subscriptions, check_same_operators
 from peers.membership.handover import Outgoing, drop_outside, zone_content
 from peers.net import Router
 from peers.replication import OwnerReplication
-from peers.store import AsyncStore, ForeignQuads, PeerState, ZoneGuard
+from peers.store import AsyncStore, ForeignQuads, PeerState, SplitUnderWay, ZoneGuard
 from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Splits"]
+__all__ = ["Splits", "addresses_of"]
+
+
+async def addresses_of(router: Router, state: PeerState, ident: str, known: str, window: float) -> list[str]:
+    """Where peer `ident` may serve now: `known`, then what our table and our neighbours' tables
+    say (a restarted peer, or a stand-in, serves the same id at another address)."""
+    found = [known]
+    mine = state.neighbours.get(ident)
+    if mine is not None:
+        found.append(mine.address)
+    for key, neighbour in list(state.neighbours.items()):
+        if key == ident:
+            continue
+        try:
+            with trio.move_on_after(window):
+                table = Table.from_wire(await router.call(neighbour.address, Op.TABLE, Empty()))
+                if table.me[0] == ident:
+                    found.append(table.me[1].address)
+                elif ident in table.neighbours:
+                    found.append(table.neighbours[ident].address)
+        except EventCloudError:
+            continue
+    return list(dict.fromkeys(found))
 
 
 class _PendingJoin:
     """A split granted to a newcomer, until it commits (or the timer undoes it)."""
 
-    def __init__(self, zone: Zone, table: dict[str, Neighbour], announce_to: tuple[str, ...]):
-        self.zone = zone                  # the owner's zone before the split (to undo it)
-        self.table = table
+    def __init__(self, record: SplitUnderWay):
+        self.zone = record.before         # the owner's zone before the split (to undo it)
+        self.table = record.table
         self.outgoing = Outgoing()        # handed over (its quads dropped here at commit)
-        self.announce_to = announce_to
+        self.announce_to = record.announce_to
+        self.granted = record.granted
         self.timer = trio.CancelScope()
 
 
@@ -125,7 +152,9 @@ class Splits:
                                       state.incarnation, cut=cut, newcomer_lower=newcomer_lower)
             except GeometryError as exc:
                 raise RequestError(f"cannot split zone for a join: {exc.message}", ErrorCode.UNAVAILABLE) from None
-            pending = _PendingJoin(state.zone, dict(state.neighbours), plan.announce_to)
+            record = SplitUnderWay(new_id, new_address, plan.granted, state.zone, dict(state.neighbours),
+                                   plan.announce_to)
+            pending = _PendingJoin(record)
             # From the moment the zone shrinks, the store holds the newcomer's quads outside it:
             # readers count this zone's own only (`ForeignQuads`). Registered after the persist
             # below, a status reaching this peer meanwhile counted all of them against the smaller
@@ -140,6 +169,7 @@ class Splits:
                      len(quads), len(held))
             state.zone = plan.kept
             state.neighbours = plan.owner_table
+            state.splitting = record
             # From here the split completes (the newcomer commits, or `_expire_join` undoes it) or
             # is undone now: cancelled in this persist (the joiner's request was cut off when the
             # peer it came through moved), the zone would stay split with no newcomer, its other
@@ -148,13 +178,31 @@ class Splits:
                 with trio.CancelScope(shield=True):
                     await self.persist()
             except BaseException:
-                state.zone, state.neighbours = pending.zone, pending.table
+                state.zone, state.neighbours, state.splitting = pending.zone, pending.table, None
                 raise
             pending.outgoing = Outgoing(data)
             first, remaining = pending.outgoing.first()
             grant = JoinGrant(plan.granted, plan.newcomer_table, state.algorithm, state.id, state.address, first,
                               state.overlay, state.replicas, remaining=remaining)
             return grant, pending
+
+    async def resume(self) -> None:
+        """The state this runtime starts from has a split under way (this peer restarted, or it
+        stands in for the splitter): wait for the newcomer's commit again, or undo the split as
+        the splitter would have. Called before the zone is served."""
+        record = self.state.splitting
+        if record is None:
+            return
+        await self._gate.acquire()
+        pending = _PendingJoin(record)
+        held = await self.store.find(None, None, None, None)
+        pending.outgoing = Outgoing(zone_content(self.store, self.subscriptions, self.state.space, record.granted,
+                                                 held)[1])
+        self.foreign.join_began(record.newcomer, pending)
+        self.replication.joining_began(record.newcomer)
+        log.info("peer %s: the split for %s was under way; waiting for its commit again", self.state.id,
+                 record.newcomer)
+        self.tasks.start_soon(self._expire_join, record.newcomer, record.address, pending)
 
     async def _on_join_data(self, conn: RpcConnection, body: NextChunk) -> Handover:
         """The next chunk of a pending join's quads; each one gives the newcomer another
@@ -184,6 +232,13 @@ class Splits:
                     break
         if self.foreign.join(new_id) is not pending:  # committed (the commit cancelled the timer)
             return
+        if await self._serves(new_id, address, pending.granted):
+            # (or its replica took its half over: a newcomer's copy is made before its commit)
+            # Its commit reached a runtime of ours that ended before saving it (or its answer was
+            # lost), and the newcomer serves its half: the split stands.
+            log.info("peer %s: peer %s serves the zone it joined for; its split stands", self.state.id, new_id)
+            await self._commit(new_id)
+            return
         self.foreign.join_ended(new_id)
         self.replication.joining_ended(new_id)
         log.warning("peer %s: peer %s never committed its join; taking the zone back", self.state.id, new_id)
@@ -199,11 +254,30 @@ class Splits:
             pass
         return None
 
+    async def _serves(self, new_id: str, address: str, granted: Zone) -> bool:
+        """Does peer `new_id` serve zone `granted` anywhere (at `address`, or where the peers
+        around say: its stand-in's)?"""
+        for where in await addresses_of(self.router, self.state, new_id, address, self.retry_window):
+            try:
+                with trio.move_on_after(self.retry_window):
+                    table = Table.from_wire(await self.router.call(where, Op.TABLE, Empty()))
+                    if table.me[0] == new_id and table.me[1].zone == granted:
+                        return True
+            except EventCloudError:
+                continue
+        return False
+
     async def _undo_split(self, pending: _PendingJoin) -> None:
+        state = self.state
         async with self.lock:
-            self.state.zone = pending.zone
-            self.state.neighbours = pending.table
+            state.zone = pending.zone
+            state.neighbours = pending.table
+            state.splitting = None
             await self.persist()
+        # The kept half may have been announced meanwhile (a restarted splitter, a stand-in):
+        # the neighbours learn the whole zone again.
+        await self.announce({state.id: Neighbour(state.address, state.zone, state.incarnation)},
+                            tuple(n.address for n in state.neighbours.values()))
         if self.rematch is not None:  # what was matched meanwhile skipped the half that is ours again
             await self.rematch(sorted(pending.outgoing.events))
 
@@ -211,24 +285,40 @@ class Splits:
         """The newcomer holds its half: the split stands. Refused (and later undone) only before
         it stands; once it does, the answer is success whatever follows, or the newcomer would
         give its half up while this peer had dropped it (simulation seed 56: a zone served by
-        nobody, its quads gone, after the drop below was fenced)."""
-        state = self.state
-        if self.foreign.join(body.id) is not None:
-            self.store.fence()   # a deposed or cut-off owner commits no split (`_expire_join` undoes it)
-        pending = self.foreign.join_ended(body.id)
-        if pending is None:
+        nobody, its quads gone, after the drop below was fenced). A commit asked again (its
+        answer was lost) is answered success while the newcomer is still our neighbour."""
+        if self.foreign.join(body.id) is None:
+            if body.id in self.state.neighbours and self.state.splitting is None:
+                return Empty()
             raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
                                ErrorCode.NOT_FOUND)
+        self.store.fence()   # a deposed or cut-off owner commits no split (`_expire_join` undoes it)
+        await self._commit(body.id)
+        return Empty()
+
+    async def _commit(self, new_id: str) -> None:
+        state = self.state
+        pending = self.foreign.join_ended(new_id)
+        if pending is None:
+            return
         pending.timer.cancel()
         self._gate.release()
         try:
             with self.foreign.writing():   # until the drop applies, the store still holds the newcomer's quads
                 await drop_outside(self.store, self.subscriptions, state.zone, pending.outgoing.quads)
         except EventCloudError as exc:
-            log.warning("peer %s: dropping the quads peer %s took over: %s (the split stands)", state.id, body.id, exc)
+            log.warning("peer %s: dropping the quads peer %s took over: %s (the split stands)", state.id, new_id, exc)
         finally:
-            self.replication.joining_ended(body.id)
-        newcomer = state.neighbours[body.id]
-        records = {state.id: Neighbour(state.address, state.zone, state.incarnation), body.id: newcomer}
+            self.replication.joining_ended(new_id)
+        if state.splitting is not None and state.splitting.newcomer == new_id:
+            state.splitting = None
+            with trio.CancelScope(shield=True):
+                try:
+                    await self.persist()
+                except (OSError, EventCloudError) as exc:   # saved at the next change; a restart
+                    log.warning("peer %s: saving its state after the split for %s: %s",   # asks the newcomer
+                                state.id, new_id, exc)
+        records = {state.id: Neighbour(state.address, state.zone, state.incarnation)}
+        if new_id in state.neighbours:
+            records[new_id] = state.neighbours[new_id]
         await self.announce(records, pending.announce_to)
-        return Empty()

@@ -360,6 +360,7 @@ class PeerRuntime:
                                     *([self.annex_launcher] if self.runs_annexes else [])):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     if self.restored is not None and self.restored.has_zone:
+                        await self.membership.splits.resume()   # a split saved under way: its commit, or undo
                         await self.persistence.save()
                         await self._register(nursery)
                         self.dispatcher.ready.set()

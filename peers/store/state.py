@@ -20,11 +20,42 @@ from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
 from eventcloud.wire.codec import neighbour_from_wire, neighbour_to_wire, zone_from_wire, zone_to_wire
 from peers.config import ALGORITHMS
 
-__all__ = ["PeerState", "StateError", "load_state", "save_state", "state_path"]
+__all__ = ["PeerState", "SplitUnderWay", "StateError", "load_state", "save_state", "state_path"]
 
 
 class StateError(EventCloudError):
     """A data directory whose peer.json cannot be used."""
+
+
+@dataclass(frozen=True)
+class SplitUnderWay:
+    """A split this peer granted and the newcomer has not committed yet: saved with the zone
+    (already the kept half) and copied to the replica with it, so whoever serves this state
+    next (this peer restarted, or its stand-in) waits for that commit or undoes the split.
+    Without it a splitter killed before the commit left a stand-in serving the kept half and
+    the newcomer, its commit unanswered, serving nothing: half the zone owned by nobody."""
+
+    newcomer: str                      # the joining peer's id
+    address: str                       # where it joins from (asked whether it is still there)
+    granted: Zone                      # the part it takes
+    before: Zone                       # this peer's zone before the split (an undo restores it)
+    table: dict[str, Neighbour]        # and its neighbours then
+    announce_to: tuple[str, ...]       # addresses told about both zones once it commits
+
+    def to_json(self) -> dict[str, Any]:
+        return {"newcomer": self.newcomer, "address": self.address, "granted": zone_to_wire(self.granted),
+                "before": zone_to_wire(self.before),
+                "table": [neighbour_to_wire(k, n) for k, n in self.table.items()],
+                "announce_to": list(self.announce_to)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "SplitUnderWay":
+        if not isinstance(data, dict) or not isinstance(data.get("newcomer"), str) \
+                or not isinstance(data.get("address"), str) or not isinstance(data.get("table"), list) \
+                or not isinstance(data.get("announce_to"), list):
+            raise ValueError(f"invalid split under way {data!r}")
+        return cls(data["newcomer"], data["address"], zone_from_wire(data["granted"]), zone_from_wire(data["before"]),
+                   dict(neighbour_from_wire(n) for n in data["table"]), tuple(str(a) for a in data["announce_to"]))
 
 
 @dataclass
@@ -41,6 +72,7 @@ class PeerState:
     replicas: int = 2                     # copies of every zone in this overlay (R)
     replica: tuple[str, str] | None = None  # (id, address) of the peer holding this zone's copy
     annex: bool = False                   # started to take the empty side of a crowded zone (peers/membership/annexes.py)
+    splitting: SplitUnderWay | None = None  # a split granted and not yet committed (peers/membership/splits.py)
 
     @property
     def zone(self) -> Zone:
@@ -74,6 +106,7 @@ class PeerState:
             "replicas": self.replicas,
             "replica": list(self.replica) if self.replica else None,
             "annex": self.annex,
+            **({"splitting": self.splitting.to_json()} if self.splitting is not None else {}),
         }
 
     @classmethod
@@ -110,6 +143,7 @@ class PeerState:
             replicas=replicas,
             replica=tuple(replica) if replica else None,  # type: ignore[arg-type]
             annex=data.get("annex") is True,
+            splitting=SplitUnderWay.from_json(data["splitting"]) if data.get("splitting") is not None else None,
         )
 
 

@@ -57,12 +57,12 @@ from eventcloud.wire.messages import (
 from eventcloud.wire.ops import Op
 from peers.matching import Subscriptions, check_same_operators
 from peers.replication import OwnerReplication
-from peers.net import FAILED, RetryPolicy, Router
+from peers.net import FAILED, RetryPolicy, Router, addresses_of
 from peers.membership.stabiliser import Stabiliser
 from peers.store import AsyncStore, ForeignQuads, PeerState, ZoneGuard
 from peers.membership.handover import Outgoing, drop_outside, install, receive, zone_content
 from peers.membership.load_survey import LoadSurvey
-from peers.membership.splits import Splits, addresses_of
+from peers.membership.splits import Splits
 from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,7 @@ class Membership:
         state.replicas = grant.replicas
         state.zone = grant.zone
         state.neighbours = dict(grant.neighbours)
+        state.joining = (grant.owner_id, grant.owner_address)
 
         async def fetch(offset: int) -> Handover:
             return Handover.from_wire(await self.router.call(grant.owner_address, Op.JOIN_DATA,
@@ -189,7 +190,20 @@ class Membership:
         self.join_outcome = "committing"
         await self._commit(grant.owner_id, grant.owner_address)
         self.join_outcome = "committed"
+        await self.joined()
         log.info("peer %s joined: zone %s", state.id, state.zone)
+
+    async def joined(self) -> None:
+        """The split stands: this zone is ours for good (the replica's copy says so too)."""
+        self.state.joining = None
+        await self.persist()
+
+    async def commit_again(self) -> None:
+        """A restart from a state saved while its join committed: asked again before serving;
+        refused (the split was undone while it was down), the peer rejoins as a new one."""
+        if self.state.joining is not None:
+            await self._commit(*self.state.joining)
+            await self.joined()
 
     async def _commit(self, owner: str, address: str) -> None:
         """Ask the splitter to let the split stand. Its answer decides; no answer (it died, or

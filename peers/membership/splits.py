@@ -27,36 +27,14 @@ from eventcloud.wire.messages import Empty, Handover, JoinCommit, JoinGrant, Joi
 from eventcloud.wire.ops import Op
 from peers.matching import Subscriptions, check_same_operators
 from peers.membership.handover import Outgoing, drop_outside, zone_content
-from peers.net import Router
+from peers.net import Router, addresses_of
 from peers.replication import OwnerReplication
 from peers.store import AsyncStore, ForeignQuads, PeerState, SplitUnderWay, ZoneGuard
 from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Splits", "addresses_of"]
-
-
-async def addresses_of(router: Router, state: PeerState, ident: str, known: str, window: float) -> list[str]:
-    """Where peer `ident` may serve now: `known`, then what our table and our neighbours' tables
-    say (a restarted peer, or a stand-in, serves the same id at another address)."""
-    found = [known]
-    mine = state.neighbours.get(ident)
-    if mine is not None:
-        found.append(mine.address)
-    for key, neighbour in list(state.neighbours.items()):
-        if key == ident:
-            continue
-        try:
-            with trio.move_on_after(window):
-                table = Table.from_wire(await router.call(neighbour.address, Op.TABLE, Empty()))
-                if table.me[0] == ident:
-                    found.append(table.me[1].address)
-                elif ident in table.neighbours:
-                    found.append(table.neighbours[ident].address)
-        except EventCloudError:
-            continue
-    return list(dict.fromkeys(found))
+__all__ = ["Splits"]
 
 
 class _PendingJoin:

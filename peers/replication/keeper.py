@@ -28,14 +28,14 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RequestError
+from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import (
-    Empty, Load, Pong, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
+    Empty, JoinCommit, Load, Pong, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
 )
 from eventcloud.wire.ops import Op
 from peers.process import PeerLauncher
-from peers.net import FAILED, Router
+from peers.net import FAILED, Router, addresses_of
 from peers.store import CHECKPOINT_BYTES, Offload, PeerState, PeerStore, save_state
 
 log = logging.getLogger(__name__)
@@ -378,10 +378,16 @@ class ReplicaKeeper:
                     copy.last_ok = trio.current_time()
                     self.counters["takeovers_owner_back"] += 1
                 elif serving is None:
-                    if await self._claimed(copy):
+                    decided = await self._join_decided(copy)
+                    if decided == "undone":
+                        log.info("peer %s: owner %s's join was undone; dropping its replica", self.state.id, copy.owner)
+                        del self._copies[copy.owner]
+                        await self.offload.run(self._discard, copy)
+                        self.counters["replicas_held"] = len(self._copies)
+                    elif decided == "stands" and await self._claimed(copy):
                         await self._take_over(copy)
-                    else:
-                        copy.last_ok = trio.current_time()   # its owner holds its lease: suspect it again later
+                    else:   # its splitter does not answer, or its owner holds its lease: suspect it again later
+                        copy.last_ok = trio.current_time()
                 elif serving != copy.owner:
                     # The owner handed its zone over (a leave, a move) and neither our drop request
                     # nor the news of its departure reached us (the neighbours asked were not those
@@ -430,6 +436,33 @@ class ReplicaKeeper:
                 return "alive"
         return "dead"
 
+    async def _join_decided(self, copy: _Copy) -> str:
+        """For a copy made while its owner's join was committing ("stands" for any other): ask
+        the splitter to let the split stand, as the owner would have. The copy holds all the
+        owner had (it served nothing before its commit), so a split that stands is served from
+        it; "undone" if the splitter refuses (its undo took the half back: a stand-in would be a
+        second owner), "unknown" while it does not answer. (A chaos run lost 13 events: an
+        annex died with its host before its commit, its replica took its half over, and the
+        splitter took the same half back.)"""
+        joining = copy.state.get("joining")
+        if not joining:
+            return "stands"
+        splitter, address = joining
+        state = PeerState.from_json(copy.state)
+        for where in await addresses_of(self.router, state, splitter, address, self.heartbeat):
+            if await self._ping(where, self.heartbeat, splitter) is None:   # (another peer on its old port)
+                continue
+            try:
+                with trio.fail_after(self.heartbeat * 3):
+                    await self.router.call(where, Op.JOIN_COMMIT, JoinCommit(copy.owner))
+                return "stands"
+            except RemoteError as exc:
+                if exc.code is not ErrorCode.NOT_SERVING:
+                    return "undone"
+            except (*FAILED, trio.TooSlowError):
+                continue
+        return "unknown"
+
     async def _claimed(self, copy: _Copy) -> bool:
         """Whether the ownership authority gave us the zone: only once the owner's lease lapsed,
         and to one claimant. A replica that cannot reach the authority takes nothing over: cut
@@ -457,6 +490,7 @@ class ReplicaKeeper:
         state = PeerState.from_json(copy.state)
         state.incarnation = incarnation
         state.replica = None
+        state.joining = None   # decided: the split stands (`_join_decided`)
         log.warning("peer %s: peer %s (%s) stopped answering; taking its zone over (incarnation %d)",
                     self.state.id, copy.owner, copy.state.get("address"), incarnation)
         self.counters["takeovers"] += 1

@@ -26,7 +26,7 @@ from typing import Any, Awaitable, Callable, NoReturn
 
 import trio
 
-from eventcloud.errors import AuthorityUnreachable, EventCloudError
+from eventcloud.errors import AuthorityUnreachable, EventCloudError, RemoteError
 from eventcloud.net.limits import ConnectionLimits, refuse_connection
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport, remote_host
@@ -360,6 +360,7 @@ class PeerRuntime:
                                     *([self.annex_launcher] if self.runs_annexes else [])):
                         await nursery.start(_for_the_peers_lifetime, service.run)
                     if self.restored is not None and self.restored.has_zone:
+                        await self._commit_restored_join()
                         await self.membership.splits.resume()   # a split saved under way: its commit, or undo
                         await self.persistence.save()
                         await self._register(nursery)
@@ -456,6 +457,17 @@ class PeerRuntime:
         if rejoin is not None:
             log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", self.state.id)
             raise Superseded(rejoin)
+
+    async def _commit_restored_join(self) -> None:
+        """A state saved while its join was committing: its splitter decides before the zone is
+        served. Refused (the split was undone while this peer was down), it rejoins as a new peer."""
+        try:
+            await self.membership.commit_again()
+        except RemoteError as exc:
+            log.warning("peer %s: its join was not committed and its splitter refuses it now (%s); rejoining "
+                        "as a new peer", self.state.id, exc.message)
+            rejoin = [n.address for n in self.state.neighbours.values()] + ([self.config.join] if self.config.join else [])
+            raise Superseded(rejoin) from None
 
     async def _register(self, nursery: trio.Nursery, *, joining: bool = False) -> None:
         """Register as the zone's owner before serving it, and renew from then on (`Ownership.run`,

@@ -73,6 +73,10 @@ class PeerState:
     replica: tuple[str, str] | None = None  # (id, address) of the peer holding this zone's copy
     annex: bool = False                   # started to take the empty side of a crowded zone (peers/membership/annexes.py)
     splitting: SplitUnderWay | None = None  # a split granted and not yet committed (peers/membership/splits.py)
+    #: (id, address) of the peer whose split this one joins by, until its commit is answered: a
+    #: copy of a zone whose join may have been undone is taken over only once the splitter says
+    #: the split stands (peers/replication/keeper.py), and a restart asks it first too
+    joining: tuple[str, str] | None = None
 
     @property
     def zone(self) -> Zone:
@@ -107,6 +111,7 @@ class PeerState:
             "replica": list(self.replica) if self.replica else None,
             "annex": self.annex,
             **({"splitting": self.splitting.to_json()} if self.splitting is not None else {}),
+            **({"joining": list(self.joining)} if self.joining is not None else {}),
         }
 
     @classmethod
@@ -127,6 +132,10 @@ class PeerState:
         if replica is not None and (not isinstance(replica, list) or len(replica) != 2
                                     or not all(isinstance(x, str) for x in replica)):
             raise ValueError(f"invalid replica {replica!r}")
+        joining = data.get("joining")
+        if joining is not None and (not isinstance(joining, list) or len(joining) != 2
+                                    or not all(isinstance(x, str) for x in joining)):
+            raise ValueError(f"invalid joining {joining!r}")
         neighbours = data.get("neighbours", [])
         if isinstance(neighbours, dict):  # the older {id: {address, zone}} form
             neighbours = [{"id": k, **v} for k, v in neighbours.items()]
@@ -144,6 +153,7 @@ class PeerState:
             replica=tuple(replica) if replica else None,  # type: ignore[arg-type]
             annex=data.get("annex") is True,
             splitting=SplitUnderWay.from_json(data["splitting"]) if data.get("splitting") is not None else None,
+            joining=tuple(joining) if joining else None,  # type: ignore[arg-type]
         )
 
 

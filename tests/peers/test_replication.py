@@ -600,3 +600,45 @@ async def test_a_split_under_way_whose_splitter_and_newcomer_both_died_is_served
         assert not any(p.down for p in status.peers)
         assert len(status.peers) in (4, 5)   # undone, or stands (the newcomer's stand-in serves its half)
         assert_exact_neighbour_tables(status)
+
+
+async def test_a_newcomer_restarted_after_its_split_was_undone_rejoins_as_a_new_peer(autojump_clock, tmp_path):
+    """A newcomer saved its zone and died before its commit was answered; its splitter found it
+    gone and took the half back. Restarted from its directory, it asks the splitter first: the
+    commit is refused, and it rejoins as a new peer, never serving the half a second time."""
+    async with open_overlay(3, seed=7, replicas=1) as overlay:
+        events = spread_events(30, "split")
+        async with overlay.client(0, "loader") as client:
+            await client.publish_batch(events)
+        real = {p.id: p.router.dispatcher._requests[Op.JOIN_COMMIT] for p in overlay.peers}
+        asked = trio.Event()
+
+        async def unanswered(conn, body):
+            asked.set()
+            await trio.sleep_forever()
+
+        for peer in overlay.peers:
+            peer.router.dispatcher._requests[Op.JOIN_COMMIT] = unanswered
+        before = set(overlay.network._handlers)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(overlay.add_peer, data_dir=tmp_path / "newcomer"))
+            with trio.fail_after(30):
+                await asked.wait()
+            nursery.cancel_scope.cancel()   # it dies waiting for the answer
+        for address in set(overlay.network._handlers) - before:
+            await overlay.network.kill(address)
+        for peer in overlay.peers:
+            peer.router.dispatcher._requests[Op.JOIN_COMMIT] = real[peer.id]
+        with trio.fail_after(120):
+            while any(p.state.splitting is not None for p in overlay.peers):
+                await trio.sleep(1)   # the splitter finds it gone, and takes its half back
+        again = await overlay.add_peer(data_dir=tmp_path / "newcomer")
+        assert again.state.joining is None
+        await trio.sleep(5)
+        async with overlay.client(0, "reader") as client:
+            await until_counted(client, sum(len(e) for e in events))
+            for event in events:
+                assert len(await client.find(event.graph)) == len(event)
+            status = await client.status()
+        assert len(status.peers) == 4 and not any(p.down for p in status.peers)
+        assert_exact_neighbour_tables(status)

@@ -42,6 +42,45 @@ def operator_flags(args: argparse.Namespace) -> list[str]:
     return flags
 
 
+async def _authority(args: argparse.Namespace, config: Any, hosting: trio.Nursery) -> Any:
+    """The peer's ownership authority: the etcd named; none with `--authority none`; else the
+    first peer of an overlay (no `--join`) hosts one (peers/authority/hosted.py) and a joiner uses
+    the one the peer it joins names (remembered in its data directory for its restarts)."""
+    from peers.authority import (
+        EtcdAuthority, authority_token, learned_url, remember_url, serve_hosted_authority,
+    )
+    from peers.config import advertised_address
+    from peers.runtime import overlay_authority
+
+    log = logging.getLogger("eventcloud.peer")
+    alone = ("no ownership authority (%s): this peer decides alone when to take a zone over, so a network "
+             "partition can depose a live owner (docs/reliability.md)")
+    token = authority_token(config.secret)
+    if args.authority == "none":
+        log.warning(alone, "--authority none")
+        return None
+    if args.authority is not None:
+        return EtcdAuthority(args.authority)
+    if not args.join:
+        host = config.listen.rpartition(":")[0] or "127.0.0.1"
+        url = await hosting.start(serve_hosted_authority, config.data_dir, host, token)
+        advertised = "http://" + advertised_address(url.partition("://")[2], config.advertise and
+                                                    config.advertise.rpartition(":")[0] or None)
+        log.warning("this peer hosts the overlay's ownership authority at %s (peers joining it use it): while "
+                    "this peer is down no zone changes owner, and its data directory holds the authority; for more, "
+                    "run etcd and name it with --authority (docs/reliability.md)", advertised)
+        return EtcdAuthority(url.replace("0.0.0.0", "127.0.0.1"), token=token, advertised=advertised)
+    url = await overlay_authority(config, args.join)
+    if url is None:
+        url = learned_url(config.data_dir)
+    if not url:
+        log.warning(alone, f"the overlay at {args.join} names none")
+        return None
+    remember_url(config.data_dir, url)
+    log.info("ownership authority: %s (named by the overlay at %s)", url, args.join)
+    return EtcdAuthority(url, token=token if url.startswith("http://") else None)
+
+
 def peer(args: argparse.Namespace) -> int:
     from eventcloud.overlay import CoordinateSpace
     from peers.config import PeerConfig
@@ -82,7 +121,7 @@ def peer(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"eventcloud peer: {exc}", file=sys.stderr)
         return 2
-    if args.authority is not None:
+    if args.authority not in (None, "none"):
         from peers.authority import parse_authority
 
         try:
@@ -96,19 +135,15 @@ def peer(args: argparse.Namespace) -> int:
         return 2
 
     async def serve() -> None:
-        from peers.authority import EtcdAuthority
-
-        authority = EtcdAuthority(args.authority) if args.authority is not None else None
-        if authority is None:
-            logging.getLogger("eventcloud.peer").warning(
-                "no ownership authority (--authority etcd://...): this peer decides alone when to take a zone "
-                "over, so a network partition can depose a live owner (docs/reliability.md)")
-        try:
-            await serve_with(authority)
-        finally:
-            if authority is not None:
-                with trio.CancelScope(shield=True):
-                    await authority.aclose()
+        async with trio.open_nursery() as hosting:   # a hosted authority outlives the peer it serves
+            authority = await _authority(args, config, hosting)
+            try:
+                await serve_with(authority)
+            finally:
+                if authority is not None:
+                    with trio.CancelScope(shield=True):
+                        await authority.aclose()
+                hosting.cancel_scope.cancel()
 
     async def serve_with(authority: Any) -> None:
         async with trio.open_nursery() as nursery:

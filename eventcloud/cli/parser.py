@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--authority", metavar="URL",
                    help="the ownership authority that decides who owns each zone: etcd://H1:2379,H2:2379,... "
                         "(a zone is taken over only once its owner's lease there lapsed; docs/reliability.md). "
-                        "Without it, each peer decides alone, and a partition can depose a live owner")
+                        "Default: the first peer (no --join) hosts one in its data directory and the peers joining "
+                        "use it; 'none': each peer decides alone, and a partition can depose a live owner")
     p.add_argument("--lease-ttl", type=int, default=0, metavar="SECONDS",
                    help="an owner's lease with the authority: a crashed owner's zone is taken over no sooner; "
                         "raise it for links whose queues hold seconds of traffic (0: twice --failure-timeout, "

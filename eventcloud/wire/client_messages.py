@@ -91,6 +91,7 @@ class OverlayInfo(Body):
     replicas: int = field(INT, default=1)      # copies of every zone (R)
     peers: tuple[str, ...] = field(LIST(STR), default=())   # addresses of its neighbours (more entry points)
     operators: tuple[str, ...] = field(LIST(STR), default=())   # IRIs of the operators its FILTERs may call
+    authority: str = field(STR, default="")    # its ownership authority, for peers joining without one named
 
 
 @message

@@ -67,12 +67,15 @@ def _prefix_end(prefix: str) -> str:
 
 
 class EtcdAuthority:
-    def __init__(self, url: str, *, timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(self, url: str, *, timeout: float = REQUEST_TIMEOUT, token: str | None = None,
+                 advertised: str | None = None) -> None:
         self.url = url
+        self.advertised = advertised if advertised is not None else url   # told to joiners (overlay_info)
         self.members = parse_authority(url)
         self.timeout = timeout
         self._first = 0   # the member that answered last: asked first next time
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False)
+        headers = {"authorization": f"Bearer {token}"} if token else {}   # a peer-hosted authority's
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False, headers=headers)
 
     async def _call(self, path: str, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         failures = []

@@ -10,13 +10,20 @@ the only copy: it is exactly as available as that process, which is its document
 Every call runs to its end without a checkpoint in between, so calls are atomic and ordered as
 they arrive: a linearizable history. Leases expire lazily, at the next call that could observe
 them, which no caller can tell apart from expiring on time.
+
+Hosted by a peer (a lone `eventcloud peer` started without `--authority`, peers/authority/hosted.py)
+it is saved to a file at each change of keys or leases, within the call (a few hundred bytes per
+peer, written rarely: renewals change nothing saved), and restored with every lease given its
+whole TTL again: a restart must not expire a live owner, and a dead one's lease lapses a TTL
+later. Time the process spent stopped (SIGSTOP, a stalled machine) is `credit`ed to every lease
+by its server, as etcd's leader does after an election: nobody could renew meanwhile.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import trio
 
@@ -34,12 +41,43 @@ class _Lease:
 
 
 class LocalAuthority:
-    def __init__(self, clock: Callable[[], float] = trio.current_time) -> None:
+    def __init__(self, clock: Callable[[], float] = trio.current_time, *,
+                 saved: dict[str, Any] | None = None, save: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._clock = clock
         self._entries: dict[str, Entry] = {}
         self._leases: dict[int, _Lease] = {}
         self._ids = itertools.count(1)
+        self._issued = 0   # the last lease id handed out: never handed out again, restarts included
         self.revision = 0
+        self._save = save   # called with `snapshot()` after each change of keys or leases
+        if saved is not None:
+            self._restore(saved)
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a restart needs: the keys, their leases (with their TTLs), the revision."""
+        return {"revision": self.revision, "next_lease": self._issued + 1,
+                "leases": {str(k): lease.ttl for k, lease in self._leases.items()},
+                "entries": [[e.key, e.value, e.revision, e.lease] for e in self._entries.values()]}
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        now = self._clock()
+        self.revision = int(saved["revision"])
+        self._issued = max(int(saved.get("next_lease", 1)), 1) - 1
+        self._ids = itertools.count(self._issued + 1)
+        self._leases = {int(k): _Lease(int(ttl), now + int(ttl)) for k, ttl in saved["leases"].items()}
+        for key, value, revision, lease in saved["entries"]:
+            self._entries[key] = Entry(key, value, int(revision), int(lease))
+            if lease in self._leases:
+                self._leases[lease].keys.add(key)
+
+    def credit(self, seconds: float) -> None:
+        """This process was stopped for `seconds`: no lease could be renewed meanwhile."""
+        for lease in self._leases.values():
+            lease.deadline += seconds
+
+    def _changed(self) -> None:
+        if self._save is not None:
+            self._save(self.snapshot())
 
     # --- the interface ---------------------------------------------------------------------------
 
@@ -48,8 +86,9 @@ class LocalAuthority:
         if ttl < 1:
             raise BadRequest(f"a lease's TTL is at least 1 s, not {ttl}")
         self._expire()
-        lease = next(self._ids)
+        lease = self._issued = next(self._ids)
         self._leases[lease] = _Lease(ttl, self._clock() + ttl)
+        self._changed()
         return lease
 
     async def keep_alive(self, lease: int) -> int:
@@ -67,6 +106,7 @@ class LocalAuthority:
         held = self._leases.pop(lease, None)
         if held is not None:
             self._drop(held.keys)
+            self._changed()
 
     async def get(self, key: str) -> Entry | None:
         await trio.lowlevel.checkpoint()
@@ -97,6 +137,7 @@ class LocalAuthority:
             self._entries[change.key] = Entry(change.key, change.value, self.revision, change.lease)
             if change.lease:
                 self._leases[change.lease].keys.add(change.key)
+        self._changed()
         return True
 
     async def aclose(self) -> None:
@@ -118,12 +159,16 @@ class LocalAuthority:
 
     def _expire(self) -> None:
         now = self._clock()
+        expired = False
         for lease, held in list(self._leases.items()):
             if held.deadline <= now:
                 del self._leases[lease]
+                expired = True
                 if held.keys:
                     self.revision += 1
                     self._drop(held.keys)
+        if expired:
+            self._changed()
 
     def _drop(self, keys: set[str]) -> None:
         for key in list(keys):

@@ -73,6 +73,11 @@ class Ownership:
     def enabled(self) -> bool:
         return self.authority is not None
 
+    @property
+    def url(self) -> str:
+        """Where peers joining without `--authority` find this overlay's authority ("" : none to tell)."""
+        return str(getattr(self.authority, "advertised", "") or "")
+
     def _key(self, kind: str, ident: str) -> str:
         return f"eventcloud/{self.state.overlay}/{kind}/{ident}"
 

@@ -4,11 +4,15 @@
 same client as etcd (`EtcdAuthority`, given `http://HOST:PORT`): the contract tests run that
 client against both. Only what ownership calls is served: lease grant, keep-alive, revoke,
 range (one key or a prefix) and txn (value/absence compares, put and single-key delete).
+With a `token` (the hosted authority's, derived from the cluster secret) a request without it
+is refused (401): whoever reaches the port could otherwise take any zone. While it serves, a
+ticker notices the process was stopped (its clock jumped past a tick) and credits the leases.
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import logging
 from typing import Any, Awaitable, Callable
@@ -25,15 +29,21 @@ from peers.authority.local import LocalAuthority
 
 __all__ = ["serve_authority"]
 
+log = logging.getLogger(__name__)
+
 #: A request body past this is refused: ownership's requests are a few hundred bytes.
 MAX_BODY = 1 << 20
+#: The stall ticker's period, and the lateness past which a tick counts as time stopped.
+TICK = 0.5
+STALL = 1.5
 
 
 class _App:
     """The ASGI application: one JSON request, one JSON reply."""
 
-    def __init__(self, authority: LocalAuthority) -> None:
+    def __init__(self, authority: LocalAuthority, token: str | None = None) -> None:
         self.authority = authority
+        self.token = token
         self.routes: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "/v3/lease/grant": self._grant, "/v3/lease/keepalive": self._keep_alive,
             "/v3/lease/revoke": self._revoke, "/v3/kv/range": self._range, "/v3/kv/txn": self._txn,
@@ -53,6 +63,8 @@ class _App:
                 return await _reply(send, 413, {"error": "request body too large", "code": 8})
             if not message.get("more_body"):
                 break
+        if self.token is not None and not _bears(scope, self.token):
+            return await _reply(send, 401, {"error": "this authority needs the cluster's token", "code": 16})
         if route is None or scope["method"] != "POST":
             return await _reply(send, 404, {"error": f"not served here: {scope['method']} {scope['path']}", "code": 12})
         try:
@@ -124,6 +136,26 @@ def _condition(compare: dict[str, Any]) -> Same:
     raise ValueError(f"only VALUE and VERSION == 0 compares are served here, not {target}")
 
 
+def _bears(scope: dict[str, Any], token: str) -> bool:
+    expected = b"Bearer " + token.encode()
+    given = next((v for k, v in scope.get("headers", []) if k.lower() == b"authorization"), b"")
+    return hmac.compare_digest(given, expected)
+
+
+async def _credit_stalls(authority: LocalAuthority) -> None:
+    """Credit the leases with the time this process spent stopped: a tick that comes late by
+    more than STALL seconds (SIGSTOP, a frozen machine) found nobody able to renew meanwhile."""
+    last = trio.current_time()
+    while True:
+        await trio.sleep(TICK)
+        now = trio.current_time()
+        late = now - last - TICK
+        if late > STALL:
+            authority.credit(late)
+            log.warning("the ownership authority was stopped for %.1f s: its leases are extended as much", late)
+        last = now
+
+
 def _kv(entry: Entry) -> dict[str, Any]:
     return {"key": to_b64(entry.key), "value": to_b64(entry.value), "mod_revision": str(entry.revision),
             "lease": str(entry.lease)}
@@ -136,7 +168,7 @@ async def _reply(send: Any, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
-async def serve_authority(authority: LocalAuthority, listen: str = "127.0.0.1:0", *,
+async def serve_authority(authority: LocalAuthority, listen: str = "127.0.0.1:0", *, token: str | None = None,
                           task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve `authority` until cancelled; started with its URL, e.g. http://127.0.0.1:2379."""
     config = Config()
@@ -145,5 +177,6 @@ async def serve_authority(authority: LocalAuthority, listen: str = "127.0.0.1:0"
     config.errorlog = logging.getLogger("peers.authority.server")
     config.graceful_timeout = 1
     async with trio.open_nursery() as nursery:
-        binds: Any = await nursery.start(serve, _App(authority), config)
+        nursery.start_soon(_credit_stalls, authority)
+        binds: Any = await nursery.start(serve, _App(authority, token), config)
         task_status.started(binds[0])

@@ -83,8 +83,10 @@ class Membership:
                  retire: Callable[[RpcConnection], Awaitable[None]], rng: random.Random, join_timeout: float,
                  retry_window: float, guard: ZoneGuard, foreign: ForeignQuads, operators: OperatorSet = NO_OPERATORS,
                  rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey,
-                 locate: Callable[[str], Awaitable[tuple[str, int] | None]] | None = None) -> None:
+                 locate: Callable[[str], Awaitable[tuple[str, int] | None]] | None = None,
+                 authority_url: Callable[[], str] = lambda: "") -> None:
         self.state = state
+        self.authority_url = authority_url   # told to joiners: the overlay's authority (ownership's)
         self.tasks = tasks               # join timers run there
         self.survey = survey             # whom a join splits: the busiest peer it finds
         self.rematch = rematch           # match events again after a split is undone (the matcher's)
@@ -144,7 +146,8 @@ class Membership:
     async def _on_info(self, conn: RpcConnection, body: Empty) -> OverlayInfo:
         state = self.state
         return OverlayInfo(state.id, state.address, state.space, state.algorithm, state.overlay, state.replicas,
-                           tuple(sorted({n.address for n in state.neighbours.values()})), self.operators.names)
+                           tuple(sorted({n.address for n in state.neighbours.values()})), self.operators.names,
+                           self.authority_url())
 
     # --- joining ------------------------------------------------------------------------------
 

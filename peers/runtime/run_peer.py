@@ -11,25 +11,31 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import replace
 
 import trio
 
 from eventcloud.errors import EventCloudError
+from eventcloud.wire.hlc import HybridClock
+from eventcloud.wire.messages import Empty, OverlayInfo
+from eventcloud.wire.ops import Op
 from eventcloud.net.tls import client_context, server_context
 from eventcloud.net.transport import TcpTransport, Transport
 from eventcloud.overlay import Zone
 from eventcloud.sparql.taxonomy import Taxonomy
 from peers.authority import Authority
 from peers.config import PeerConfig
+from peers.net import PeerAuth
 from peers.process import PeerLauncher, ProcessPeers
 from peers.runtime.lifecycle import REJOIN_FOR, Lifetime, StartedOnce, Superseded, drop_stale, one_typed, port_taken
 from peers.runtime.peer_runtime import PeerRuntime, RunningPeer
+from peers.runtime.restart_checks import ask
 from peers.store import PeerState, PeerStore, StateError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run_peer", "wall_clock_ms"]
+__all__ = ["overlay_authority", "run_peer", "wall_clock_ms"]
 
 
 def wall_clock_ms() -> int:
@@ -124,6 +130,22 @@ async def _run_once(runtime: PeerRuntime, once: StartedOnce) -> None:
         await runtime.run(once)  # type: ignore[arg-type]
     except BaseExceptionGroup as group:  # a step failed inside the peer's nursery
         raise one_typed(group) from None
+
+
+async def overlay_authority(config: PeerConfig, address: str, *, attempts: int = 5) -> str | None:
+    """The ownership authority of the overlay the peer at `address` belongs to, as it tells
+    joiners ("" : it names none); None if it does not answer (`attempts` times, a second apart)."""
+    clock = HybridClock(wall_clock_ms, 0, max_ahead_ms=int(config.max_clock_offset * 2000))
+    auth = PeerAuth(lambda: "joining", config.secret, config.admin_token, Counter(),
+                    publish_policy=config.publish_policy)
+    transport = _tcp(config)
+    for attempt in range(attempts):
+        reply = await ask(transport, clock, auth, address, Op.OVERLAY_INFO, Empty(), within=config.retry_window)
+        if reply is not None:
+            return OverlayInfo.from_wire(reply).authority
+        if attempt + 1 < attempts:
+            await trio.sleep(1)
+    return None
 
 
 def _tcp(config: PeerConfig) -> TcpTransport:

@@ -8,7 +8,8 @@ process dies without stopping them (kill -9, a crash), the kernel closes the pip
 peers stop as on SIGTERM, instead of serving on as orphans nobody will stop.
 With `authority="local"` (`eventcloud cluster` and the demo) the ownership authority the peers
 share is served from this process (`AuthorityHost`): the machine fails as a whole anyway, and
-nothing more needs installing; an `etcd://…` URL names an etcd instead; None: no authority.
+nothing more needs installing; an `etcd://…` URL names an etcd instead; "hosted": the first peer
+hosts it, as a lone `eventcloud peer` would; None: no authority (`--authority none`).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class LocalCluster:
         self.admin_token_file = self.data_dir / "admin.token"
         self.tls = tls                  # (certificate, key, CA) every peer serves and verifies with
         self.cwd = cwd                  # where peers start: another checkout runs its own code there
-        self.authority = authority      # the peers' ownership authority: "local" (served here), etcd://…, or None
+        self.authority = authority      # the peers' ownership authority: "local" (served here), "hosted", etcd://…, or None
         self._authority_host: AuthorityHost | None = None
         self.processes: list[subprocess.Popen] = []
         self.addresses: list[str] = []
@@ -103,8 +104,12 @@ class LocalCluster:
             cmd += ["--seed", str(self.seed + index)]
         if self._knows("--stop-with-stdin"):
             cmd.append("--stop-with-stdin")
-        if self.authority is not None and self._knows("--authority"):
+        if self.authority == "hosted":
+            pass   # the first peer hosts it, the others learn it from the peer they join
+        elif self.authority is not None and self._knows("--authority"):
             cmd += ["--authority", self._authority_url()]
+        elif self.authority is None and self._knows("'none'"):   # (older code decides alone by default)
+            cmd += ["--authority", "none"]
         return cmd
 
     def _knows(self, flag: str) -> bool:

@@ -311,3 +311,44 @@ async def test_without_an_authority_every_check_passes():
     await alone.establish()
     alone.fence()
     assert await alone.claim("b", 3)
+
+
+async def test_a_hosted_authority_comes_back_at_its_url_with_its_keys_and_asks_for_the_cluster_token(tmp_path):
+    """What a lone first peer hosts (peers/authority/hosted.py): saved in its data directory,
+    served again on the same port after a restart with its keys, every lease given its whole TTL
+    again (a restart expires no live owner), lease ids never handed out twice, and only to
+    requests carrying the token derived from the cluster secret."""
+    from peers.authority import authority_token, serve_hosted_authority
+
+    token = authority_token(b"s" * 32)
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(serve_hosted_authority, tmp_path, "127.0.0.1", token)
+        client = EtcdAuthority(url, token=token)
+        lease = await client.grant(5)
+        assert await client.transact([Same("k/owned", None)], [Put("k/owned", "a", lease), Put("k/plain", "b")])
+        await client.aclose()
+        stranger = EtcdAuthority(url)   # no token: refused, with a typed error
+        with pytest.raises(AuthorityUnreachable, match="token"):
+            await stranger.grant(5)
+        await stranger.aclose()
+        nursery.cancel_scope.cancel()
+    assert (tmp_path / "authority.json").exists()
+    async with trio.open_nursery() as nursery:
+        again = await nursery.start(serve_hosted_authority, tmp_path, "127.0.0.1", token)
+        assert again == url
+        client = EtcdAuthority(again, token=token)
+        assert {e.key: e.value for e in await client.scan("k/")} == {"k/owned": "a", "k/plain": "b"}
+        assert await client.keep_alive(lease) == 5     # the owner's lease lives on
+        assert await client.grant(5) > lease           # a new lease never reuses an id
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_leases_are_credited_with_the_time_their_authority_was_stopped(autojump_clock):
+    clock = _Clock()
+    authority = LocalAuthority(clock)
+    lease = await authority.grant(5)
+    clock.offset += 4
+    authority.credit(20)    # the process was stopped for 20 s (its server's ticker saw it)
+    clock.offset += 20
+    assert await authority.keep_alive(lease) == 5

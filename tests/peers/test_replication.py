@@ -518,6 +518,32 @@ async def test_an_owner_whose_replica_lost_its_copy_copies_its_zone_again(autoju
         assert copy.state["zone"] == owner.state.to_json()["zone"]
 
 
+async def _read_back_whole(overlay, index: int, events):
+    """Every event whole through peer `index` (COUNT exact first); the status then."""
+    async with overlay.client(index, "reader") as client:
+        await until_counted(client, sum(len(e) for e in events))
+        for event in events:
+            assert len(await client.find(event.graph)) == len(event)
+        return await client.status()
+
+
+def _splitters_die_at_the_commit(overlay) -> list[str]:
+    """Every peer is killed as a join's commit reaches it (never answered); the ids killed."""
+    crashed: list[str] = []
+
+    def dies_at_the_commit(peer):
+        async def handler(conn, body):
+            crashed.append(peer.id)
+            peer.stop()
+            await overlay.network.kill(peer.address)
+            await trio.sleep_forever()
+        return handler
+
+    for peer in overlay.peers:
+        peer.router.dispatcher._requests[Op.JOIN_COMMIT] = dies_at_the_commit(peer)
+    return crashed
+
+
 @pytest.mark.parametrize("authority", [False, True])
 async def test_a_splitter_that_dies_before_the_commit_leaves_its_split_to_its_stand_in(autojump_clock, authority):
     """The chaos run's hole (CI, 2026-12-07): a peer split its zone for a newcomer and was
@@ -531,18 +557,7 @@ async def test_a_splitter_that_dies_before_the_commit_leaves_its_split_to_its_st
         events = spread_events(30, "split")
         async with overlay.client(0, "loader") as client:
             await client.publish_batch(events)
-        crashed: list[str] = []
-
-        def dies_at_the_commit(peer):
-            async def handler(conn, body):   # killed as the commit arrives: it is never answered
-                crashed.append(peer.id)
-                peer.stop()
-                await overlay.network.kill(peer.address)
-                await trio.sleep_forever()
-            return handler
-
-        for peer in overlay.peers:
-            peer.router.dispatcher._requests[Op.JOIN_COMMIT] = dies_at_the_commit(peer)
+        crashed = _splitters_die_at_the_commit(overlay)
         with trio.fail_after(120):
             newcomer = await overlay.add_peer()
         assert len(crashed) == 1, "the splitter died at the commit"
@@ -550,12 +565,8 @@ async def test_a_splitter_that_dies_before_the_commit_leaves_its_split_to_its_st
         standin = next(r for p in overlay.peers if not p.stopped.is_set() for r in [p.standins.holds(crashed[0])]
                        if r is not None)
         assert standin.state.splitting is None and newcomer.state.zone is not None
-        live = next(i for i, p in enumerate(overlay.peers) if p.id != crashed[0])
-        async with overlay.client(live, "reader") as client:
-            await until_counted(client, sum(len(e) for e in events))
-            for event in events:
-                assert len(await client.find(event.graph)) == len(event)
-            status = await client.status()
+        status = await _read_back_whole(overlay, next(i for i, p in enumerate(overlay.peers) if p.id != crashed[0]),
+                                        events)
         assert newcomer.id in {p.id for p in status.peers} and not any(p.down for p in status.peers)
         assert_exact_neighbour_tables(status)
 
@@ -569,18 +580,7 @@ async def test_a_split_under_way_whose_splitter_and_newcomer_both_died_is_served
         events = spread_events(30, "split")
         async with overlay.client(0, "loader") as client:
             await client.publish_batch(events)
-        crashed: list[str] = []
-
-        def dies_at_the_commit(peer):
-            async def handler(conn, body):
-                crashed.append(peer.id)
-                peer.stop()
-                await overlay.network.kill(peer.address)
-                await trio.sleep_forever()
-            return handler
-
-        for peer in overlay.peers:
-            peer.router.dispatcher._requests[Op.JOIN_COMMIT] = dies_at_the_commit(peer)
+        crashed = _splitters_die_at_the_commit(overlay)
         before = {p.address for p in overlay.peers}
         async with trio.open_nursery() as nursery:
             nursery.start_soon(overlay.add_peer)
@@ -591,12 +591,8 @@ async def test_a_split_under_way_whose_splitter_and_newcomer_both_died_is_served
         for address in set(overlay.network._handlers) - before:
             await overlay.network.kill(address)
         await trio.sleep(60)   # the takeover, then the newcomer's silence: the split is undone
-        live = next(i for i, p in enumerate(overlay.peers) if p.id != crashed[0])
-        async with overlay.client(live, "reader") as client:
-            await until_counted(client, sum(len(e) for e in events))
-            for event in events:
-                assert len(await client.find(event.graph)) == len(event)
-            status = await client.status()
+        status = await _read_back_whole(overlay, next(i for i, p in enumerate(overlay.peers) if p.id != crashed[0]),
+                                        events)
         assert not any(p.down for p in status.peers)
         assert len(status.peers) in (4, 5)   # undone, or stands (the newcomer's stand-in serves its half)
         assert_exact_neighbour_tables(status)
@@ -635,10 +631,6 @@ async def test_a_newcomer_restarted_after_its_split_was_undone_rejoins_as_a_new_
         again = await overlay.add_peer(data_dir=tmp_path / "newcomer")
         assert again.state.joining is None
         await trio.sleep(5)
-        async with overlay.client(0, "reader") as client:
-            await until_counted(client, sum(len(e) for e in events))
-            for event in events:
-                assert len(await client.find(event.graph)) == len(event)
-            status = await client.status()
+        status = await _read_back_whole(overlay, 0, events)
         assert len(status.peers) == 4 and not any(p.down for p in status.peers)
         assert_exact_neighbour_tables(status)

@@ -41,6 +41,7 @@ from typing import Any, Callable
 import trio
 
 from eventcloud.client import ClientError, connect
+from eventcloud.overlay import CoordinateSpace, disjoint, tiles
 from eventcloud.rdf.model import IRI, XSD, CompoundEvent, Literal, event_graph, make_quad
 from peers.supervisor import LocalCluster
 
@@ -249,9 +250,39 @@ async def _stored_counts(client: Any, within: float = 60.0) -> dict[str, int]:
             return {b["g"]["value"]: int(b["n"]["value"]) for b in result["results"]["bindings"]}
         except ClientError as exc:
             if not exc.transient or trio.current_time() > deadline:
+                print(await tiling(client), file=sys.stderr)
                 raise
             print(f"  counting again ({exc})", file=sys.stderr)
             await trio.sleep(1)
+
+
+async def tiling(client: Any) -> str:
+    """Why a whole-space read keeps missing zones, as `status` sees the overlay: whether the
+    zones served tile the space (a gap, an overlap), and peers that no table names or that
+    tables name at another address (what a multicast follows)."""
+    try:
+        status = await client.status()
+    except ClientError as exc:
+        return f"  (no status either: {exc})"
+    peers = [p for p in status.peers if not p.down]
+    space = CoordinateSpace().whole_space()
+    zones = [p.zone.bounds for p in peers]
+    lines = [f"  status: {len(status.peers)} peers, {len(status.peers) - len(peers)} down; their zones "
+             f"{'tile' if tiles(space, zones) else 'do NOT tile'} the space "
+             f"({'disjoint' if disjoint(space, zones) else 'OVERLAPPING'})"]
+    named: dict[str, set[str]] = {}
+    for p in peers:
+        for ident, address in p.neighbours.items():
+            named.setdefault(ident, set()).add(address)
+    by_id = {p.id: p for p in status.peers}
+    for p in status.peers:
+        said = named.get(p.id, set())
+        if p.down or not said or said != {p.address}:
+            lines.append(f"  peer {p.id} at {p.address}{' DOWN' if p.down else ''}: named at {sorted(said) or 'nothing'}"
+                         f", zone {p.zone.bounds[0][0] % 10**6}..., {p.quads} quads")
+    for ident in sorted(set(named) - set(by_id)):
+        lines.append(f"  tables name {ident} at {sorted(named[ident])}: status does not know it")
+    return "\n".join(lines)
 
 
 async def settle(progress: Callable[[], int], complete: Callable[[], bool], *, quiet: float, at_most: float) -> None:

@@ -34,3 +34,19 @@ async def test_killed_peers_lose_nothing_acknowledged_and_notify_each_pair_once(
         assert report.peers_at_end > 8, "no annex started"
     else:
         assert report.peers_at_end <= 8
+
+
+async def test_the_diagnosis_of_a_failed_count_says_whether_the_zones_tile_the_space(autojump_clock):
+    """What the run prints when a whole-space read keeps missing zones (here: a peer killed,
+    with no replica to take it over): the zones no longer tile the space, and the dead peer."""
+    from eventcloud.testing import open_overlay
+    from experiments.chaos import tiling
+
+    async with open_overlay(4, seed=3, replicas=1) as overlay:
+        async with overlay.client(0, "diagnosis") as client:
+            assert "do NOT" not in (healthy := await tiling(client)) and "(disjoint)" in healthy
+            victim = overlay.peers[3]
+            victim.stop()
+            await overlay.network.kill(victim.address)
+            broken = await tiling(client)
+    assert f"peer {victim.id}" in broken and "DOWN" in broken, broken

@@ -84,8 +84,11 @@ class Membership:
                  retry_window: float, guard: ZoneGuard, foreign: ForeignQuads, operators: OperatorSet = NO_OPERATORS,
                  rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey,
                  locate: Callable[[str], Awaitable[tuple[str, int] | None]] | None = None,
-                 authority_url: Callable[[], str] = lambda: "") -> None:
+                 authority_url: Callable[[], str] = lambda: "",
+                 silent_owners: Callable[[], list[str]] = lambda: []) -> None:
         self.state = state
+        #: owners of copies held here that stopped answering (the keeper's): no leave meanwhile
+        self.silent_owners = silent_owners
         self.authority_url = authority_url   # told to joiners: the overlay's authority (ownership's)
         self.tasks = tasks               # join timers run there
         self.survey = survey             # whom a join splits: the busiest peer it finds
@@ -319,6 +322,15 @@ class Membership:
         state = self.state
         async with self.lock:
             self._refuse_if_leaving()  # handed over already (a rebalancer's move and a neighbour's request)
+            silent = self.silent_owners()
+            if silent:
+                # A leave ends this runtime and the copies it holds: for an owner that stopped
+                # answering, the one its zone is taken over from (an annex handed on right after
+                # its host was killed dropped the only copy of a dead annex's zone: served by
+                # nobody, for good).
+                raise RequestError(f"cannot leave now: this peer holds the copy of {', '.join(silent)}, which stopped "
+                                   "answering and may have to be taken over from it; retry once it answers or is "
+                                   "taken over", ErrorCode.CANNOT_LEAVE)
             candidates = heirs(state.zone, state.neighbours, within, tree_only=tree_only)
             if not candidates:
                 raise RequestError("cannot leave: no neighbour's zone merges with this peer's zone into a box "

@@ -29,7 +29,7 @@ from peers.matching import Subscriptions, check_same_operators
 from peers.membership.handover import Outgoing, drop_outside, zone_content
 from peers.net import Router, addresses_of
 from peers.replication import OwnerReplication
-from peers.store import AsyncStore, ForeignQuads, PeerState, SplitUnderWay, ZoneGuard
+from peers.store import GRANTED_KEPT, AsyncStore, ForeignQuads, PeerState, SplitUnderWay, ZoneGuard
 from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
@@ -267,9 +267,10 @@ class Splits:
         it stands; once it does, the answer is success whatever follows, or the newcomer would
         give its half up while this peer had dropped it (simulation seed 56: a zone served by
         nobody, its quads gone, after the drop below was fenced). A commit asked again (its
-        answer was lost) is answered success while the newcomer is still our neighbour."""
+        answer was lost, or the newcomer's replica asks) is answered from the newcomers whose
+        splits committed here (`PeerState.granted`, saved and copied with the state)."""
         if self.foreign.join(body.id) is None:
-            if body.id in self.state.neighbours and self.state.splitting is None:
+            if body.id in self.state.granted:
                 return Empty()
             raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
                                ErrorCode.NOT_FOUND)
@@ -291,14 +292,15 @@ class Splits:
             log.warning("peer %s: dropping the quads peer %s took over: %s (the split stands)", state.id, new_id, exc)
         finally:
             self.replication.joining_ended(new_id)
+        state.granted = (*state.granted, new_id)[-GRANTED_KEPT:]
         if state.splitting is not None and state.splitting.newcomer == new_id:
             state.splitting = None
-            with trio.CancelScope(shield=True):
-                try:
-                    await self.persist()
-                except (OSError, EventCloudError) as exc:   # saved at the next change; a restart
-                    log.warning("peer %s: saving its state after the split for %s: %s",   # asks the newcomer
-                                state.id, new_id, exc)
+        with trio.CancelScope(shield=True):
+            try:
+                await self.persist()
+            except (OSError, EventCloudError) as exc:   # saved at the next change; a restart
+                log.warning("peer %s: saving its state after the split for %s: %s",   # asks the newcomer
+                            state.id, new_id, exc)
         records = {state.id: Neighbour(state.address, state.zone, state.incarnation)}
         if new_id in state.neighbours:
             records[new_id] = state.neighbours[new_id]

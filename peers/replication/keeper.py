@@ -94,6 +94,12 @@ class ReplicaKeeper:
         """Owner id -> incarnation of every complete copy held here."""
         return {o: c.incarnation for o, c in self._copies.items() if c.complete}
 
+    def silent_owners(self) -> list[str]:
+        """Owners of copies held here that have not answered for two heartbeats: this copy may be
+        the only one of their zone, to be taken over (a leave now would drop it)."""
+        now = trio.current_time()
+        return sorted(o for o, c in self._copies.items() if c.complete and now - c.last_ok > self.heartbeat * 2)
+
     # --- persistence ------------------------------------------------------------------------------
 
     def _load(self) -> None:
@@ -387,6 +393,9 @@ class ReplicaKeeper:
                     elif decided == "stands" and await self._claimed(copy):
                         await self._take_over(copy)
                     else:   # its splitter does not answer, or its owner holds its lease: suspect it again later
+                        if decided == "unknown":
+                            log.info("peer %s: peer %s stopped answering before its join's commit was answered, and "
+                                     "its splitter does not answer: not taken over yet", self.state.id, copy.owner)
                         copy.last_ok = trio.current_time()
                 elif serving != copy.owner:
                     # The owner handed its zone over (a leave, a move) and neither our drop request

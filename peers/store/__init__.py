@@ -17,11 +17,11 @@ from peers.store.mutations import (
 )
 from peers.store.peer_store import CLAIM_PREFIX, EventInfo, PeerStore, StoreError, write_atomically
 from peers.store.sparql_rows import iter_rows, query_rows
-from peers.store.state import PeerState, SplitUnderWay, StateError, load_state, save_state
+from peers.store.state import GRANTED_KEPT, PeerState, SplitUnderWay, StateError, load_state, save_state
 from peers.store.wal import WriteAheadLog
 from peers.store.zone_guard import ZoneGuard
 
-__all__ = ["CHECKPOINT_BYTES", "AsyncStore", "CLAIM_PREFIX", "EventInfo", "ForeignQuads", "Mutation", "Offload", "PeerState", "PeerStore", "SplitUnderWay", "RESERVED_GRAPHS", "StateError",
+__all__ = ["CHECKPOINT_BYTES", "GRANTED_KEPT", "AsyncStore", "CLAIM_PREFIX", "EventInfo", "ForeignQuads", "Mutation", "Offload", "PeerState", "PeerStore", "SplitUnderWay", "RESERVED_GRAPHS", "StateError",
            "StoreError", "WriteAheadLog", "ZoneGuard", "abort", "add", "check_mutation", "commit", "decide", "delete",
            "drop_subscription", "load_state", "mailboxes", "notified", "put_subscription", "query_rows", "iter_rows", "release", "remove",
            "save_state", "write_atomically"]

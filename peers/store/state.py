@@ -20,7 +20,10 @@ from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
 from eventcloud.wire.codec import neighbour_from_wire, neighbour_to_wire, zone_from_wire, zone_to_wire
 from peers.config import ALGORITHMS
 
-__all__ = ["PeerState", "SplitUnderWay", "StateError", "load_state", "save_state", "state_path"]
+__all__ = ["GRANTED_KEPT", "PeerState", "SplitUnderWay", "StateError", "load_state", "save_state", "state_path"]
+
+#: Committed newcomers a peer remembers (`PeerState.granted`).
+GRANTED_KEPT = 32
 
 
 class StateError(EventCloudError):
@@ -77,6 +80,9 @@ class PeerState:
     #: copy of a zone whose join may have been undone is taken over only once the splitter says
     #: the split stands (peers/replication/keeper.py), and a restart asks it first too
     joining: tuple[str, str] | None = None
+    #: the newcomers whose splits committed here, the last GRANTED_KEPT of them: a commit asked
+    #: again (its answer lost, or asked by the newcomer's replica) is answered from it
+    granted: tuple[str, ...] = ()
 
     @property
     def zone(self) -> Zone:
@@ -112,6 +118,7 @@ class PeerState:
             "annex": self.annex,
             **({"splitting": self.splitting.to_json()} if self.splitting is not None else {}),
             **({"joining": list(self.joining)} if self.joining is not None else {}),
+            **({"granted": list(self.granted)} if self.granted else {}),
         }
 
     @classmethod
@@ -154,6 +161,7 @@ class PeerState:
             annex=data.get("annex") is True,
             splitting=SplitUnderWay.from_json(data["splitting"]) if data.get("splitting") is not None else None,
             joining=tuple(joining) if joining else None,  # type: ignore[arg-type]
+            granted=tuple(str(g) for g in data.get("granted", ()) if isinstance(g, str))[-GRANTED_KEPT:],
         )
 
 

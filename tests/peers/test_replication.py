@@ -634,3 +634,26 @@ async def test_a_newcomer_restarted_after_its_split_was_undone_rejoins_as_a_new_
         status = await _read_back_whole(overlay, 0, events)
         assert len(status.peers) == 4 and not any(p.down for p in status.peers)
         assert_exact_neighbour_tables(status)
+
+
+async def test_a_peer_holding_the_copy_of_a_silent_owner_does_not_leave_until_it_is_taken_over(autojump_clock):
+    """A chaos run with the authority: an annex handed itself on (a leave) right after its host
+    was killed, and the copy it held of another annex of that host, dead too, went with it: that
+    zone was served by nobody, for good. A leave is refused while a copy's owner is silent, and
+    goes through once the copy is taken over."""
+    async with open_overlay(5, seed=4, failure_timeout=30.0) as overlay:
+        async with overlay.client(0, "loader") as client:
+            await client.publish_batch(spread_events(20, "copy"))
+        holders = copies(overlay)
+        owner = next(p for p in overlay.peers[1:] if p.id in holders and holders[p.id] is not overlay.peers[0]
+                     and holders[p.id] is not p)
+        holder = holders[owner.id]
+        owner.stop()
+        await overlay.network.kill(owner.address)
+        await trio.sleep(5)   # silent for more than two heartbeats, not yet for the failure timeout
+        with pytest.raises(RequestError) as refused:
+            await holder.membership.leave()
+        assert refused.value.code is ErrorCode.CANNOT_LEAVE and owner.id in refused.value.message
+        await trio.sleep(60)  # taken over: its stand-in serves it, with a copy of its own elsewhere
+        assert holder.replicas.silent_owners() == []
+        await holder.membership.leave()

@@ -67,8 +67,12 @@ class ReplicaKeeper:
     def __init__(self, state: PeerState, router: Router, standins: PeerLauncher, counters: Counter[str], *,
                  data_dir: Path | None, durable: bool, offload: Offload, heartbeat: float, failure_timeout: float,
                  departed: Callable[[str], bool], claim: Callable[[str, int, str, str], Awaitable[bool]],
-                 refusal: Callable[[str, int, str, str], Awaitable[str]] | None = None) -> None:
+                 refusal: Callable[[str, int, str, str], Awaitable[str]] | None = None,
+                 epoch_of: Callable[[str], Awaitable[int | None]] | None = None) -> None:
         self.state = state
+        #: the authority's epoch of a zone, None when it holds none (a peer that left retires its
+        #: keys; a crashed one's stay) or there is no authority
+        self.epoch_of = epoch_of
         self.router = router
         self.standins = standins   # starts a stand-in here when this peer takes a zone over
         self.counters = counters
@@ -365,6 +369,12 @@ class ReplicaKeeper:
         if trio.current_time() - copy.last_ok < self.failure_timeout or self._copies.get(copy.owner) is not copy:
             return
         verdict = await self._indirect(copy)
+        if verdict == "departed" and self.epoch_of is not None and await self.epoch_of(copy.owner) is not None:
+            # A neighbour's word alone dropped the copy of a crashed annex whose zone then went
+            # unserved (a chaos run with the authority): a peer that left retires its keys there.
+            log.info("peer %s: a neighbour says owner %s left, but the ownership authority still holds its zone: "
+                     "its copy is kept", self.state.id, copy.owner)
+            verdict = "dead"
         if verdict == "alive":
             copy.last_ok = trio.current_time()
         elif verdict == "departed":

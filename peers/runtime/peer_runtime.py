@@ -259,7 +259,8 @@ class PeerRuntime:
         self.replicas = replicas = ReplicaKeeper(
             state, router, self.standins, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
-            departed=membership.departed, claim=ownership.claim, refusal=ownership.refusal)
+            departed=membership.departed, claim=ownership.claim, refusal=ownership.refusal,
+            epoch_of=ownership.epoch_of)
         # Every operation and the service that serves it (the dispatcher refuses one registered twice).
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
         dispatcher.register(router.handlers(), routed=router.routed())

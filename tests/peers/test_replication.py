@@ -657,3 +657,26 @@ async def test_a_peer_holding_the_copy_of_a_silent_owner_does_not_leave_until_it
         await trio.sleep(60)  # taken over: its stand-in serves it, with a copy of its own elsewhere
         assert holder.replicas.silent_owners() == []
         await holder.membership.leave()
+
+
+async def test_a_neighbour_saying_a_crashed_owner_left_does_not_drop_its_copy_while_the_authority_holds_its_zone(
+        autojump_clock):
+    """A chaos run with the authority: a neighbour's table marked a crashed annex as departed
+    (stabilisation took it for a ghost), its replica took that word and dropped the only copy:
+    the zone was served by nobody. A peer that leaves retires its keys at the authority; while
+    they are there, the copy is kept and the zone taken over."""
+    from peers.authority import LocalAuthority
+
+    async with open_overlay(5, seed=4, authority=LocalAuthority()) as overlay:
+        events = spread_events(20, "departed")
+        async with overlay.client(0, "loader") as client:
+            await client.publish_batch(events)
+        holders = copies(overlay)
+        owner = next(p for p in overlay.peers[1:] if p.id in holders and holders[p.id] is not p)
+        for peer in overlay.peers:   # every table says it left gracefully (it did not)
+            peer.membership._departed[owner.id] = trio.current_time() + 3600
+        owner.stop()
+        await overlay.network.kill(owner.address)
+        await trio.sleep(60)
+        assert holders[owner.id].standins.holds(owner.id) is not None, "its copy was taken over, not dropped"
+        await _read_back_whole(overlay, 0, events)

@@ -190,5 +190,9 @@ class Stabiliser:
 
 def _ghosts_of(own_id: str, zone: Zone, table: dict[str, Neighbour]) -> tuple[str, ...]:
     """The peers a neighbour's table places inside our zone: in a partition no other peer's zone
-    overlaps ours, so each such entry is one that left it (moved, or handed it to us)."""
-    return tuple(sorted(k for k, n in table.items() if k != own_id and n.zone.intersects(zone.bounds)))
+    overlaps ours, so each such entry is one that left it (moved, or handed it to us). Inside,
+    not merely overlapping: an entry from before a split (the splitter's whole zone, ours
+    included) overlaps ours too, and its peer has not left; announced as removed, it was marked
+    departed everywhere, and when it had crashed its replica believed that and dropped the only
+    copy of its zone (chaos runs with the authority)."""
+    return tuple(sorted(k for k, n in table.items() if k != own_id and zone.covers(n.zone)))

@@ -362,10 +362,12 @@ class JoinCommit(Body):
 
 @message
 class Announce(Body):
-    """New or changed zones (`peers`) and departed peers (`removed`)."""
+    """New or changed zones (`peers`), departed peers (`removed`), and entries to drop from
+    tables without taking their peers for departed (`stale`: a zone from before a split)."""
 
     peers: dict[str, Neighbour] = field(NEIGHBOURS, default=None)
     removed: tuple[str, ...] = field(LIST(STR), default=())
+    stale: tuple[str, ...] = field(LIST(STR), default=())
 
 
 @message

@@ -255,10 +255,12 @@ class Membership:
 
     # --- announcements --------------------------------------------------------------------------
 
-    async def announce(self, records: dict[str, Neighbour], addresses: Any, removed: tuple[str, ...] = ()) -> None:
-        """Tell each address about new/changed zones (and departed peers); best effort per peer,
-        since an unreachable neighbour re-learns its table when it announces itself."""
-        body = Announce(records, removed)
+    async def announce(self, records: dict[str, Neighbour], addresses: Any, removed: tuple[str, ...] = (),
+                       stale: tuple[str, ...] = ()) -> None:
+        """Tell each address about new/changed zones (and departed peers, and stale entries);
+        best effort per peer, since an unreachable neighbour re-learns its table when it
+        announces itself."""
+        body = Announce(records, removed, stale)
 
         async def one(address: str) -> None:
             # Bounded: the caller may hold a zone change up (a take-over answers a leaving peer
@@ -300,7 +302,8 @@ class Membership:
 
     def _apply(self, body: Announce) -> None:
         state = self.state
-        state.neighbours = announced(state.id, state.zone, state.neighbours, (body.peers or {}).items(), body.removed)
+        state.neighbours = announced(state.id, state.zone, state.neighbours, (body.peers or {}).items(),
+                                     (*body.removed, *body.stale))
 
     async def announce_self(self) -> None:
         """After a restart: tell the neighbours where we are now (the port may differ)."""

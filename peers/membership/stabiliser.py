@@ -34,7 +34,7 @@ class Stabiliser:
     def __init__(self, state: PeerState, router: Router, lock: trio.Lock, counters: Counter[str], *,
                  persist: Callable[[], Awaitable[None]], departed: Callable[[str], bool], retry_window: float,
                  rng: random.Random, leaving: Callable[[], bool] = lambda: False,
-                 announce: Callable[[dict[str, Neighbour], list[str], tuple[str, ...]], Awaitable[None]] | None = None,
+                 announce: Callable[..., Awaitable[None]] | None = None,
                  superseded: Callable[[str], None] = lambda address: None,
                  locate: Callable[[str], Awaitable[tuple[str, int] | None]] | None = None) -> None:
         self.state = state
@@ -88,7 +88,8 @@ class Stabiliser:
         authoritative: dict[str, Neighbour] = {}
         candidates: dict[str, Neighbour] = {}
         silent: list[str] = []
-        behind: dict[str, tuple[str, ...]] = {}   # neighbour address -> ghosts of our zone it holds
+        # neighbour address -> (departed, stale) entries it holds in our zone
+        behind: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         for ident, neighbour in list(state.neighbours.items()):
             table = await self.table_of(neighbour.address)
             if table is None:
@@ -111,7 +112,7 @@ class Stabiliser:
                     self.counters["stabilise_found_superseded"] += 1
                     self.superseded(held.address)
                     return
-                if ghosts or held is None or held.zone != state.zone or held.address != state.address:
+                if any(ghosts) or held is None or held.zone != state.zone or held.address != state.address:
                     behind[neighbour.address] = ghosts
             for other, info in table.neighbours.items():
                 held = state.neighbours.get(other)
@@ -171,13 +172,13 @@ class Stabiliser:
         if self.announce is None or self.leaving() or not state.has_zone:  # leaving: its heir's zone covers ours
             return
         record = {state.id: Neighbour(state.address, state.zone, state.incarnation)}
-        by_ghosts: dict[tuple[str, ...], list[str]] = {}
+        by_ghosts: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
         for address, ghosts in behind.items():
             by_ghosts.setdefault(ghosts, []).append(address)
-        for ghosts, addresses in by_ghosts.items():
+        for (departed, stale), addresses in by_ghosts.items():
             self.counters["stabilise_told_behind"] += len(addresses)
-            self.counters["stabilise_ghosts_removed_elsewhere"] += len(ghosts) * len(addresses)
-            await self.announce(record, addresses, ghosts)
+            self.counters["stabilise_ghosts_removed_elsewhere"] += (len(departed) + len(stale)) * len(addresses)
+            await self.announce(record, addresses, departed, stale)
 
     async def table_of(self, address: str) -> Table | None:
         """The peer at `address`: its own zone and its table; None if it does not answer in time."""
@@ -188,11 +189,13 @@ class Stabiliser:
             return None
 
 
-def _ghosts_of(own_id: str, zone: Zone, table: dict[str, Neighbour]) -> tuple[str, ...]:
-    """The peers a neighbour's table places inside our zone: in a partition no other peer's zone
-    overlaps ours, so each such entry is one that left it (moved, or handed it to us). Inside,
-    not merely overlapping: an entry from before a split (the splitter's whole zone, ours
-    included) overlaps ours too, and its peer has not left; announced as removed, it was marked
-    departed everywhere, and when it had crashed its replica believed that and dropped the only
-    copy of its zone (chaos runs with the authority)."""
-    return tuple(sorted(k for k, n in table.items() if k != own_id and zone.covers(n.zone)))
+def _ghosts_of(own_id: str, zone: Zone, table: dict[str, Neighbour]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The entries of a neighbour's table that overlap our zone: in a partition no other peer's
+    zone overlaps ours, so each is out of date. Those inside our zone are peers that left it
+    (moved, or handed it to us): announced as departed. The others (an entry from before a
+    split: the splitter's whole zone, ours included) are only stale: their peers did not leave.
+    Announced as departed, a crashed splitter's replica believed it and dropped the only copy of
+    its zone (chaos runs with the authority)."""
+    overlapping = [(k, n) for k, n in table.items() if k != own_id and n.zone.intersects(zone.bounds)]
+    return (tuple(sorted(k for k, n in overlapping if zone.covers(n.zone))),
+            tuple(sorted(k for k, n in overlapping if not zone.covers(n.zone))))

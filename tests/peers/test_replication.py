@@ -683,10 +683,10 @@ async def test_a_neighbour_saying_a_crashed_owner_left_does_not_drop_its_copy_wh
 
 
 def test_a_stale_entry_from_before_a_split_is_no_ghost_but_a_zone_handed_to_us_is():
-    """Stabilisation announces as removed the peers a neighbour's table places inside our zone
+    """Stabilisation announces as departed the peers a neighbour's table places inside our zone
     (they left it to us). An entry of the splitter's zone from before its split overlaps ours
-    without lying inside it: that peer did not leave (announced as removed, a crashed one was
-    marked departed and its replica dropped the only copy of its zone)."""
+    without lying inside it: it is dropped as stale, but that peer did not leave (announced as
+    departed, a crashed one's replica dropped the only copy of its zone)."""
     from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
     from peers.membership.stabiliser import _ghosts_of
 
@@ -695,4 +695,4 @@ def test_a_stale_entry_from_before_a_split_is_no_ghost_but_a_zone_handed_to_us_i
     quarter, _ = ours.split()
     table = {"splitter": Neighbour("h:1", whole), "left-to-us": Neighbour("h:2", quarter),
              "beside": Neighbour("h:3", kept)}
-    assert _ghosts_of("me", ours, table) == ("left-to-us",)
+    assert _ghosts_of("me", ours, table) == (("left-to-us",), ("splitter",))   # (departed, only stale)

@@ -196,7 +196,7 @@ async def _exercise(scenario: str, cluster: NetnsCluster, hosts: Hosts, etcd: Et
             nursery.cancel_scope.cancel()
 
         expected_total = sum(len(e) for e in acked.values())
-        outcome.converged = await _converged(cluster, healed_at[0], expected_total, failed, publisher)
+        outcome.converged = await _converged(cluster, healed_at[0], expected_total, failed, publisher, outcome)
         outcome.acked, outcome.failed = len(acked), len(failed)
         for graph, event in acked.items():
             n = await _held(publisher, event, outcome)
@@ -353,12 +353,13 @@ async def _held(publisher, event, outcome: Outcome) -> int | None:
     return None
 
 
-async def _converged(cluster: NetnsCluster, healed: float, expected: int, failed: dict, publisher) -> float | None:
+async def _converged(cluster: NetnsCluster, healed: float, expected: int, failed: dict, publisher,
+                     outcome: Outcome) -> float | None:
     """Seconds after healing until COUNT(*) through every peer is exact (None: not within 60 s).
     Events whose publication failed count when they are whole (they may have committed)."""
     extra = 0
-    for event in failed.values():
-        n = len(await publisher.find(event.graph))
+    for event in failed.values():   # read as the overlay heals: a peer still rejoining may not answer yet
+        n = await _held(publisher, event, outcome)
         extra += n if n == len(event) else 0
     want = expected + extra
     deadline = time.monotonic() + 60

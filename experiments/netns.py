@@ -16,6 +16,8 @@ removes what a killed harness left, by prefix).
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -34,11 +36,17 @@ def _tc(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def remove_leftovers(prefix: str = "ecf") -> list[str]:
-    """Delete every namespace and link named with `prefix` (a harness killed before its cleanup)."""
+    """Delete every namespace and link named with `prefix`, killing what still runs in them (a
+    harness killed before its cleanup left its peers and etcd members)."""
     removed = []
     for line in _ip("netns", "list", check=False).stdout.splitlines():
         name = line.split()[0] if line.split() else ""
         if name.startswith(f"{prefix}-"):
+            for pid in _ip("netns", "pids", name, check=False).stdout.split():   # its peers and etcd members
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
             _ip("netns", "del", name, check=False)
             removed.append(name)
     for line in _ip("-o", "link", "show", check=False).stdout.splitlines():

@@ -39,7 +39,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from eventcloud.errors import (
-    ConnectionLost, ErrorCode, EventCloudError, OperatorMismatch, RemoteError, RequestError, Unreachable,
+    TRANSIENT, ConnectionLost, ErrorCode, EventCloudError, OperatorMismatch, RemoteError, RequestError, Unreachable,
 )
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.net.rpc import RpcConnection
@@ -215,14 +215,21 @@ class Membership:
         """Ask the splitter to let the split stand. Its answer decides; no answer (it died, or
         the reply was lost) decides nothing: the split under way is saved with its state, so
         the commit is asked again wherever its id serves next (its restart, or its stand-in,
-        which `resume`s the split), for `join_timeout` at most."""
-        attempts = RetryPolicy(self.join_timeout).start()
+        which `resume`s the split), for a little longer than the splitter waits before undoing it
+        (`join_timeout`), so that a splitter that answered nothing but a fence meanwhile is heard
+        undoing it (a refusal: the keys go) rather than left undecided."""
+        attempts = RetryPolicy(self.join_timeout + 2 * self.retry_window).start()
         while True:
             try:
                 await self.router.call(address, Op.JOIN_COMMIT, JoinCommit(self.state.id))
                 return
             except RemoteError as exc:
-                if exc.code is not ErrorCode.NOT_SERVING:   # a runtime starting with its state: asked again
+                # Only a refusal decides: a runtime starting with its state (not serving yet) or
+                # one whose lease lapsed (fenced, cut off from the authority) decided nothing, and
+                # may commit when asked again. (Taken for a refusal, a fenced answer made the
+                # newcomer retire its keys while the splitter, its lease back, committed for its
+                # replica: a zone that nobody could claim, in the fault harness's minority scenario.)
+                if exc.code not in TRANSIENT:
                     self.join_outcome = "refused"   # the splitter's answer: it keeps (or takes back) the zone
                     raise
                 failure: EventCloudError = exc

@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RemoteError, RequestError
+from eventcloud.errors import TRANSIENT, BadRequest, ErrorCode, EventCloudError, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import (
     Empty, JoinCommit, Load, Pong, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
@@ -476,7 +476,7 @@ class ReplicaKeeper:
                     await self.router.call(where, Op.JOIN_COMMIT, JoinCommit(copy.owner))
                 return "stands"
             except RemoteError as exc:
-                if exc.code is not ErrorCode.NOT_SERVING:
+                if exc.code not in TRANSIENT:   # (fenced, or not serving yet: it decided nothing)
                     return "undone"
             except (*FAILED, trio.TooSlowError):
                 continue

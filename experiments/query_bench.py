@@ -3,7 +3,7 @@ published (--quads, ~600 k by default), then each query timed (--repeat times, t
 its answer checked against what was published.
 
     python -m experiments.query_bench [--peers 8] [--quads 600000] [--repeat 3]
-        [--rebalance-every 5 [--make-room] --settle 120] [--log-level info]
+        [--rebalance-every 5] [--no-make-room] [--settle 120] [--authority none] [--log-level info]
 
 Prints one row per query: seconds (median), rows, and whether the answer is right (COUNT(*) must
 equal the quads published, per-predicate counts must add up to it, LIMIT 3 must give 3 rows).
@@ -82,10 +82,11 @@ async def run(args: argparse.Namespace) -> int:
         print(f"no CityBench stream found in {args.data} (set EVENTCLOUD_CITYBENCH)", file=sys.stderr)
         return 2
     print(f"{len(evs):,} CityBench events, {total:,} quads", file=sys.stderr)
-    extra = ["--rebalance-every", str(args.rebalance_every)] if args.rebalance_every > 0 else []
-    if extra:  # explicit either way: the run measures what --make-room says, whatever the peers' default
+    extra = [] if args.rebalance_every is None else ["--rebalance-every", str(args.rebalance_every)]
+    if args.make_room is not None:
         extra.append("--rebalance-make-room" if args.make_room else "--no-rebalance-make-room")
-    cluster = LocalCluster(args.peers, seed=1, extra=extra, log_level=args.log_level, data_dir=args.keep)
+    cluster = LocalCluster(args.peers, seed=1, extra=extra, log_level=args.log_level, data_dir=args.keep,
+                           authority=None if args.authority == "none" else args.authority)
     await trio.to_thread.run_sync(cluster.start)
     ok = True
     try:
@@ -301,13 +302,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", type=int, default=8)
     parser.add_argument("--quads", type=int, default=600_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--rebalance-every", type=float, default=0.0,
-                        help="the peers' --rebalance-every (0: off, the default)")
-    parser.add_argument("--make-room", action="store_true",
-                        help="the peers' --rebalance-make-room (with --rebalance-every)")
+    parser.add_argument("--rebalance-every", type=float,
+                        help="the peers' --rebalance-every (0: off) [the peers' default]")
+    parser.add_argument("--make-room", action=argparse.BooleanOptionalAction,
+                        help="the peers' --rebalance-make-room [the peers' default]")
     parser.add_argument("--settle", type=float, default=0.0, help="seconds to wait after publishing, before the queries")
     parser.add_argument("--data", default=str(DATA))
     parser.add_argument("--log-level", default="warning", help="the peers' --log-level")
+    parser.add_argument("--authority", default="local",
+                        help="the peers' ownership authority: local (served by the benchmark, as `eventcloud "
+                             "cluster` does), etcd://…, or none [local]")
     parser.add_argument("--keep", help="the peers' data directory, kept afterwards (default: a temporary one, removed)")
     return trio.run(run, parser.parse_args(argv))
 

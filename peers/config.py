@@ -54,7 +54,7 @@ class PeerConfig:
     max_hops: int = 256
     stabilise_every: float = 5.0          # seconds between neighbour-table checks (0: never)
     join_timeout: float = 30.0            # a split whose newcomer never commits is undone after this
-    rebalance_every: float = 0.0          # a light peer looks for a much busier one this often, then moves (0: never)
+    rebalance_every: float = 10.0         # a light peer looks for a much busier one this often, then moves (0: never)
     rebalance_ratio: float = 4.0          # ... when that one holds at least this many times its quads
     rebalance_min_quads: int = 10_000     # ... and at least this many
     rebalance_make_room: bool = True      # an empty peer that cannot leave has neighbours step aside

@@ -64,8 +64,9 @@ async def _authority(args: argparse.Namespace, config: Any, hosting: trio.Nurser
     if not args.join:
         host = config.listen.rpartition(":")[0] or "127.0.0.1"
         url = await hosting.start(serve_hosted_authority, config.data_dir, host, token)
-        advertised = "http://" + advertised_address(url.partition("://")[2], config.advertise and
-                                                    config.advertise.rpartition(":")[0] or None)
+        # the peer's advertised host (with or without its port) at the authority's own port
+        host_told = (config.advertise.rpartition(":")[0] or config.advertise) if config.advertise else None
+        advertised = "http://" + advertised_address(url.partition("://")[2], host_told)
         log.warning("this peer hosts the overlay's ownership authority at %s (peers joining it use it): while "
                     "this peer is down no zone changes owner, and its data directory holds the authority; for more, "
                     "run etcd and name it with --authority (docs/reliability.md)", advertised)
@@ -221,7 +222,9 @@ def cluster(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.peers, data_dir=args.data_dir, port=args.port, algorithm=args.algorithm,
                            mapping=args.mapping, host=args.host, replicas=args.replicas, fsync=not args.no_fsync,
                            secure=not args.open, tls=(args.tls_cert, args.tls_key, args.tls_ca)
-                           if args.tls_cert else None, extra=operator_flags(args), authority=args.authority or "local")
+                           if args.tls_cert else None, authority=args.authority or "local",
+                           extra=operator_flags(args) + ([] if args.rebalance_every is None
+                                                         else ["--rebalance-every", str(args.rebalance_every)]))
     stop = {"now": False}
 
     def on_signal(signum: int, frame: Any) -> None:

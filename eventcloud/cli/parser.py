@@ -136,9 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a one-time query that joins several patterns is stopped after this long [30]")
     p.add_argument("--query-memory", type=int, default=2048, metavar="MB",
                    help="... or once its evaluation needs more memory than this [2048]")
-    p.add_argument("--rebalance-every", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--rebalance-every", type=float, default=10.0, metavar="SECONDS",
                    help="this often (with jitter), a peer holding far fewer quads than the busiest one it finds "
-                        "hands its zone to a neighbour and rejoins splitting that busiest zone (0: never) [0]")
+                        "hands its zone to a neighbour and rejoins splitting that busiest zone (0: never) [10]")
     p.add_argument("--rebalance-ratio", type=float, default=4.0, metavar="R",
                    help="... when the busiest holds at least R times its quads (R >= 2) [4]")
     p.add_argument("--rebalance-min-quads", type=int, default=10_000, metavar="N",
@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--authority", metavar="URL",
                    help="an etcd the peers use as their ownership authority (etcd://H1:2379,...); default: one "
                         "served from this process")
+    p.add_argument("--rebalance-every", type=float, metavar="SECONDS",
+                   help="the peers' rebalancer: a light peer moves to the busiest zone it finds, looking this "
+                        "often (0: never; `eventcloud peer --help` has the other knobs) [10]")
     _operator_options(p)
 
     p = sub.add_parser("publish", help="publish the events of RDF files, CityBench streams or stdin",

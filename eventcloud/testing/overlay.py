@@ -92,6 +92,9 @@ async def open_overlay(peers: int, algorithm: str = "osma", *, space: Coordinate
     does not reach it); `data_root`: a directory for the peers' data directories (`peer-<i>`:
     on-disk stores, and stand-ins that come back with their host), else in memory."""
     network = MemoryNetwork()
+    # No rebalancer unless a test asks for one: a move changes zones and ids under a test's
+    # feet (and a seeded schedule's), and the tests of moves set it themselves.
+    knobs.setdefault("rebalance_every", 0.0)
     config = PeerConfig(listen="peer:0", algorithm=algorithm, space=space or CoordinateSpace(), retry_window=2.0,
                         offload_store=False, **knobs)
     failure: BaseException | None = None

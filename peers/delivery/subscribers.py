@@ -368,6 +368,11 @@ class Subscribers:
             except ConnectionLost:
                 break
 
+    def live(self) -> int:
+        """Subscriptions that live on this peer's client connections (non-durable: ending the
+        connections, as a rebalancer move does, would end them)."""
+        return sum(len(session.subscriptions) for session in self._sessions.values() if not session.closed)
+
     def holds(self, conn: RpcConnection) -> bool:
         """Whether subscriptions live on `conn` (ending it would end them)."""
         session = self._sessions.get(conn)

@@ -90,6 +90,7 @@ class Membership:
         #: owners of copies held here that stopped answering (the keeper's): no leave meanwhile
         self.silent_owners = silent_owners
         self.authority_url = authority_url   # told to joiners: the overlay's authority (ownership's)
+        self.locate = locate             # where the authority says a peer's zone is served now
         self.tasks = tasks               # join timers run there
         self.survey = survey             # whom a join splits: the busiest peer it finds
         self.rematch = rematch           # match events again after a split is undone (the matcher's)
@@ -127,7 +128,7 @@ class Membership:
                              foreign=foreign, replication=replication, persist=lambda: self.persist(),
                              announce=self.announce,
                              join_timeout=join_timeout, retry_window=retry_window, operators=operators,
-                             rematch=rematch)
+                             rematch=rematch, locate=locate)
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.OVERLAY_INFO: self._on_info, Op.NEIGHBOURS: self._on_neighbours, Op.TAKE_OVER: self._on_take_over,
@@ -239,8 +240,8 @@ class Membership:
                      address, failure.message)
             if not await attempts.pause():
                 raise failure
-            address = next(iter((await addresses_of(self.router, self.state, owner, address, self.retry_window))[1:]),
-                           address)
+            elsewhere = await addresses_of(self.router, self.state, owner, address, self.retry_window, self.locate)
+            address = elsewhere[1] if len(elsewhere) > 1 else address   # where it serves now, if it moved
 
     async def _join_point(self, bootstrap: str, space: CoordinateSpace) -> Point:
         """A point of the zone to split: the busiest of a few random owners, then the busiest

@@ -75,7 +75,8 @@ class Rebalancer:
     def __init__(self, state: PeerState, membership: Membership, survey: LoadSurvey, router: Router, store: AsyncStore,
                  counters: Counter[str], *, every: float, ratio: float, min_quads: int, make_room: bool,
                  rng: random.Random, table_of: Callable[[str], Awaitable[Table | None]],
-                 ready: trio.Event, step_down: Callable[[list[str], Point | None, float], Awaitable[NoReturn]]) -> None:
+                 ready: trio.Event, step_down: Callable[[list[str], Point | None, float], Awaitable[NoReturn]],
+                 live_subscriptions: Callable[[], int] = lambda: 0) -> None:
         self.state = state
         self.membership = membership
         self.survey = survey          # the busiest peer, and neighbours' loads
@@ -90,6 +91,7 @@ class Rebalancer:
         self.table_of = table_of      # a peer's zone and table, by address (None if it does not answer)
         self.ready = ready            # set once the peer serves its zone
         self.step_down = step_down    # ends this runtime; the peer rejoins through the addresses, at the point, later
+        self.live_subscriptions = live_subscriptions   # non-durable subscriptions of this peer's clients
         #: how long a peer that stepped aside for another waits before it rejoins
         self.park = min(max(2 * every, 5.0), 60.0)
         self._stepped: tuple[list[str], float] | None = None   # this peer stepped aside: rejoin through, after
@@ -143,6 +145,8 @@ class Rebalancer:
         own = self.store.held()
         if state.annex and own == 0:   # an empty annex would merge back into the crowded zone it left
             return None
+        if self._keeps_subscribers():
+            return None
         if not self._heirs() and (own > 0 or not self.make_room):
             return None
         busiest = await self.survey.busiest(state.space)
@@ -189,6 +193,15 @@ class Rebalancer:
             if made_room:
                 self._room_failed()
             raise
+
+    def _keeps_subscribers(self) -> bool:
+        """A move ends this peer's client connections, and a non-durable subscription ends with
+        its connection (the SDK says so; nothing can replay what it missed meanwhile): a peer
+        serving such subscribers stays put. Durable ones are resumed through another peer."""
+        if self.live_subscriptions() == 0:
+            return False
+        self.counters["rebalance_kept_for_subscribers"] += 1
+        return True
 
     def _heirs(self) -> list[str]:
         """Whom this peer may hand its zone to: its sibling (`heirs` with `tree_only`)."""
@@ -294,6 +307,9 @@ class Rebalancer:
                                ErrorCode.CANNOT_LEAVE)
         if self._stepped is not None or not state.has_zone:
             raise RequestError(f"peer {state.id} is moving already", ErrorCode.CANNOT_LEAVE)
+        if self._keeps_subscribers():
+            raise RequestError(f"peer {state.id} serves subscribers whose subscriptions would end with their "
+                               f"connections", ErrorCode.CANNOT_LEAVE)
         after = min(max(body.rejoin_after_ms, 0) / 1000, 60.0)
         rejoin = await self.membership.step_aside(body.within)
         self.counters["rebalance_stepped_aside"] += 1

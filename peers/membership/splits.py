@@ -27,7 +27,7 @@ from eventcloud.wire.messages import Empty, Handover, JoinCommit, JoinGrant, Joi
 from eventcloud.wire.ops import Op
 from peers.matching import Subscriptions, check_same_operators
 from peers.membership.handover import Outgoing, drop_outside, zone_content
-from peers.net import Router, addresses_of
+from peers.net import Locate, Router, addresses_of
 from peers.replication import OwnerReplication
 from peers.store import GRANTED_KEPT, AsyncStore, ForeignQuads, PeerState, SplitUnderWay, ZoneGuard
 from peers.tasks import TaskStarter
@@ -41,10 +41,8 @@ class _PendingJoin:
     """A split granted to a newcomer, until it commits (or the timer undoes it)."""
 
     def __init__(self, record: SplitUnderWay):
-        self.zone = record.before         # the owner's zone before the split (to undo it)
-        self.table = record.table
+        self.record = record              # as saved: the zone and table before the split (to undo it)
         self.outgoing = Outgoing()        # handed over (its quads dropped here at commit)
-        self.announce_to = record.announce_to
         self.timer = trio.CancelScope()
 
 
@@ -58,8 +56,9 @@ class Splits:
                  replication: OwnerReplication, persist: Callable[[], Awaitable[None]],
                  announce: Callable[[dict[str, Neighbour], Any], Awaitable[None]], join_timeout: float,
                  retry_window: float, operators: OperatorSet = NO_OPERATORS,
-                 rematch: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
+                 rematch: Callable[[list[str]], Awaitable[None]] | None = None, locate: Locate | None = None) -> None:
         self.state = state
+        self.locate = locate             # where the authority says a peer's zone is served now
         self.router = router
         self.store = store
         self.subscriptions = subscriptions
@@ -155,7 +154,7 @@ class Splits:
                 with trio.CancelScope(shield=True):
                     await self.persist()
             except BaseException:
-                state.zone, state.neighbours, state.splitting = pending.zone, pending.table, None
+                state.zone, state.neighbours, state.splitting = pending.record.before, pending.record.table, None
                 raise
             pending.outgoing = Outgoing(data)
             first, remaining = pending.outgoing.first()
@@ -238,7 +237,7 @@ class Splits:
         peer still joining answers no table. (A stand-in's zone compared with `granted` missed
         one that had split for an annex since: the splitter's stand-in took the half back, and
         two peers served it: 13 events lost in a chaos run.)"""
-        for where in await addresses_of(self.router, self.state, new_id, address, self.retry_window):
+        for where in await addresses_of(self.router, self.state, new_id, address, self.retry_window, self.locate):
             try:
                 with trio.move_on_after(self.retry_window):
                     table = Table.from_wire(await self.router.call(where, Op.TABLE, Empty()))
@@ -251,8 +250,8 @@ class Splits:
     async def _undo_split(self, pending: _PendingJoin) -> None:
         state = self.state
         async with self.lock:
-            state.zone = pending.zone
-            state.neighbours = pending.table
+            state.zone = pending.record.before
+            state.neighbours = pending.record.table
             state.splitting = None
             await self.persist()
         # The kept half may have been announced meanwhile (a restarted splitter, a stand-in):
@@ -304,4 +303,4 @@ class Splits:
         records = {state.id: Neighbour(state.address, state.zone, state.incarnation)}
         if new_id in state.neighbours:
             records[new_id] = state.neighbours[new_id]
-        await self.announce(records, pending.announce_to)
+        await self.announce(records, pending.record.announce_to)

@@ -1,7 +1,10 @@
 """Where a peer serves now: a restarted peer, or a stand-in, serves the same id at another
-address, and its neighbours learn that address first (from its announcement)."""
+address. The ownership authority, when there is one, holds the address its server registered;
+the neighbours learn it from its announcement."""
 
 from __future__ import annotations
+
+from typing import Awaitable, Callable
 
 import trio
 
@@ -14,10 +17,20 @@ from peers.store import PeerState
 __all__ = ["addresses_of"]
 
 
-async def addresses_of(router: Router, state: PeerState, ident: str, known: str, window: float) -> list[str]:
-    """Where peer `ident` may serve now: `known`, then what our table and our neighbours' tables
-    say (their tables asked at once, each for `window` seconds at most)."""
+Locate = Callable[[str], Awaitable["tuple[str, int] | None"]]
+
+
+async def addresses_of(router: Router, state: PeerState, ident: str, known: str, window: float,
+                       locate: Locate | None = None) -> list[str]:
+    """Where peer `ident` may serve now: `known`, then where the authority says its server
+    registered (`locate`: `Ownership.server_of`), then what our table and our neighbours' tables
+    say (asked at once, each for `window` seconds at most)."""
     found = [known]
+    if locate is not None:
+        with trio.move_on_after(window):
+            registered = await locate(ident)
+            if registered is not None:
+                found.append(registered[0])
     mine = state.neighbours.get(ident)
     if mine is not None:
         found.append(mine.address)

@@ -35,7 +35,7 @@ from eventcloud.wire.messages import (
 )
 from eventcloud.wire.ops import Op
 from peers.process import PeerLauncher
-from peers.net import FAILED, Router, addresses_of
+from peers.net import FAILED, Locate, Router, addresses_of
 from peers.store import CHECKPOINT_BYTES, Offload, PeerState, PeerStore, save_state
 
 log = logging.getLogger(__name__)
@@ -68,8 +68,9 @@ class ReplicaKeeper:
                  data_dir: Path | None, durable: bool, offload: Offload, heartbeat: float, failure_timeout: float,
                  departed: Callable[[str], bool], claim: Callable[[str, int, str, str], Awaitable[bool]],
                  refusal: Callable[[str, int, str, str], Awaitable[str]] | None = None,
-                 epoch_of: Callable[[str], Awaitable[int | None]] | None = None) -> None:
+                 epoch_of: Callable[[str], Awaitable[int | None]] | None = None, locate: Locate | None = None) -> None:
         self.state = state
+        self.locate = locate       # where the authority says a peer's zone is served now
         #: the authority's epoch of a zone, None when it holds none (a peer that left retires its
         #: keys; a crashed one's stay) or there is no authority
         self.epoch_of = epoch_of
@@ -468,7 +469,7 @@ class ReplicaKeeper:
             return "stands"
         splitter, address = joining
         state = PeerState.from_json(copy.state)
-        for where in await addresses_of(self.router, state, splitter, address, self.heartbeat):
+        for where in await addresses_of(self.router, state, splitter, address, self.heartbeat, self.locate):
             if await self._ping(where, self.heartbeat, splitter) is None:   # (another peer on its old port)
                 continue
             try:

@@ -251,7 +251,7 @@ class PeerRuntime:
                                      make_room=config.rebalance_make_room,
                                      rng=random.Random(None if config.seed is None else config.seed + 2),
                                      table_of=membership.stabiliser.table_of, ready=dispatcher.ready,
-                                     step_down=self._move)
+                                     step_down=self._move, live_subscriptions=delivery.live)
         self.annexes = Annexes(state, router, store_, membership, process, self.annex_launcher, counters, offload,
                                limit=config.neighbour_limit, cap=config.host_neighbour_cap, every=config.annex_every,
                                rng=random.Random(None if config.seed is None else config.seed + 3),
@@ -260,7 +260,7 @@ class PeerRuntime:
             state, router, self.standins, counters, data_dir=data_dir, durable=config.fsync, offload=Offload(
                 config.offloaded, 1), heartbeat=config.heartbeat, failure_timeout=config.failure_timeout,
             departed=membership.departed, claim=ownership.claim, refusal=ownership.refusal,
-            epoch_of=ownership.epoch_of)
+            epoch_of=ownership.epoch_of, locate=ownership.server_of)
         # Every operation and the service that serves it (the dispatcher refuses one registered twice).
         dispatcher.register({Op.PING: self._ping, **self.auth.handlers()})
         dispatcher.register(router.handlers(), routed=router.routed())

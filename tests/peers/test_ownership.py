@@ -213,3 +213,17 @@ async def test_a_commit_fenced_for_a_while_is_asked_again_and_the_join_completes
         assert_exact_neighbour_tables(status)
         keys = [e.key.split("/") for e in await overlay.authority.scan("eventcloud/")]
         assert {k[3] for k in keys if k[2] == "epoch"} == {p.id for p in overlay.peers}
+
+
+async def test_where_a_peer_serves_is_asked_of_the_authority_first(autojump_clock):
+    """A splitter or newcomer that moved (a restart on another port, a stand-in) is looked for
+    where the authority says its server registered, before the neighbours' tables."""
+    from peers.net import addresses_of
+
+    async with open_overlay(3, authority=LocalAuthority()) as overlay:
+        asker, sought = overlay.peers[0], overlay.peers[2]
+        found = await addresses_of(asker.router, asker.state, sought.id, "gone:1", 2.0,
+                                   locate=asker.membership.locate)
+        assert found[:2] == ["gone:1", sought.address]
+        alone = await addresses_of(asker.router, asker.state, sought.id, "gone:1", 2.0)
+        assert alone[0] == "gone:1" and set(alone[1:]) <= {sought.address}

@@ -27,6 +27,7 @@ from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode
 from eventcloud.overlay import CoordinateSpace
 from eventcloud.testing import open_overlay
+from peers.authority import LocalAuthority
 from tests.helpers import (
     COUNT, assert_exact_neighbour_tables, check_delivered, count_of, oracle_solutions, random_pubsub_event,
     random_subscription, readings, spread_events,
@@ -50,12 +51,17 @@ async def quiet_status(client):
             await trio.sleep(10)
 
 
-@pytest.mark.parametrize(("algorithm", "mapping"), [("osma", "identity"), ("csma", "local-name")])
-async def test_peers_joined_before_the_data_move_to_it(autojump_clock, algorithm, mapping):
+@pytest.mark.parametrize(("algorithm", "mapping", "authority"),
+                         [("osma", "identity", False), ("csma", "local-name", False), ("osma", "identity", True)])
+async def test_peers_joined_before_the_data_move_to_it(autojump_clock, algorithm, mapping, authority):
+    """`authority`: the peers hold their zones under an ownership authority (as `eventcloud
+    cluster` and a lone `eventcloud peer` run them by default): a move is a leave (the mover
+    retires its keys) and a join (the new peer registers), fenced as any other change."""
     events = readings(150)
     total = sum(len(e.quads) for e in events)
     rng = random.Random(5)
-    async with open_overlay(8, algorithm, space=CoordinateSpace(mapping=mapping), seed=7, **KNOBS) as overlay:
+    async with open_overlay(8, algorithm, space=CoordinateSpace(mapping=mapping), seed=7,
+                            authority=LocalAuthority() if authority else None, **KNOBS) as overlay:
         async with overlay.client(0, "loader") as client:
             for event in events:
                 await client.publish(event)
@@ -109,6 +115,38 @@ async def test_peers_joined_before_the_data_move_to_it(autojump_clock, algorithm
             for text, sub in subs:  # the events published during the moves match too
                 expected = {e.graph.value: oracle_solutions(text, e) for e in acked + fresh}
                 await check_delivered(sub, {g: s for g, s in expected.items() if s}, text)
+
+
+async def test_a_peer_serving_non_durable_subscribers_stays_while_the_others_move(autojump_clock):
+    """The rebalancer is on by default, and a move ends the mover's client connections: a
+    non-durable subscription would end with them (nothing could replay what it missed). So a
+    peer whose clients hold such subscriptions neither moves nor steps aside; the others
+    balance the load around it, and its subscriber is notified throughout."""
+    events = readings(150)
+    rng = random.Random(5)
+    async with open_overlay(8, "osma", space=CoordinateSpace(mapping="identity"), seed=7, **KNOBS) as overlay:
+        async with overlay.client(0, "loader") as client:
+            await client.publish_batch(events)
+            status = await client.status()
+        before = {p.id: p.quads for p in status.peers}
+        light = min((p for p in overlay.peers[1:]), key=lambda p: (before[p.id], p.id))
+        index = overlay.peers.index(light)
+        text = "SELECT ?s ?o WHERE { GRAPH ?g { ?s <http://example.org/p1> ?o } }"
+        async with overlay.client(index, "subscriber") as subscriber:
+            sub = await subscriber.subscribe(text, kind="bindings")
+            await trio.sleep(300)   # ten rounds of looking, with the moves they make
+            async with overlay.client(index, "checker") as client:   # (it stays: any other may be away)
+                status = await quiet_status(client)
+                ids = {p.id for p in status.peers}
+                assert light.id in ids and light.current.id == light.id, "the subscribers' peer moved"
+                assert light.counters["rebalance_kept_for_subscribers"] >= 1
+                assert len(ids - set(before)) >= 1, "nobody moved"
+                assert sum(p.quads for p in status.peers) == sum(before.values())
+                fresh = [random_pubsub_event(rng, i) for i in range(20)]
+                for event in fresh:
+                    await client.publish(event)
+            expected = {e.graph.value: oracle_solutions(text, e) for e in fresh}
+            await check_delivered(sub, {g: s for g, s in expected.items() if s}, text)
 
 
 @pytest.mark.processes

@@ -231,3 +231,17 @@ async def test_an_empty_peer_held_off_making_room_does_not_ask_the_busiest_for_i
     for _ in range(3):
         assert await balancer.once() is None
     assert asked == [0] and balancer.counters["rebalance_room_skipped"] == 3
+
+
+def test_the_rebalancer_runs_by_default_in_peer_and_cluster_and_0_turns_it_off():
+    """Balanced by default (issue 44.8): the daemon and `eventcloud cluster` look every 10 s;
+    `--rebalance-every 0` turns the rebalancer off for both (the cluster passes it on)."""
+    from eventcloud.cli.main import build_parser
+    from peers.config import PeerConfig
+
+    parse = build_parser().parse_args
+    assert PeerConfig().rebalance_every == 10.0
+    assert parse(["peer", "--data-dir", "d"]).rebalance_every == 10.0
+    assert parse(["peer", "--data-dir", "d", "--rebalance-every", "0"]).rebalance_every == 0.0
+    assert parse(["cluster"]).rebalance_every is None   # the peers' own default
+    assert parse(["cluster", "--rebalance-every", "0"]).rebalance_every == 0.0

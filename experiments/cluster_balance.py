@@ -1,12 +1,12 @@
 """`eventcloud cluster` at its defaults, loaded with `eventcloud publish` (issue 44.8's check):
 is the load balanced once the data is in, and are the counts exact?
 
-    python -m experiments.cluster_balance [--peers 8] [--watch 240] [--every 20] [--data DIR]
-        [-- CLUSTER OPTIONS…]
+    python -m experiments.cluster_balance [--peers 8] [--quads 620000] [--watch 240] [--every 20]
+        [--data DIR] [-- CLUSTER OPTIONS…]
 
 Runs the commands a user would: `eventcloud cluster --peers N --data-dir TMP` (its defaults: R = 2,
-fsync, the local authority, the rebalancer), then `eventcloud publish --peer ENTRY` of every
-CityBench stream (~620,000 quads), then, every `--every` seconds for `--watch` seconds, the
+fsync, the local authority, the rebalancer), then `eventcloud publish --peer ENTRY` of the
+CityBench streams' readings (~620,000 quads, as one N-Quads file), then, every `--every` seconds for `--watch` seconds, the
 overlay's `status` (busiest / mean, empty peers, moves so far) and a timed COUNT(*) through
 the entry peer. Prints one row per look and exits 1 if the last look is not balanced (busiest
 > 3× the mean, or a peer empty) or a count is wrong.
@@ -27,13 +27,25 @@ import trio
 from eventcloud.cli.demo import citybench_dir
 from eventcloud.client import ClientError, connect
 from eventcloud.rdf.citybench import read_stream
+from eventcloud.rdf.files import write_nquads
 from experiments.benchkit import table
 
 COUNT = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
 
 
-def published_quads(streams: list[Path]) -> int:
-    return sum(len(event) for path in streams for event in read_stream(path))
+def readings(streams: list[Path], limit_quads: int) -> list:
+    """The streams' readings interleaved (one of each in turn, as sensors report), up to
+    `limit_quads` quads (the issue's ~620,000; all six streams hold 1.66 million)."""
+    out, quads, iterators = [], 0, [read_stream(path) for path in streams]
+    while iterators and quads < limit_quads:
+        for it in list(iterators):
+            event = next(it, None)
+            if event is None:
+                iterators.remove(it)
+                continue
+            out.append(event)
+            quads += len(event)
+    return out
 
 
 async def look(entry: str, first_ids: set[str], total: int, started: float) -> tuple:
@@ -57,9 +69,14 @@ async def run(args: argparse.Namespace, cluster_options: list[str]) -> int:
     if not streams:
         print(f"no CityBench stream in {args.data} (set EVENTCLOUD_CITYBENCH)", file=sys.stderr)
         return 2
-    total = published_quads(streams)
-    print(f"{len(streams)} CityBench streams, {total:,} quads", file=sys.stderr)
+    events = readings(streams, args.quads)
+    total = sum(len(event) for event in events)
+    print(f"{len(events):,} readings of {len(streams)} CityBench streams, {total:,} quads", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="eventcloud-balance-") as tmp:
+        source = Path(tmp) / "readings.nq"   # what the user publishes: one N-Quads file, a graph per reading
+        with open(source, "w") as out:
+            write_nquads(events, out)
+        del events
         log = open(Path(tmp) / "cluster.log", "w")
         cluster = subprocess.Popen([sys.executable, "-m", "eventcloud", "cluster", "--peers", str(args.peers),
                                     "--data-dir", str(Path(tmp) / "peers"), *cluster_options],
@@ -75,8 +92,7 @@ async def run(args: argparse.Namespace, cluster_options: list[str]) -> int:
                 first_ids = {p.id for p in (await client.status()).peers}
             begun = time.monotonic()
             publish = await trio.run_process([sys.executable, "-m", "eventcloud", "publish", "--peer", entry,
-                                              *map(str, streams)], capture_stdout=True, capture_stderr=True,
-                                             check=False)
+                                              str(source)], capture_stdout=True, capture_stderr=True, check=False)
             seconds = time.monotonic() - begun
             said = (publish.stderr or b"").decode(errors="replace").strip().splitlines()
             print(f"eventcloud publish: exit {publish.returncode} after {seconds:.0f} s "
@@ -114,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ours, cluster_options = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--peers", type=int, default=8)
+    parser.add_argument("--quads", type=int, default=620_000, help="readings published, in quads [620000]")
     parser.add_argument("--watch", type=float, default=240.0, help="seconds to watch after publishing")
     parser.add_argument("--every", type=float, default=20.0, help="seconds between looks")
     parser.add_argument("--data", default=str(citybench_dir() or Path(__file__).resolve().parents[2] / "shared"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
+import subprocess
 import time
 import tracemalloc
 from typing import Callable, Iterable, Sequence
@@ -20,7 +21,8 @@ from eventcloud.matching.reference import EventIndex, matches
 from eventcloud.rdf.model import CompoundEvent
 from eventcloud.sparql.subscription import Subscription
 
-__all__ = ["percentile", "time_events", "time_interleaved", "memory_of", "index_memory", "baseline", "table"]
+__all__ = ["percentile", "time_events", "time_interleaved", "memory_of", "index_memory", "baseline", "table",
+           "stop_process"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -110,3 +112,13 @@ def index_memory(subs: Sequence[tuple[str, Subscription]], sizes: Sequence[int],
         return held
     finally:
         tracemalloc.stop()
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -46,10 +46,10 @@ async def run(args: argparse.Namespace) -> int:
     directory = citybench_dir()
     events = sample_events(directory, args.events) if directory is not None else synthetic_events(args.events)
     total = sum(len(e.quads) for e in events)
+    # explicit either way (0 too: the peers rebalance by default): the run measures what it says
     extra = ["--rebalance-every", str(args.every), "--rebalance-ratio", str(args.ratio),
-             "--rebalance-min-quads", str(args.min_quads)] if args.every > 0 else []
-    if args.every > 0:  # explicit either way: the run measures what --make-room says, not the peers' default
-        extra.append("--rebalance-make-room" if args.make_room else "--no-rebalance-make-room")
+             "--rebalance-min-quads", str(args.min_quads),
+             "--rebalance-make-room" if args.make_room else "--no-rebalance-make-room"]
     cluster = LocalCluster(args.peers, mapping=args.mapping, seed=1, extra=extra)
     await trio.to_thread.run_sync(cluster.start)
     rows = []

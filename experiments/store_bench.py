@@ -34,6 +34,7 @@ import httpx
 import trio
 
 from eventcloud.client import connect
+from experiments.benchkit import stop_process
 from experiments.query_bench import DATA, SENSOR, events
 from peers.supervisor import LocalCluster
 
@@ -263,11 +264,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if equal_all else 1
     finally:
         for proc in procs:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
         cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 

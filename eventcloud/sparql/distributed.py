@@ -36,7 +36,7 @@ from rdflib.paths import Path as RPath
 from rdflib.plugins.sparql.parserutils import CompValue
 
 __all__ = ["Pushdown", "plan_pushdown", "merge_select", "merge_aggregates", "SelectMerge", "MERGEABLE",
-           "select_star_order", "finish", "count_distinct", "distinct_values", "top_rows"]
+           "select_star_order", "selects_star", "finish", "count_distinct", "distinct_values", "top_rows"]
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 MERGEABLE = {"Aggregate_Count": "count", "Aggregate_Sum": "sum", "Aggregate_Min": "min", "Aggregate_Max": "max",
@@ -135,6 +135,11 @@ def _order(node: Any, variables: tuple[str, ...]) -> tuple[tuple[str, bool], ...
 
 _STAR = re.compile(r"\bSELECT\s+(?:(?:DISTINCT|REDUCED)\s+)?\*", re.IGNORECASE)
 _VARIABLE = re.compile(r"[?$]([A-Za-z0-9_\u00B7\u00C0-\uFFFF]+)")
+
+
+def selects_star(text: str) -> bool:
+    """Whether the query projects `*` (its columns are then ours to order)."""
+    return bool(_STAR.search(text))
 
 
 def select_star_order(text: str, variables: tuple[str, ...]) -> tuple[str, ...]:

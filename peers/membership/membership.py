@@ -57,7 +57,7 @@ from eventcloud.wire.messages import (
 from eventcloud.wire.ops import Op
 from peers.matching import Subscriptions, check_same_operators
 from peers.replication import OwnerReplication
-from peers.net import FAILED, RetryPolicy, Router, addresses_of
+from peers.net import FAILED, Locate, RetryPolicy, Router, addresses_of
 from peers.membership.stabiliser import Stabiliser
 from peers.store import AsyncStore, ForeignQuads, PeerState, ZoneGuard
 from peers.membership.handover import Outgoing, drop_outside, install, receive, zone_content
@@ -83,7 +83,7 @@ class Membership:
                  retire: Callable[[RpcConnection], Awaitable[None]], rng: random.Random, join_timeout: float,
                  retry_window: float, guard: ZoneGuard, foreign: ForeignQuads, operators: OperatorSet = NO_OPERATORS,
                  rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey,
-                 locate: Callable[[str], Awaitable[tuple[str, int] | None]] | None = None,
+                 locate: Locate | None = None,
                  authority_url: Callable[[], str] = lambda: "",
                  silent_owners: Callable[[], list[str]] = lambda: []) -> None:
         self.state = state
@@ -213,33 +213,37 @@ class Membership:
             await self.joined()
 
     async def _commit(self, owner: str, address: str) -> None:
-        """Ask the splitter to let the split stand. Its answer decides; no answer (it died, or
-        the reply was lost) decides nothing: the split under way is saved with its state, so
-        the commit is asked again wherever its id serves next (its restart, or its stand-in,
-        which `resume`s the split), for a little longer than the splitter waits before undoing it
-        (`join_timeout`), so that a splitter that answered nothing but a fence meanwhile is heard
-        undoing it (a refusal: the keys go) rather than left undecided."""
-        attempts = RetryPolicy(self.join_timeout + 2 * self.retry_window).start()
+        """Ask the splitter to let the split stand. Only its answers decide: success, or "no join
+        in progress" (`not-found`: the split was undone, its keys then go). Anything else decides
+        nothing and is asked again: no answer (it died, or the reply was lost: the split under
+        way is saved with its state, so it is asked wherever its id serves next, its restart or
+        its stand-in), "not serving yet", or a fence (its lease lapsed: taken for a refusal, the
+        newcomer retired its keys while the splitter, its lease back, committed for the
+        newcomer's replica, and nobody could claim the zone; the fault harness's minority
+        scenario). Asked for a little longer than the splitter waits before undoing the split
+        (`join_timeout`, then it looks around for the newcomer), so that one that stays fenced is
+        heard undoing it. An error of another kind ends the join undecided: the keys stay, and
+        the replica asks the splitter on this peer's behalf."""
+        attempts = RetryPolicy(self.join_timeout + 4 * self.retry_window).start()
         while True:
             try:
                 await self.router.call(address, Op.JOIN_COMMIT, JoinCommit(self.state.id))
                 return
             except RemoteError as exc:
-                # Only a refusal decides: a runtime starting with its state (not serving yet) or
-                # one whose lease lapsed (fenced, cut off from the authority) decided nothing, and
-                # may commit when asked again. (Taken for a refusal, a fenced answer made the
-                # newcomer retire its keys while the splitter, its lease back, committed for its
-                # replica: a zone that nobody could claim, in the fault harness's minority scenario.)
-                if exc.code not in TRANSIENT:
+                if exc.code is ErrorCode.NOT_FOUND:
                     self.join_outcome = "refused"   # the splitter's answer: it keeps (or takes back) the zone
+                    raise
+                if exc.code not in TRANSIENT:
                     raise
                 failure: EventCloudError = exc
             except FAILED as exc:
                 failure = exc
-            log.info("peer %s: its commit to %s at %s is unanswered (%s); asking again", self.state.id, owner,
+            log.info("peer %s: its commit to %s at %s is undecided (%s); asking again", self.state.id, owner,
                      address, failure.message)
             if not await attempts.pause():
                 raise failure
+            if isinstance(failure, RemoteError) and failure.code is not ErrorCode.NOT_SERVING:
+                continue   # the splitter answered from there: it serves there still
             elsewhere = await addresses_of(self.router, self.state, owner, address, self.retry_window, self.locate)
             address = elsewhere[1] if len(elsewhere) > 1 else address   # where it serves now, if it moved
 

@@ -100,6 +100,7 @@ class Rebalancer:
         self._room_failures = 0        # make-room rounds that ended without room, since the last move
         self._no_room: tuple[Any, frozenset[str]] | None = None  # the neighbourhood the last one failed in
         self._room_not_before = 0.0    # trio time before which no make-room round starts
+        self._refused_for_now = False  # a peer asked to step aside in this round was only busy
 
     def handlers(self) -> dict[Op, Any]:
         return {Op.STEP_ASIDE: self._on_step_aside}
@@ -145,13 +146,13 @@ class Rebalancer:
         own = self.store.held()
         if state.annex and own == 0:   # an empty annex would merge back into the crowded zone it left
             return None
-        if self._keeps_subscribers():
-            return None
         if not self._heirs() and (own > 0 or not self.make_room):
             return None
         busiest = await self.survey.busiest(state.space)
         if busiest is None or busiest.id == state.id or \
                 not should_move(own, busiest.quads, ratio=self.ratio, min_quads=self.min_quads):
+            return None
+        if self._keeps_subscribers():   # (before asking the busiest: its answer would keep it for us)
             return None
         if not self._heirs() and self._room_held_off():
             # not asking the busiest: its answer would keep it for a mover that cannot come now
@@ -216,19 +217,27 @@ class Rebalancer:
         if self._room_held_off():
             self.counters["rebalance_room_skipped"] += 1
             return False
+        self._refused_for_now = False
         if await self._make_room(busiest):
             self._room_failures, self._no_room = 0, None
             return True
-        self._room_failed()
+        self._room_failed(for_now=self._refused_for_now)
         return False
 
     def _room_held_off(self) -> bool:
         """A round failed in this same neighbourhood, or the back-off after failed rounds has not passed."""
         return self._no_room == self._neighbourhood() or trio.current_time() < self._room_not_before
 
-    def _room_failed(self) -> None:
-        """Not again before the neighbourhood changes and the back-off has passed."""
+    def _room_failed(self, *, for_now: bool = False) -> None:
+        """Not again before the neighbourhood changes and the back-off has passed. `for_now`: a
+        peer across refused only for now (`busy`: its subscribers would end with a move), so the
+        same neighbourhood may do next time: a few rounds later, neither held off for good nor
+        backed off further."""
         if not self.state.has_zone:
+            return
+        if for_now:
+            self._room_not_before = trio.current_time() + 4 * self.every
+            self.counters["rebalance_room_refused_for_now"] += 1
             return
         self._room_failures += 1
         self._no_room = self._neighbourhood()
@@ -293,6 +302,7 @@ class Rebalancer:
             except EventCloudError as exc:  # it cannot (its sibling was split further, or it is moving itself)
                 log.info("peer %s: %s did not step aside (%s)", self.state.id, ident, exc)
                 refused.append(across[ident].address)
+                self._refused_for_now |= exc.code is ErrorCode.BUSY
                 continue
             self.counters["rebalance_made_room"] += 1
             return True
@@ -303,13 +313,13 @@ class Rebalancer:
         inside `within`, then (the run loop) step down and rejoin `rejoin_after_ms` later."""
         state = self.state
         if self.every <= 0:
-            raise RequestError(f"peer {state.id} does not rebalance (started without --rebalance-every)",
+            raise RequestError(f"peer {state.id} does not rebalance (started with --rebalance-every 0)",
                                ErrorCode.CANNOT_LEAVE)
         if self._stepped is not None or not state.has_zone:
             raise RequestError(f"peer {state.id} is moving already", ErrorCode.CANNOT_LEAVE)
-        if self._keeps_subscribers():
+        if self._keeps_subscribers():   # busy: for now only (the asker may ask again later)
             raise RequestError(f"peer {state.id} serves subscribers whose subscriptions would end with their "
-                               f"connections", ErrorCode.CANNOT_LEAVE)
+                               f"connections", ErrorCode.BUSY)
         after = min(max(body.rejoin_after_ms, 0) / 1000, 60.0)
         rejoin = await self.membership.step_aside(body.within)
         self.counters["rebalance_stepped_aside"] += 1

@@ -88,7 +88,7 @@ class Splits:
             grant, pending = await self._split_for(body.id, body.address, body if body.annex is not None else None)
         except BaseException:
             cut_off = self.foreign.join_ended(body.id)
-            if cut_off is not None and self.state.zone != cut_off.zone:  # split, then cut off: undone whole
+            if cut_off is not None and self.state.zone != cut_off.record.before:  # split, then cut off: undone whole
                 with trio.CancelScope(shield=True):
                     await self._undo_split(cut_off)
             self._gate.release()
@@ -214,6 +214,8 @@ class Splits:
             # lost), and the newcomer serves its half: the split stands.
             log.info("peer %s: peer %s serves the zone it joined for; its split stands", self.state.id, new_id)
             await self._commit(new_id)
+            return
+        if self.foreign.join(new_id) is not pending:   # committed while `_serves` asked around: it stands
             return
         self.foreign.join_ended(new_id)
         self.replication.joining_ended(new_id)

@@ -20,7 +20,7 @@ from eventcloud.errors import EventCloudError, Unavailable
 from eventcloud.overlay import Neighbour, Zone, verified
 from eventcloud.wire.messages import Empty, Table
 from eventcloud.wire.ops import Op
-from peers.net import FAILED, Router
+from peers.net import FAILED, Locate, Router
 from peers.store import PeerState
 
 __all__ = ["Stabiliser"]
@@ -36,7 +36,7 @@ class Stabiliser:
                  rng: random.Random, leaving: Callable[[], bool] = lambda: False,
                  announce: Callable[..., Awaitable[None]] | None = None,
                  superseded: Callable[[str], None] = lambda address: None,
-                 locate: Callable[[str], Awaitable[tuple[str, int] | None]] | None = None) -> None:
+                 locate: Locate | None = None) -> None:
         self.state = state
         self.router = router
         self.lock = lock                  # the membership's: zone changes and table rewrites in turn

@@ -14,7 +14,7 @@ from eventcloud.wire.ops import Op
 from peers.net.router import Router
 from peers.store import PeerState
 
-__all__ = ["addresses_of"]
+__all__ = ["Locate", "addresses_of"]
 
 
 Locate = Callable[[str], Awaitable["tuple[str, int] | None"]]

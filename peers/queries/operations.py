@@ -18,6 +18,7 @@ import json
 import logging
 import time
 from collections import Counter
+from dataclasses import replace
 from functools import partial
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -31,7 +32,8 @@ from eventcloud.rdf.model import Quad, Term
 from eventcloud.rdf.oxigraph import quad_to_ox
 from eventcloud.sparql.bind_joins import join_shape
 from eventcloud.sparql.distributed import (
-    Pushdown, SelectMerge, count_distinct, distinct_values, merge_aggregates, plan_pushdown, top_rows,
+    Pushdown, SelectMerge, count_distinct, distinct_values, merge_aggregates, plan_pushdown, select_star_order,
+    selects_star, top_rows,
 )
 from eventcloud.sparql.filters.extensions import rewrite_bare_names
 from eventcloud.sparql.query_functions import custom_functions, names_extensions
@@ -283,6 +285,7 @@ class Queries:
                 self.counters["sparql_stopped"] += 1
                 raise
             result = SparqlResult(form, out, len(gathered), time.perf_counter() - started)
+        result = _star_in_order(text, result)
         log.info("peer %s: a gathered query: %d candidate quads fetched in %.3f s, evaluated in %.3f s", self.state.id,
                  len(gathered), fetched - started, time.perf_counter() - fetched)
         if body.page and result.form == "solutions":
@@ -539,6 +542,16 @@ def _evaluate(text: str, gathered: set[Quad], started: float, functions: Any = N
     except (SyntaxError, ValueError, OSError) as exc:
         raise RequestError(f"query failed: {exc}", ErrorCode.BAD_QUERY) from None
     return SparqlResult(form, out, len(gathered), time.perf_counter() - started)
+
+
+def _star_in_order(text: str, result: SparqlResult) -> SparqlResult:
+    """`SELECT *`'s columns in the order the query first names them, as pushed-down queries give
+    them (Oxigraph sorts them by name: a join's columns came out `g o o2 p p2 s`)."""
+    if result.form != "solutions" or not selects_star(text):
+        return result
+    answer = json.loads(result.text)
+    answer["head"]["vars"] = list(select_star_order(text, tuple(answer["head"].get("vars", ()))))
+    return replace(result, text=json.dumps(answer))
 
 
 class _Collected:

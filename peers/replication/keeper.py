@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from eventcloud.errors import TRANSIENT, BadRequest, ErrorCode, EventCloudError, RemoteError, RequestError
+from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.wire.messages import (
     Empty, JoinCommit, Load, Pong, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
@@ -406,7 +406,8 @@ class ReplicaKeeper:
                     else:   # its splitter does not answer, or its owner holds its lease: suspect it again later
                         if decided == "unknown":
                             log.info("peer %s: peer %s stopped answering before its join's commit was answered, and "
-                                     "its splitter does not answer: not taken over yet", self.state.id, copy.owner)
+                                     "its splitter has not decided it (no answer, or not now): not taken over yet",
+                                     self.state.id, copy.owner)
                         copy.last_ok = trio.current_time()
                 elif serving != copy.owner:
                     # The owner handed its zone over (a leave, a move) and neither our drop request
@@ -460,8 +461,9 @@ class ReplicaKeeper:
         """For a copy made while its owner's join was committing ("stands" for any other): ask
         the splitter to let the split stand, as the owner would have. The copy holds all the
         owner had (it served nothing before its commit), so a split that stands is served from
-        it; "undone" if the splitter refuses (its undo took the half back: a stand-in would be a
-        second owner), "unknown" while it does not answer. (A chaos run lost 13 events: an
+        it; "undone" if the splitter refuses ("no join in progress": its undo took the half back,
+        a stand-in would be a second owner), "unknown" while it does not decide (no answer, a
+        fence, not serving yet). (A chaos run lost 13 events: an
         annex died with its host before its commit, its replica took its half over, and the
         splitter took the same half back.)"""
         joining = copy.state.get("joining")
@@ -477,8 +479,9 @@ class ReplicaKeeper:
                     await self.router.call(where, Op.JOIN_COMMIT, JoinCommit(copy.owner))
                 return "stands"
             except RemoteError as exc:
-                if exc.code not in TRANSIENT:   # (fenced, or not serving yet: it decided nothing)
+                if exc.code is ErrorCode.NOT_FOUND:   # "no join in progress": undone
                     return "undone"
+                continue   # fenced, not serving yet, or another error: it decided nothing
             except (*FAILED, trio.TooSlowError):
                 continue
         return "unknown"

@@ -462,10 +462,14 @@ class PeerRuntime:
 
     async def _commit_restored_join(self) -> None:
         """A state saved while its join was committing: its splitter decides before the zone is
-        served. Refused (the split was undone while this peer was down), it rejoins as a new peer."""
+        served. Refused (the split was undone while this peer was down), it rejoins as a new peer;
+        undecided (no answer, a fence, for longer than the splitter waits), the runtime fails: the
+        peer's next start asks again, and its replica meanwhile asks on its behalf."""
         try:
             await self.membership.commit_again()
         except RemoteError as exc:
+            if self.membership.join_outcome != "refused":
+                raise
             log.warning("peer %s: its join was not committed and its splitter refuses it now (%s); rejoining "
                         "as a new peer", self.state.id, exc.message)
             rejoin = [n.address for n in self.state.neighbours.values()] + ([self.config.join] if self.config.join else [])

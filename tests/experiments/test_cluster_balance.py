@@ -22,7 +22,7 @@ def test_a_small_cluster_is_loaded_with_the_cli_and_its_count_checked(tmp_path, 
         for _, line in zip(range(61), full):
             small.write(line)
     shutil.copy(data / "weather.stream", data / "weather-copy.csv")   # not a .stream: left out
-    total = sum(len(event) for event in readings([data / "weather.stream"], 10 ** 9))
+    total = sum(len(event) for event in readings(data, 10 ** 9))
     assert total > 0
     code = main(["--peers", "2", "--watch", "0", "--data", str(data)])
     out = capsys.readouterr().out

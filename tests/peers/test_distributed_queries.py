@@ -147,6 +147,8 @@ async def test_a_select_larger_than_any_page_streams_whole_and_a_limit_stops_the
             await client.publish_batch(events)
             everything = await client.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }")
             assert everything["head"]["vars"] == ["g", "s", "p", "o"]     # as the query names them
+            joined = await client.query("SELECT * WHERE { GRAPH ?g { ?s ?p ?o . ?s ?p2 ?o2 } } LIMIT 3")
+            assert joined["head"]["vars"] == ["g", "s", "p", "o", "p2", "o2"]   # gathered: the same rule
             assert len(everything["results"]["bindings"]) == len(published) > 3 * 7
             found = await client.find()
             assert set(found) == published and len(found) == len(published)

@@ -13,7 +13,7 @@ from eventcloud.client import ClientError
 from eventcloud.rdf.model import IRI
 from eventcloud.testing import open_overlay
 from eventcloud.wire.frames import FrameDecoder, Kind, Message, encode
-from eventcloud.wire.messages import JoinRequest, Publish
+from eventcloud.wire.messages import JoinCommit, JoinRequest, Publish
 from eventcloud.wire.ops import Op
 from tests.helpers import COUNT, EXO as EX, assert_exact_neighbour_tables, count_of, sample_events, spread_events
 
@@ -450,6 +450,53 @@ async def test_status_says_how_many_of_each_peers_quads_are_not_known_committed_
             assert held - sum(p.pending for p in status.peers) <= await client.count() == total <= held
             # no subscription here: owners learn the commits later, so some quads are still pending
             assert sum(p.pending for p in status.peers) > 0
+
+
+async def test_a_split_whose_state_cannot_be_saved_is_refused_and_the_next_join_goes_through(autojump_clock):
+    """Saving the split state fails (a full disk): the join is refused with the zone as it was,
+    and the peer can still be split for the next newcomer (the split's gate is released: left
+    held, every later join there would wait for ever)."""
+    async with open_overlay(2, seed=3) as overlay:
+        owner = overlay.peers[0]
+        zone, table = owner.state.zone, dict(owner.state.neighbours)
+        persist = owner.membership.persist
+
+        async def full_disk():
+            raise OSError(28, "No space left on device")
+
+        owner.membership.persist = full_disk
+        with pytest.raises(OSError):
+            await owner.membership.splits._local_join_split(JoinRequest("ghost0000002", "peer:998",
+                                                                        owner.membership.operators.names))
+        owner.membership.persist = persist
+        assert owner.state.zone == zone and owner.state.neighbours == table and owner.state.splitting is None
+        with trio.fail_after(60):
+            await owner.membership.splits._local_join_split(JoinRequest("ghost0000003", "peer:997",
+                                                                        owner.membership.operators.names))
+        assert owner.state.zone != zone   # split for the next one (undone later: nobody is there)
+
+
+async def test_a_commit_that_arrives_while_the_splitter_looks_for_the_newcomer_stands(autojump_clock):
+    """The splitter's timer found the newcomer's address silent and asks around whether it
+    serves elsewhere (a retry window or more); a commit arriving meanwhile (the newcomer asking
+    again, or its replica on its behalf) commits the split. The undo that followed anyway made
+    two owners of the half and released the one-join-at-a-time gate twice."""
+    async with open_overlay(2, seed=3) as overlay:
+        owner = overlay.peers[0]
+        splits = owner.membership.splits
+        zone = owner.state.zone
+
+        async def committed_meanwhile(new_id: str, address: str) -> bool:
+            await splits._on_join_commit(None, JoinCommit(new_id))
+            return False   # (and nothing serves under its id yet)
+
+        splits._serves = committed_meanwhile
+        await splits._local_join_split(JoinRequest("ghost0000004", "peer:996", owner.membership.operators.names))
+        kept = owner.state.zone
+        assert kept != zone
+        await trio.sleep(owner.membership.join_timeout + 5)
+        assert owner.state.zone == kept and "ghost0000004" in owner.state.granted
+        assert splits._gate.value == 1
 
 
 async def test_a_join_split_cut_off_midway_is_completed_or_undone_never_left_half_done(autojump_clock):

@@ -64,6 +64,28 @@ async def test_a_failed_round_is_not_repeated_in_the_same_neighbourhood_and_back
     assert balancer.counters["rebalance_room_failed"] == 3
 
 
+async def test_a_round_refused_only_for_now_is_tried_again_in_the_same_neighbourhood(autojump_clock):
+    """A peer across answered `busy` (its clients' non-durable subscriptions would end with a
+    move): the round failed for now only, so the same neighbourhood is tried again a few looks
+    later, with no growing back-off (held off for good, one subscription at the wrong moment
+    would leave the empty peer stuck long after its subscriber left)."""
+    balancer, rounds = rebalancer([False, False, True])
+    real = balancer._make_room
+
+    async def busy_across(busiest: str) -> bool:
+        balancer._refused_for_now = True
+        return await real(busiest)
+
+    balancer._make_room = busy_across  # type: ignore[method-assign]
+    assert not await balancer._make_room_once("busiest")
+    assert not await balancer._make_room_once("busiest")   # not at once
+    assert len(rounds) == 1 and balancer.counters["rebalance_room_refused_for_now"] == 1
+    for _ in range(2):
+        await trio.sleep(4 * EVERY)
+        await balancer._make_room_once("busiest")           # same neighbours, tried again
+    assert len(rounds) == 3 and balancer.counters["rebalance_room_failed"] == 0
+
+
 async def test_a_round_that_makes_room_resets_the_back_off(autojump_clock):
     balancer, rounds = rebalancer([False, True, False, False])
     assert not await balancer._make_room_once("busiest")

@@ -277,6 +277,48 @@ def test_the_channel_rule_catches_an_infinite_buffer():
     assert unbounded_channels("s, r = trio.open_memory_channel[int](64)\n") == []
 
 
+#: What a peer holds (eventcloud/overlay/lifecycle.py): only its zone lifecycle changes these.
+HOLDING_FIELDS = frozenset({"zone", "zone_or_none", "neighbours", "replica", "incarnation", "splitting", "joining",
+                            "granted", "holding", "phase", "outcome"})
+#: The one module that may assign them (on its own objects: `self.holding`, `self.phase`, ...).
+LIFECYCLE = "eventcloud.overlay.lifecycle"
+
+
+def holding_assignments(source: str) -> list[int]:
+    """Lines assigning a holding field of some object (`x.zone = ...`, `a.neighbours[k] = ...`,
+    `del a.neighbours[k]`), outside a class's own constructor of a same-named attribute."""
+    found: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        targets: list[ast.expr] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            for part in ast.walk(target):
+                if isinstance(part, ast.Subscript):
+                    part = part.value
+                if isinstance(part, ast.Attribute) and part.attr in HOLDING_FIELDS and not (
+                        isinstance(part.value, ast.Name) and part.value.id == "self"):
+                    found.add(node.lineno)
+    return sorted(found)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n != LIFECYCLE))
+def test_only_the_zone_lifecycle_changes_what_a_peer_holds(name):
+    """Issue 44.3: a zone, a neighbour table, a replica or an epoch changes by stepping the
+    peer's zone lifecycle (`PeerState.step`), never by assigning it elsewhere."""
+    lines = holding_assignments(MODULES[name].read_text())
+    assert not lines, f"{name} assigns what a peer holds (lines {lines}): step its zone lifecycle instead"
+
+
+def test_the_holding_rule_catches_an_assignment():
+    assert holding_assignments("state.zone = z\n") == [1]
+    assert holding_assignments("self.state.neighbours[k] = n\n") == [1]
+    assert holding_assignments("del peer.state.neighbours[k]\n") == [1]
+    assert holding_assignments("state.step(NeighboursLearned(t))\nself.zone = z\n") == []
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_modules_stay_small(name):
     """A module past MAX_LINES is a warning: split it by concept if it holds two, else list it in

@@ -18,6 +18,11 @@ from eventcloud.overlay.balance import (
 from eventcloud.overlay.coordinates import (
     DIMENSIONS, MAPPINGS, Box, CoordinateSpace, Interval, Point, local_name,
 )
+from eventcloud.overlay.lifecycle import (
+    GRANTED_KEPT, TRANSITIONS, Ended, Event, Founded, Granted, Holding, JoinCommitted, Left, LifecycleError, Merged,
+    NeighboursLearned, Outcome, Phase, Ready, Rejoin, ReplicaNamed, SplitCommitted, SplitGranted, SplitUndone,
+    SplitUnderWay, Stopped, TakenOver, ZoneLifecycle,
+)
 from eventcloud.overlay.plans import (
     MergePlan, Neighbour, RoomFace, SplitPlan, announced, heirs, is_guillotine, merge_for_leave, room_faces,
     split_for_join, verified,
@@ -36,5 +41,8 @@ __all__ = [
     "is_guillotine", "announced", "verified",
     "AnnexCut", "HostOffer", "HEADROOM", "crowd_cut", "choose_host", "cut_between", "data_ranges",
     "host_neighbours_after",
+    "ZoneLifecycle", "Holding", "Phase", "Ready", "TRANSITIONS", "LifecycleError", "SplitUnderWay", "GRANTED_KEPT",
+    "Founded", "Granted", "JoinCommitted", "SplitGranted", "SplitCommitted", "SplitUndone", "NeighboursLearned",
+    "Merged", "ReplicaNamed", "TakenOver", "Ended", "Event", "Outcome", "Stopped", "Left", "Rejoin",
     "SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "joiner_share", "gains_enough", "MIN_SHARE",
 ]

@@ -45,7 +45,8 @@ from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
-    Box, CoordinateSpace, Neighbour, Point, Zone, announced, heirs, lowest_corner, merge_for_leave,
+    Box, CoordinateSpace, Granted, JoinCommitted, Merged, Neighbour, NeighboursLearned, Point, Zone, announced, heirs,
+    lowest_corner, merge_for_leave,
 )
 from eventcloud.rdf.model import Quad
 from eventcloud.wire.codec import point_to_wire
@@ -183,9 +184,7 @@ class Membership:
         state.algorithm = grant.algorithm
         state.overlay = grant.overlay
         state.replicas = grant.replicas
-        state.zone = grant.zone
-        state.neighbours = dict(grant.neighbours)
-        state.joining = (grant.owner_id, grant.owner_address)
+        state.step(Granted(grant.zone, grant.neighbours, (grant.owner_id, grant.owner_address)))
 
         async def fetch(offset: int) -> Handover:
             return Handover.from_wire(await self.router.call(grant.owner_address, Op.JOIN_DATA,
@@ -202,7 +201,7 @@ class Membership:
 
     async def joined(self) -> None:
         """The split stands: this zone is ours for good (the replica's copy says so too)."""
-        self.state.joining = None
+        self.state.step(JoinCommitted())
         await self.persist()
 
     async def commit_again(self) -> None:
@@ -314,8 +313,8 @@ class Membership:
 
     def _apply(self, body: Announce) -> None:
         state = self.state
-        state.neighbours = announced(state.id, state.zone, state.neighbours, (body.peers or {}).items(),
-                                     (*body.removed, *body.stale))
+        state.step(NeighboursLearned(announced(state.id, state.zone, state.neighbours, (body.peers or {}).items(),
+                                               (*body.removed, *body.stale))))
 
     async def announce_self(self) -> None:
         """After a restart: tell the neighbours where we are now (the port may differ)."""
@@ -486,13 +485,13 @@ class Membership:
                 if state.zone.covers(body.zone):  # the attempt we waited behind took it
                     return PeerId(state.id)
                 self._refuse_if_leaving()  # began while we waited: its snapshot of our zone is taken already
+                self._refuse_while_splitting()
                 plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
                 if plan is None:
                     raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
                 with self.foreign.writing():   # the leaver still answers for these quads until the zone is ours
                     await self._install_leaving(body)
-                    state.zone = plan.merged
-                state.neighbours = plan.table
+                    state.step(Merged(plan.merged, plan.table))
                 await self.persist()
         except RequestError:  # refused: that peer keeps its zone, and has not departed
             self._departed.pop(body.id, None)
@@ -518,6 +517,14 @@ class Membership:
             if isinstance(exc, (EventCloudError, KeyError)):
                 raise RequestError(f"cannot take over {body.id}'s zone: {exc}", ErrorCode.CANNOT_LEAVE) from None
             raise
+
+    def _refuse_while_splitting(self) -> None:
+        """A zone split for a newcomer grows by no merge until the split stands or is undone:
+        an undo restores the zone from before the split, and would drop the merged part."""
+        split = self.state.splitting
+        if split is not None:
+            raise RequestError(f"peer {self.state.id} is splitting its zone for {split.newcomer}; hand the zone "
+                               "to another neighbour or retry once that join is decided", ErrorCode.BUSY)
 
     def _refuse_if_leaving(self) -> None:
         if self.leaving:

@@ -21,7 +21,9 @@ import trio
 
 from eventcloud.errors import EventCloudError, GeometryError, ErrorCode, RequestError
 from eventcloud.net.rpc import RpcConnection
-from eventcloud.overlay import Neighbour, cut_between, cut_for, evenly, split_for_join
+from eventcloud.overlay import (
+    Neighbour, SplitCommitted, SplitGranted, SplitUndone, SplitUnderWay, cut_between, cut_for, evenly, split_for_join,
+)
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.wire.messages import Empty, Handover, JoinCommit, JoinGrant, JoinRequest, NextChunk, Pong, Table
 from eventcloud.wire.ops import Op
@@ -29,7 +31,7 @@ from peers.matching import Subscriptions, check_same_operators
 from peers.membership.handover import Outgoing, drop_outside, zone_content
 from peers.net import Locate, Router, addresses_of
 from peers.replication import OwnerReplication
-from peers.store import GRANTED_KEPT, AsyncStore, ForeignQuads, PeerState, SplitUnderWay, ZoneGuard
+from peers.store import AsyncStore, ForeignQuads, PeerState, ZoneGuard
 from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
@@ -128,8 +130,7 @@ class Splits:
                                       state.incarnation, cut=cut, newcomer_lower=newcomer_lower)
             except GeometryError as exc:
                 raise RequestError(f"cannot split zone for a join: {exc.message}", ErrorCode.UNAVAILABLE) from None
-            record = SplitUnderWay(new_id, new_address, plan.granted, state.zone, dict(state.neighbours),
-                                   plan.announce_to)
+            record = SplitUnderWay(new_id, new_address, plan.granted, state.zone, state.neighbours, plan.announce_to)
             pending = _PendingJoin(record)
             # From the moment the zone shrinks, the store holds the newcomer's quads outside it:
             # readers count this zone's own only (`ForeignQuads`). Registered after the persist
@@ -143,9 +144,7 @@ class Splits:
             quads, data = zone_content(self.store, self.subscriptions, state.space, plan.granted, held)
             log.info("peer %s: split for %s along dimension %d, %d of its %d quads go", state.id, new_id, cut[0],
                      len(quads), len(held))
-            state.zone = plan.kept
-            state.neighbours = plan.owner_table
-            state.splitting = record
+            state.step(SplitGranted(record, plan.kept, plan.owner_table))
             # From here the split completes (the newcomer commits, or `_expire_join` undoes it) or
             # is undone now: cancelled in this persist (the joiner's request was cut off when the
             # peer it came through moved), the zone would stay split with no newcomer, its other
@@ -154,7 +153,7 @@ class Splits:
                 with trio.CancelScope(shield=True):
                     await self.persist()
             except BaseException:
-                state.zone, state.neighbours, state.splitting = pending.record.before, pending.record.table, None
+                state.step(SplitUndone(new_id))
                 raise
             pending.outgoing = Outgoing(data)
             first, remaining = pending.outgoing.first()
@@ -252,9 +251,7 @@ class Splits:
     async def _undo_split(self, pending: _PendingJoin) -> None:
         state = self.state
         async with self.lock:
-            state.zone = pending.record.before
-            state.neighbours = pending.record.table
-            state.splitting = None
+            state.step(SplitUndone(pending.record.newcomer))
             await self.persist()
         # The kept half may have been announced meanwhile (a restarted splitter, a stand-in):
         # the neighbours learn the whole zone again.
@@ -293,9 +290,7 @@ class Splits:
             log.warning("peer %s: dropping the quads peer %s took over: %s (the split stands)", state.id, new_id, exc)
         finally:
             self.replication.joining_ended(new_id)
-        state.granted = (*state.granted, new_id)[-GRANTED_KEPT:]
-        if state.splitting is not None and state.splitting.newcomer == new_id:
-            state.splitting = None
+        state.step(SplitCommitted(new_id))
         with trio.CancelScope(shield=True):
             try:
                 await self.persist()

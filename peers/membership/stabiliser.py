@@ -17,7 +17,7 @@ from typing import Awaitable, Callable
 import trio
 
 from eventcloud.errors import EventCloudError, Unavailable
-from eventcloud.overlay import Neighbour, Zone, verified
+from eventcloud.overlay import Neighbour, NeighboursLearned, Zone, verified
 from eventcloud.wire.messages import Empty, Table
 from eventcloud.wire.ops import Op
 from peers.net import FAILED, Locate, Router
@@ -77,7 +77,7 @@ class Stabiliser:
                      if k in self.state.neighbours and self.state.neighbours[k].address == address]
             if not stale:
                 return
-            self.state.neighbours = {k: n for k, n in self.state.neighbours.items() if k not in stale}
+            self.state.step(NeighboursLearned({k: n for k, n in self.state.neighbours.items() if k not in stale}))
             self.counters["ghost_neighbours_dropped"] += len(stale)
             await self.persist()
 
@@ -141,7 +141,7 @@ class Stabiliser:
                     del table[ident]
                     self.counters["ghost_neighbours_dropped"] += 1
             if table != state.neighbours:
-                state.neighbours = table
+                state.step(NeighboursLearned(table))
                 await self.persist()
         if behind and state.has_zone:
             await self._tell(behind)

@@ -30,6 +30,7 @@ import trio
 
 from eventcloud.errors import BadRequest, ErrorCode, EventCloudError, RemoteError, RequestError
 from eventcloud.net.rpc import RpcConnection
+from eventcloud.overlay import TakenOver
 from eventcloud.wire.messages import (
     Empty, JoinCommit, Load, Pong, Probe, ProbeResult, ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate,
 )
@@ -511,9 +512,7 @@ class ReplicaKeeper:
         incarnation = copy.incarnation + 1
         self._taken[copy.owner] = incarnation
         state = PeerState.from_json(copy.state)
-        state.incarnation = incarnation
-        state.replica = None
-        state.joining = None   # decided: the split stands (`_join_decided`)
+        state.step(TakenOver(incarnation))   # no replica yet; a join committing is decided (`_join_decided`)
         log.warning("peer %s: peer %s (%s) stopped answering; taking its zone over (incarnation %d)",
                     self.state.id, copy.owner, copy.state.get("address"), incarnation)
         self.counters["takeovers"] += 1

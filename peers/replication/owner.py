@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from eventcloud.errors import ErrorCode, EventCloudError, RemoteError
+from eventcloud.overlay import ReplicaNamed
 from eventcloud.wire.messages import ReplicaOf, ReplicaState, ReplicaStatus, ReplicaSync, Replicate
 from eventcloud.wire.ops import Op
 from peers.store import mailboxes as mb
@@ -243,9 +244,9 @@ class OwnerReplication:
                     log.info("peer %s: cannot name %s its replica at the ownership authority: %s",
                              self.state.id, ident, exc)
                     await self._drop_at(ident, address)
-                    self.state.replica = None if old is None or replace else old
+                    self.state.step(ReplicaNamed(None if old is None or replace else old))
                     return False
-                self.state.replica = (ident, address)
+                self.state.step(ReplicaNamed((ident, address)))
                 self._state_at_replica = copied
                 self.counters["replicas_chosen"] += 1
                 log.info("peer %s: zone replicated on %s", self.state.id, ident)
@@ -253,7 +254,7 @@ class OwnerReplication:
                     await self._drop_at(*old)
                 break
             else:
-                self.state.replica = None if old is None or replace else old
+                self.state.step(ReplicaNamed(None if old is None or replace else old))
                 return False
         # A split or a neighbour's news while the copy travelled (or the authority named it) is
         # not in the copy's state: sent now. Stale, a takeover would serve the zone from before
@@ -289,7 +290,7 @@ class OwnerReplication:
         self.left = True
         if self.state.replica is not None:
             await self._drop_at(*self.state.replica)
-            self.state.replica = None
+            self.state.step(ReplicaNamed(None))
 
     # --- keeping it in step ---------------------------------------------------------------------
 
@@ -349,7 +350,7 @@ class OwnerReplication:
             # interrupted before a new copy was made: the next write (or the replica watch)
             # copies the whole zone to one, so nothing written here stays without its copy
             if self.state.replica is not None and self.state.replica[0] == ident:
-                self.state.replica = None
+                self.state.step(ReplicaNamed(None))
             raise
         self._refuse_if_superseded()
         if not ensured:

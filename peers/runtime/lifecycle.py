@@ -1,7 +1,8 @@
-"""What outlives one runtime of a peer, and what ends one: the runtime (peers/runtime/peer_runtime.py) runs
-a peer until it stops or steps down; a peer that steps down (its zone taken over while it was
-away, or moved by the rebalancer) drops its stale copy and rejoins as a new peer, keeping its
-port, its caller's handle and its stop request across runtimes.
+"""What outlives one runtime of a peer: the runtime (peers/runtime/peer_runtime.py) runs a peer
+until its zone lifecycle ends (eventcloud/overlay/lifecycle.py: stopped, left, or to rejoin);
+a peer that ends to rejoin (its zone taken over while it was away, or moved by the rebalancer)
+drops its stale copy and rejoins as a new peer, keeping its port, its caller's handle and its
+stop request across runtimes.
 """
 
 from __future__ import annotations
@@ -14,30 +15,14 @@ from typing import Any
 import trio
 
 from eventcloud.errors import EventCloudError
-from eventcloud.overlay import Point
+from eventcloud.overlay import Left, Outcome, Rejoin, Stopped
 from peers.store import PeerState
 
-__all__ = ["REJOIN_FOR", "Superseded", "StartedOnce", "Lifetime", "drop_stale", "why_ended", "port_taken",
-           "one_typed"]
+__all__ = ["REJOIN_FOR", "StartedOnce", "Lifetime", "drop_stale", "why_ended", "told", "port_taken", "one_typed"]
 
 
 #: Seconds a peer rejoining as a new peer tries the addresses it knows before it gives up.
 REJOIN_FOR = 120.0
-
-
-class Superseded(Exception):
-    """A replica took this peer's zone over while it was down (or frozen, or cut off), or the
-    rebalancer moved it: it must rejoin as a new peer, through one of `rejoin`, listening on
-    `listen` if given, splitting the zone at point `at` if given (else the busiest it finds), not
-    before `after` seconds (a peer that stepped aside for another waits for that one to move)."""
-
-    def __init__(self, rejoin: list[str], listen: str | None = None, at: Point | None = None,
-                 after: float = 0.0) -> None:
-        super().__init__("superseded")
-        self.rejoin = rejoin
-        self.listen = listen
-        self.at = at
-        self.after = after
 
 
 class StartedOnce:
@@ -100,12 +85,21 @@ class Lifetime:
 # --- how a runtime ended ---------------------------------------------------------------------
 
 def why_ended(exc: BaseException) -> str:
-    """Why a runtime ended, for its log line (a group's errors joined)."""
-    if isinstance(exc, Superseded):
-        return "superseded (moved, or taken over)"
+    """Why a runtime failed, for its log line (a group's errors joined)."""
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(why_ended(e) for e in exc.exceptions)
     return f"{type(exc).__name__}: {exc}"
+
+
+def told(outcome: Outcome | None) -> str:
+    """How a runtime ended (its zone lifecycle's outcome), for its log line."""
+    if isinstance(outcome, Rejoin):
+        return f"{outcome.why}; rejoining as a new peer"
+    if isinstance(outcome, Left):
+        return "handed its zone over"
+    if isinstance(outcome, Stopped):
+        return outcome.reason
+    return "ended"
 
 
 def port_taken(exc: BaseException) -> bool:
@@ -118,7 +112,7 @@ def port_taken(exc: BaseException) -> bool:
 def one_typed(group: BaseExceptionGroup) -> BaseException:
     """The peer's own error out of its nursery's group (e.g. a refused join), or the group itself
     when something else failed too."""
-    typed, rest = group.split((EventCloudError, Superseded))
+    typed, rest = group.split(EventCloudError)
     # the condition sees the nested groups too: true for a group would keep the whole of it
     if typed is not None and (rest is None or rest.subgroup(
             lambda e: not isinstance(e, (trio.Cancelled, BaseExceptionGroup))) is None):

@@ -30,7 +30,7 @@ from eventcloud.errors import AuthorityUnreachable, EventCloudError, RemoteError
 from eventcloud.net.limits import ConnectionLimits, refuse_connection
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport, remote_host
-from eventcloud.overlay import Point, Zone
+from eventcloud.overlay import Ended, Founded, Left, Outcome, Point, Ready, Rejoin, Stopped, Zone
 from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, Pong
@@ -48,7 +48,7 @@ from peers.matching import (
 from peers.runtime.clock_check import ClockCheck, via
 from peers.runtime.restart_checks import ask, overlay_of, taken_over_while_down
 from peers.runtime.state_file import StateFile
-from peers.runtime.lifecycle import Lifetime, Superseded, why_ended
+from peers.runtime.lifecycle import Lifetime, told, why_ended
 from peers.queries import PAGE_BYTES, RESULT_BYTES, Cursors, Queries, QueryBudget
 from peers.replication import OwnerReplication, ReplicaKeeper, ReplicatedStore
 from peers.store import AsyncStore, ForeignQuads, Offload, PeerState, PeerStore, StateError, ZoneGuard, load_state
@@ -127,7 +127,6 @@ class PeerRuntime:
         self.join_at = join_at    # a rejoin moved by the rebalancer splits the zone holding this point
         self.join_annex = join_annex  # an annex takes this side of this zone (peers/membership/annexes.py)
         self.rejoining = rejoining  # one attempt of run_peer's rejoin loop: failing, it lets the loop go on
-        self.stepping_down = False
         self._launched = 0
         self.config = config
         self.transport = transport
@@ -283,20 +282,35 @@ class PeerRuntime:
         replica = self.state.replica
         return Pong(self.state.id, self.state.address, replica[0] if replica else "", clock=self.physical_ms())
 
-    def _handed_over(self) -> None:
-        """This peer handed its zone over: no restart brings it back, no replica claims it."""
-        self.persistence.retire()
-        self.ownership.retire()
+    def _end(self, outcome: Outcome, *, cancel: bool = True) -> None:
+        """Every end of this runtime is this one step of its zone lifecycle (the first end wins),
+        and then the runtime's scope is cancelled: `run` returns the outcome. A zone handed over
+        (a leave, an annex handed on, a move) is retired too: no restart brings it back, no
+        replica claims it."""
+        lifecycle = self.state.lifecycle
+        if not lifecycle.ended:
+            self.state.step(Ended(outcome))
+            if isinstance(outcome, Left) or (isinstance(outcome, Rejoin) and outcome.handed_over):
+                self.persistence.retire()
+                self.ownership.retire()
+        if cancel:
+            self.scope.cancel()
+
+    async def _end_now(self, outcome: Outcome) -> NoReturn:
+        """`_end`, from a task of this runtime: it goes no further."""
+        self._end(outcome)
+        await trio.sleep_forever()   # cancelled at once: every task of the runtime is in its scope
+        raise AssertionError("unreachable")
 
     async def _retire(self, conn: RpcConnection) -> None:
-        self._handed_over()
+        """A graceful leave handed the zone over: the runtime stops once the leaver's client has the reply."""
+        self._end(Left(), cancel=False)
         assert self._nursery is not None
         self._nursery.start_soon(_stop_after_reply, conn, self.scope)
 
     def _retire_now(self) -> None:
         """This peer handed its zone over on its own (an annex handed on): it stops."""
-        self._handed_over()
-        self.scope.cancel()
+        self._end(Left())
 
     async def _launch_peer(self, *, task_status: Any, data_dir: Path | None = None, state: PeerState | None = None,
                            store: PeerStore | None = None, annex: tuple[str, Zone, Zone] | None = None) -> None:
@@ -339,18 +353,24 @@ class PeerRuntime:
                     await self.attachments.connection_closed(conn)
                     await self.delivery.connection_closed(conn)
 
-    async def run(self, task_status: trio.TaskStatus[RunningPeer]) -> None:
+    async def run(self, task_status: trio.TaskStatus[RunningPeer]) -> Outcome:
+        """Serve until this runtime ends; how it ended (a `Rejoin`: run_peer starts a new peer)."""
         state, config = self.state, self.config
         if self.restored is not None and self.restored.has_zone:
             try:
                 if config.join:
                     await self._check_same_overlay(config.join)
                 await self.clock_check.check_most([n.address for n in state.neighbours.values()][:3], self._ask)
-                await self._check_not_superseded()  # before anything serves the restored zone
+                rejoin = await self._taken_over_while_down()   # before anything serves the restored zone
             except BaseException:
                 self.store.sync.close()
                 self.replicas.close_copies()
                 raise
+            if rejoin is not None:
+                self.store.sync.close()
+                self.replicas.close_copies()
+                state.step(Ended(rejoin))
+                return rejoin
         try:
             with self.scope:
                 async with trio.open_nursery() as nursery:
@@ -383,7 +403,7 @@ class PeerRuntime:
                         self.dispatcher.ready.set()
                     else:
                         await self.ownership.refuse_a_second_overlay()
-                        state.zone = Zone(state.space.whole_space())
+                        state.step(Founded(Zone(state.space.whole_space())))
                         await self.persistence.save()
                         await self._register(nursery)
                         self.dispatcher.ready.set()
@@ -407,11 +427,16 @@ class PeerRuntime:
                         rebalancer=self.rebalancer, annexes=self.annexes))
                     await trio.sleep_forever()
         except BaseException as exc:
-            if state.has_zone:   # a zone's owner ends: say why, naming it (a moved peer's id is a new one)
-                log.info("peer %s (%s): its runtime ends holding zone %s: %s", state.id, state.address,
-                         state.zone, why_ended(exc))
+            if not state.lifecycle.ended:
+                state.step(Ended(Stopped(why_ended(exc))))
             raise
         finally:
+            if not state.lifecycle.ended:   # its scope was cancelled: a stop was asked
+                state.step(Ended(Stopped("asked to stop")))
+            outcome = state.lifecycle.ready().end   # what the runtime owes its lifecycle: this end
+            if state.has_zone:   # a zone's owner ends: say why, naming it (a moved peer's id is a new one)
+                log.info("peer %s (%s): its runtime ends holding zone %s: %s", state.id, state.address,
+                         state.zone, told(outcome))
             self.runner.close()
             self.process.discard(state)
             with trio.CancelScope(shield=True):
@@ -426,8 +451,11 @@ class PeerRuntime:
                 self.replicas.close_copies()   # closed by its run already, unless that never started
             # A rejoin attempt that failed before serving leaves the peer to run_peer's loop,
             # which tries the next address: setting `stopped` here would end the peer process.
-            if not self.stepping_down and not (self.rejoining and not self.dispatcher.ready.is_set()):
+            if not isinstance(outcome, Rejoin) and not (self.rejoining and not self.dispatcher.ready.is_set()):
                 self.lifetime.stopped.set()
+        assert outcome is not None
+        state.lifecycle.advance(Ready(save=False, end=outcome))
+        return outcome
 
     async def _listen(self, nursery: trio.Nursery) -> None:
         config, restored = self.config, self.restored
@@ -453,12 +481,13 @@ class PeerRuntime:
             raise StateError(f"the data directory {self.config.data_dir} belongs to overlay {self.restored.overlay}, "
                              f"but the peer at {bootstrap} is in overlay {overlay}; use another --data-dir")
 
-    async def _check_not_superseded(self) -> None:
+    async def _taken_over_while_down(self) -> Rejoin | None:
         """Before serving a restored zone: did a replica take it over while we were down?"""
         rejoin = await taken_over_while_down(self.state, self.ownership, self._ask)
-        if rejoin is not None:
-            log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", self.state.id)
-            raise Superseded(rejoin)
+        if rejoin is None:
+            return None
+        log.warning("peer %s: its zone was taken over while it was down; rejoining as a new peer", self.state.id)
+        return Rejoin(tuple(rejoin), "taken over while it was down")
 
     async def _commit_restored_join(self) -> None:
         """A state saved while its join was committing: its splitter decides before the zone is
@@ -473,7 +502,7 @@ class PeerRuntime:
             log.warning("peer %s: its join was not committed and its splitter refuses it now (%s); rejoining "
                         "as a new peer", self.state.id, exc.message)
             rejoin = [n.address for n in self.state.neighbours.values()] + ([self.config.join] if self.config.join else [])
-            raise Superseded(rejoin) from None
+            await self._end_now(Rejoin(tuple(rejoin), "its join was refused after a restart"))
 
     async def _register(self, nursery: trio.Nursery, *, joining: bool = False) -> None:
         """Register as the zone's owner before serving it, and renew from then on (`Ownership.run`,
@@ -488,8 +517,8 @@ class PeerRuntime:
             log.warning("peer %s: %s; it serves reads and refuses writes until the authority answers",
                         self.state.id, exc)
         if self.ownership.superseded.is_set():
-            self.stepping_down = True
-            raise Superseded([n.address for n in self.state.neighbours.values()], listen=self.state.address)
+            await self._end_now(Rejoin(tuple(n.address for n in self.state.neighbours.values()),
+                                       "deposed: its zone's epoch moved on", listen=self.state.address))
         await nursery.start(_for_the_peers_lifetime, self.ownership.run)
 
     async def _step_down_when_deposed(self) -> None:   # the authority holds a newer epoch of its zone
@@ -501,19 +530,17 @@ class PeerRuntime:
         serving its zone: two owners of one zone would split its data, so it stops serving
         (this runtime ends) and rejoins as a new peer on the same address."""
         await self.replication.superseded.wait()
-        self.stepping_down = True
         state = self.state
-        rejoin = [a for a in (self.replication.taken_over_at, *(n.address for n in state.neighbours.values())) if a]
-        raise Superseded(rejoin, listen=state.address)
+        rejoin = tuple(a for a in (self.replication.taken_over_at, *(n.address for n in state.neighbours.values()))
+                       if a)
+        await self._end_now(Rejoin(rejoin, "superseded: another peer serves its zone", listen=state.address))
 
     async def _move(self, rejoin: list[str], at: Point | None, after: float = 0.0) -> NoReturn:
         """The rebalancer handed this peer's zone over: this runtime ends and the peer rejoins as
         a new peer on the same address, through `rejoin` (its heir first), splitting the zone
         that holds `at` (the busiest peer's; None: the busiest it finds then), `after` seconds on."""
-        self.stepping_down = True
-        address = self.state.address
-        self._handed_over()
-        raise Superseded(rejoin, listen=address, at=at, after=after)
+        await self._end_now(Rejoin(tuple(rejoin), "moved by the rebalancer", listen=self.state.address, at=at,
+                                   after=after, handed_over=True))
 
     async def _ask(self, address: str, op: Op, body: Any) -> dict[str, Any] | None:
         return await ask(self.transport, self.clock, self.auth, address, op, body, within=self.config.retry_window / 2)

@@ -22,13 +22,13 @@ from eventcloud.wire.messages import Empty, OverlayInfo
 from eventcloud.wire.ops import Op
 from eventcloud.net.tls import client_context, server_context
 from eventcloud.net.transport import TcpTransport, Transport
-from eventcloud.overlay import Zone
+from eventcloud.overlay import Outcome, Rejoin, Zone
 from eventcloud.sparql.taxonomy import Taxonomy
 from peers.authority import Authority
 from peers.config import PeerConfig
 from peers.net import PeerAuth
 from peers.process import PeerLauncher, ProcessPeers
-from peers.runtime.lifecycle import REJOIN_FOR, Lifetime, StartedOnce, Superseded, drop_stale, one_typed, port_taken
+from peers.runtime.lifecycle import REJOIN_FOR, Lifetime, StartedOnce, drop_stale, one_typed, port_taken
 from peers.runtime.peer_runtime import PeerRuntime, RunningPeer
 from peers.runtime.restart_checks import ask
 from peers.store import PeerState, PeerStore, StateError
@@ -62,27 +62,24 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
     once = StartedOnce(task_status)
     lifetime = Lifetime()
     process = process if process is not None else ProcessPeers()
-    try:
-        await _run_once(PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime,
-                                    join_annex=join_annex, annex_launcher=annex_launcher, authority=authority,
-                                    launch=run_peer), once)
-        return
-    except Superseded as first:
-        superseded: Superseded | None = first
-    # Rejoin as a new peer, for as long as each runtime ends superseded (taken over, or moved
-    # by the rebalancer): through the addresses the last one gave, keeping its port for clients.
-    while superseded is not None:
+    outcome: Outcome | None = await _run_once(
+        PeerRuntime(config, transport, physical_ms, process, state, store, taxonomy, lifetime, join_annex=join_annex,
+                    annex_launcher=annex_launcher, authority=authority, launch=run_peer), once)
+    # Rejoin as a new peer, for as long as each runtime ends to rejoin (taken over, or moved by
+    # the rebalancer): through the addresses the last one gave, keeping its port for clients.
+    while isinstance(outcome, Rejoin):
+        rejoin: Rejoin = outcome
         listen = config.listen
-        if superseded.listen and listen.endswith(":0"):  # running before: keep its port for its clients
-            listen = listen.rpartition(":")[0] + ":" + superseded.listen.rpartition(":")[2]
-        addresses, at, after, superseded = superseded.rejoin, superseded.at, superseded.after, None
+        if rejoin.listen and listen.endswith(":0"):  # running before: keep its port for its clients
+            listen = listen.rpartition(":")[0] + ":" + rejoin.listen.rpartition(":")[2]
+        addresses, at, after, outcome = rejoin.through, rejoin.at, rejoin.after, None
         if after > 0:
             with trio.move_on_after(after):
                 await lifetime.stopping.wait()
         # The peers it knows may be moving or rejoining too: round after round, pausing longer
         # each time, for REJOIN_FOR seconds at most.
         give_up, pause = trio.current_time() + REJOIN_FOR, config.retry_window / 10
-        while superseded is None and trio.current_time() < give_up:
+        while outcome is None and trio.current_time() < give_up:
             for address in addresses:
                 if lifetime.stop_asked:
                     lifetime.stopped.set()
@@ -97,11 +94,10 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
                                           authority=authority, launch=run_peer)
                     ident = attempt.state.id
                     log.info("peer %s (listening on %s): rejoining through %s", ident, listen, address)
-                    await _run_once(attempt, once)
-                    lifetime.stopped.set()   # stopped: set already, unless a stop came before it served
-                    return
-                except Superseded as again:
-                    superseded = again
+                    outcome = await _run_once(attempt, once)
+                    if not isinstance(outcome, Rejoin):
+                        lifetime.stopped.set()   # stopped: set already, unless a stop came before it served
+                        return
                     break
                 except EventCloudError as exc:
                     log.warning("peer %s: rejoining through %s failed: %s", ident, address, exc)
@@ -117,17 +113,17 @@ async def run_peer(config: PeerConfig, transport: Transport | None = None, *, ph
             else:
                 await trio.sleep(pause)
                 pause = min(pause * 2, config.retry_window * 2)
-        if superseded is None:
+        if outcome is None:
             lifetime.stopped.set()
             raise StateError("this peer left its zone to rejoin as a new peer (taken over by its replica, or "
                              "moved by the rebalancer), and no peer it knew lets it rejoin; start it with "
                              "--join ADDRESS of a live peer") from None
 
 
-async def _run_once(runtime: PeerRuntime, once: StartedOnce) -> None:
-    """One runtime of a peer; the peer's own error, not its nursery's group, when it fails."""
+async def _run_once(runtime: PeerRuntime, once: StartedOnce) -> Outcome:
+    """One runtime of a peer, to its end; the peer's own error, not its nursery's group, when it fails."""
     try:
-        await runtime.run(once)  # type: ignore[arg-type]
+        return await runtime.run(once)  # type: ignore[arg-type]
     except BaseExceptionGroup as group:  # a step failed inside the peer's nursery
         raise one_typed(group) from None
 

@@ -8,6 +8,7 @@ over retires the file (renamed, kept for inspection), so a restart cannot bring 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from eventcloud.wire.hlc import HybridClock
@@ -29,15 +30,18 @@ class StateFile:
         self.replication = replication
 
     async def save(self) -> None:
+        """Save the state (and what its zone lifecycle holds: `Ready.save`, done once this returns)."""
         self.state.clock = self.clock.last
+        ready = self.state.lifecycle.ready()
         if self.data_dir is not None:
             await self.offload.run(save_state, self.data_dir, self.state.to_json())  # a snapshot
         await self.replication.state_changed()
+        self.state.lifecycle.advance(replace(ready, end=None))
 
     def retire(self) -> None:
         """This peer owns nothing any more: its state must not bring the zone back on a
-        restart (the file is kept, renamed, for inspection)."""
-        self.state.zone = None
+        restart (the file is kept, renamed, for inspection). Its zone lifecycle ended already
+        (`Left`, or a `Rejoin` after a move): the holding is empty."""
         if self.data_dir is not None:
             path = self.data_dir / "peer.json"
             if path.exists():

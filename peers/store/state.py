@@ -11,93 +11,129 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from eventcloud.errors import EventCloudError, Unavailable
-from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
+from eventcloud.overlay import (
+    GRANTED_KEPT, CoordinateSpace, Event, Holding, Neighbour, SplitUnderWay, Zone, ZoneLifecycle,
+)
 from eventcloud.wire.codec import neighbour_from_wire, neighbour_to_wire, zone_from_wire, zone_to_wire
 from peers.config import ALGORITHMS
 
 __all__ = ["GRANTED_KEPT", "PeerState", "SplitUnderWay", "StateError", "load_state", "save_state", "state_path"]
 
-#: Committed newcomers a peer remembers (`PeerState.granted`).
-GRANTED_KEPT = 32
+
+def _split_to_json(split: SplitUnderWay) -> dict[str, Any]:
+    return {"newcomer": split.newcomer, "address": split.address, "granted": zone_to_wire(split.granted),
+            "before": zone_to_wire(split.before),
+            "table": [neighbour_to_wire(k, n) for k, n in split.table.items()],
+            "announce_to": list(split.announce_to)}
+
+
+def _split_from_json(data: Any) -> SplitUnderWay:
+    if not isinstance(data, dict) or not isinstance(data.get("newcomer"), str) \
+            or not isinstance(data.get("address"), str) or not isinstance(data.get("table"), list) \
+            or not isinstance(data.get("announce_to"), list):
+        raise ValueError(f"invalid split under way {data!r}")
+    return SplitUnderWay(data["newcomer"], data["address"], zone_from_wire(data["granted"]),
+                         zone_from_wire(data["before"]), dict(neighbour_from_wire(n) for n in data["table"]),
+                         tuple(str(a) for a in data["announce_to"]))
 
 
 class StateError(EventCloudError):
     """A data directory whose peer.json cannot be used."""
 
 
-@dataclass(frozen=True)
-class SplitUnderWay:
-    """A split this peer granted and the newcomer has not committed yet: saved with the zone
-    (already the kept half) and copied to the replica with it, so whoever serves this state
-    next (this peer restarted, or its stand-in) waits for that commit or undoes the split.
-    Without it a splitter killed before the commit left a stand-in serving the kept half and
-    the newcomer, its commit unanswered, serving nothing: half the zone owned by nobody."""
-
-    newcomer: str                      # the joining peer's id
-    address: str                       # where it joins from (asked whether it is still there)
-    granted: Zone                      # the part it takes
-    before: Zone                       # this peer's zone before the split (an undo restores it)
-    table: dict[str, Neighbour]        # and its neighbours then
-    announce_to: tuple[str, ...]       # addresses told about both zones once it commits
-
-    def to_json(self) -> dict[str, Any]:
-        return {"newcomer": self.newcomer, "address": self.address, "granted": zone_to_wire(self.granted),
-                "before": zone_to_wire(self.before),
-                "table": [neighbour_to_wire(k, n) for k, n in self.table.items()],
-                "announce_to": list(self.announce_to)}
-
-    @classmethod
-    def from_json(cls, data: Any) -> "SplitUnderWay":
-        if not isinstance(data, dict) or not isinstance(data.get("newcomer"), str) \
-                or not isinstance(data.get("address"), str) or not isinstance(data.get("table"), list) \
-                or not isinstance(data.get("announce_to"), list):
-            raise ValueError(f"invalid split under way {data!r}")
-        return cls(data["newcomer"], data["address"], zone_from_wire(data["granted"]), zone_from_wire(data["before"]),
-                   dict(neighbour_from_wire(n) for n in data["table"]), tuple(str(a) for a in data["announce_to"]))
-
-
-@dataclass
 class PeerState:
-    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    address: str = ""
-    overlay: str = ""                     # the id of the overlay this peer belongs to
-    zone_or_none: Zone | None = None
-    neighbours: dict[str, Neighbour] = field(default_factory=dict)
-    space: CoordinateSpace = field(default_factory=CoordinateSpace)
-    algorithm: str = "osma"
-    clock: int = 0
-    incarnation: int = 0                  # +1 each time a replica takes this zone over
-    replicas: int = 2                     # copies of every zone in this overlay (R)
-    replica: tuple[str, str] | None = None  # (id, address) of the peer holding this zone's copy
-    annex: bool = False                   # started to take the empty side of a crowded zone (peers/membership/annexes.py)
-    splitting: SplitUnderWay | None = None  # a split granted and not yet committed (peers/membership/splits.py)
-    #: (id, address) of the peer whose split this one joins by, until its commit is answered: a
-    #: copy of a zone whose join may have been undone is taken over only once the splitter says
-    #: the split stands (peers/replication/keeper.py), and a restart asks it first too
-    joining: tuple[str, str] | None = None
-    #: the newcomers whose splits committed here, the last GRANTED_KEPT of them: a commit asked
-    #: again (its answer lost, or asked by the newcomer's replica) is answered from it
-    granted: tuple[str, ...] = ()
+    """A peer's identity and settings, and what it holds: its zone, neighbours, replica, epoch,
+    a split under way, a join committing. What it holds is read here and changed only by
+    stepping its zone lifecycle (`step`, eventcloud/overlay/lifecycle.py); the keyword
+    arguments of the same names give a holding to start from (a restored or copied state)."""
+
+    def __init__(self, id: str | None = None, address: str = "", overlay: str = "", *,
+                 space: CoordinateSpace | None = None, algorithm: str = "osma", clock: int = 0, replicas: int = 2,
+                 annex: bool = False, zone_or_none: Zone | None = None,
+                 neighbours: Mapping[str, Neighbour] | None = None, incarnation: int = 0,
+                 replica: tuple[str, str] | None = None, splitting: SplitUnderWay | None = None,
+                 joining: tuple[str, str] | None = None, granted: tuple[str, ...] = ()) -> None:
+        self.id = id if id is not None else uuid.uuid4().hex[:12]
+        self.address = address
+        self.overlay = overlay                # the id of the overlay this peer belongs to
+        self.space = space if space is not None else CoordinateSpace()
+        self.algorithm = algorithm
+        self.clock = clock
+        self.replicas = replicas              # copies of every zone in this overlay (R)
+        self.annex = annex                    # started to take the empty side of a crowded zone (peers/membership/annexes.py)
+        self.lifecycle = ZoneLifecycle(Holding(
+            zone_or_none, MappingProxyType(dict(neighbours or {})), replica, incarnation, splitting, joining,
+            tuple(granted)[-GRANTED_KEPT:]))
+
+    def step(self, *events: Event) -> None:
+        """Change what this peer holds: each event one transition of its zone lifecycle."""
+        for event in events:
+            self.lifecycle.step(event)
+
+    @property
+    def holding(self) -> Holding:
+        return self.lifecycle.holding
+
+    @property
+    def zone_or_none(self) -> Zone | None:
+        return self.lifecycle.holding.zone
 
     @property
     def zone(self) -> Zone:
         """This peer's zone; Unavailable while it has none (joining, or after it left)."""
-        if self.zone_or_none is None:
+        zone = self.lifecycle.holding.zone
+        if zone is None:
             raise Unavailable(f"peer {self.id} has no zone yet (it is joining, or it left)")
-        return self.zone_or_none
-
-    @zone.setter
-    def zone(self, zone: Zone | None) -> None:
-        self.zone_or_none = zone
+        return zone
 
     @property
     def has_zone(self) -> bool:
-        return self.zone_or_none is not None
+        return self.lifecycle.holding.zone is not None
+
+    @property
+    def neighbours(self) -> Mapping[str, Neighbour]:
+        return self.lifecycle.holding.neighbours
+
+    @property
+    def replica(self) -> tuple[str, str] | None:
+        """(id, address) of the peer holding this zone's copy."""
+        return self.lifecycle.holding.replica
+
+    @property
+    def incarnation(self) -> int:
+        """The zone's epoch: +1 each time a replica takes this zone over."""
+        return self.lifecycle.holding.incarnation
+
+    @property
+    def splitting(self) -> SplitUnderWay | None:
+        """A split granted and not yet committed (peers/membership/splits.py)."""
+        return self.lifecycle.holding.splitting
+
+    @property
+    def joining(self) -> tuple[str, str] | None:
+        """(id, address) of the peer whose split this one joins by, until its commit is answered:
+        a copy of a zone whose join may have been undone is taken over only once the splitter
+        says the split stands (peers/replication/keeper.py), and a restart asks it first too."""
+        return self.lifecycle.holding.joining
+
+    @property
+    def granted(self) -> tuple[str, ...]:
+        """The newcomers whose splits committed here, the last GRANTED_KEPT of them: a commit
+        asked again (its answer lost, or asked by the newcomer's replica) is answered from it."""
+        return self.lifecycle.holding.granted
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PeerState) and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]   # changes as it steps
+
+    def __repr__(self) -> str:
+        return f"PeerState(id={self.id!r}, address={self.address!r}, {self.lifecycle.phase.value}, zone={self.zone_or_none})"
 
     def neighbour_zones(self) -> dict[str, Zone]:
         return {k: n.zone for k, n in self.neighbours.items()}
@@ -116,7 +152,7 @@ class PeerState:
             "replicas": self.replicas,
             "replica": list(self.replica) if self.replica else None,
             "annex": self.annex,
-            **({"splitting": self.splitting.to_json()} if self.splitting is not None else {}),
+            **({"splitting": _split_to_json(self.splitting)} if self.splitting is not None else {}),
             **({"joining": list(self.joining)} if self.joining is not None else {}),
             **({"granted": list(self.granted)} if self.granted else {}),
         }
@@ -159,9 +195,9 @@ class PeerState:
             replicas=replicas,
             replica=tuple(replica) if replica else None,  # type: ignore[arg-type]
             annex=data.get("annex") is True,
-            splitting=SplitUnderWay.from_json(data["splitting"]) if data.get("splitting") is not None else None,
+            splitting=_split_from_json(data["splitting"]) if data.get("splitting") is not None else None,
             joining=tuple(joining) if joining else None,  # type: ignore[arg-type]
-            granted=tuple(str(g) for g in data.get("granted", ()) if isinstance(g, str))[-GRANTED_KEPT:],
+            granted=tuple(str(g) for g in data.get("granted", ()) if isinstance(g, str)),
         )
 
 

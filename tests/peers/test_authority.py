@@ -172,9 +172,8 @@ def test_a_bad_authority_url_is_refused_naming_it(url):
 # --- a peer's standing: registration, the fence, claims ------------------------------------------
 
 def _peer(ident: str, incarnation: int = 0) -> PeerState:
-    state = PeerState(space=CoordinateSpace(), algorithm="osma", replicas=2)
-    state.id, state.incarnation, state.overlay, state.address = ident, incarnation, "ov", f"h:{ident}"
-    return state
+    return PeerState(ident, f"h:{ident}", "ov", space=CoordinateSpace(), algorithm="osma", replicas=2,
+                     incarnation=incarnation)
 
 
 async def test_an_owner_serves_while_its_lease_lives_and_a_replica_claims_only_after_it_lapsed(autojump_clock):

@@ -10,10 +10,12 @@ import trio
 
 from eventcloud.cli.render import partition_report
 from eventcloud.client import ClientError
+from eventcloud.errors import ErrorCode, RequestError
+from eventcloud.overlay import NeighboursLearned
 from eventcloud.rdf.model import IRI
 from eventcloud.testing import open_overlay
 from eventcloud.wire.frames import FrameDecoder, Kind, Message, encode
-from eventcloud.wire.messages import JoinCommit, JoinRequest, Publish
+from eventcloud.wire.messages import Handover, JoinCommit, JoinRequest, Publish, TakeOver
 from eventcloud.wire.ops import Op
 from tests.helpers import COUNT, EXO as EX, assert_exact_neighbour_tables, count_of, sample_events, spread_events
 
@@ -230,7 +232,7 @@ async def test_stabilisation_drops_a_ghost_neighbour_whose_zone_others_now_own(a
         peer = overlay.peers[0]
         real_id, real = next(iter(peer.state.neighbours.items()))
         # a stale entry: a peer that left while we were not told, its zone now another's
-        peer.state.neighbours["ghost00000000"] = Neighbour("peer:999", real.zone)
+        peer.state.step(NeighboursLearned({**peer.state.neighbours, "ghost00000000": Neighbour("peer:999", real.zone)}))
         await peer.membership.stabiliser.once()
         assert "ghost00000000" not in peer.state.neighbours and real_id in peer.state.neighbours
         assert peer.counters["ghost_neighbours_dropped"] == 1
@@ -254,8 +256,8 @@ async def test_a_zones_owner_tells_neighbours_whose_tables_name_a_ghost_there_in
         assert around
         ghost = Neighbour("peer:999", owner.state.zone)          # the peer that left the zone
         for peer in around:
-            peer.state.neighbours = {**{k: v for k, v in peer.state.neighbours.items() if k != owner.id},
-                                     "ghost00000000": ghost}
+            peer.state.step(NeighboursLearned({**{k: v for k, v in peer.state.neighbours.items() if k != owner.id},
+                                     "ghost00000000": ghost}))
         for peer in around:
             await peer.membership.stabiliser.once()
         assert all(owner.id not in p.state.neighbours for p in around), "learnt from the others' tables"
@@ -287,7 +289,7 @@ async def test_a_stale_entry_at_a_peers_own_address_is_routed_on_not_back_to_its
         peer = overlay.peers[0]
         real_id, real = next(iter(peer.state.neighbours.items()))
         # the stale entry comes first: it is the owner this peer finds for points of that zone
-        peer.state.neighbours = {"ghost00000000": Neighbour(peer.state.address, real.zone), **peer.state.neighbours}
+        peer.state.step(NeighboursLearned({"ghost00000000": Neighbour(peer.state.address, real.zone), **peer.state.neighbours}))
         async with overlay.client(0, "reader") as reader:
             with trio.fail_after(60):
                 assert await reader.count() == sum(len(e.quads) for e in events)
@@ -314,11 +316,11 @@ async def test_two_peers_whose_tables_each_name_the_other_as_owner_do_not_bounce
         b = next(p for p in overlay.peers if p.state.id == b_id)
         c = next(p for p in overlay.peers if p not in (a, b) and p.state.id not in (a.state.id, b_id))
         point = tuple(lo for lo, _ in c.state.zone.bounds)
-        a.state.neighbours = {**a.state.neighbours, b_id: with_zone(a.state.neighbours[b_id], zone=c.state.zone)}
-        a.state.neighbours = {b_id: a.state.neighbours[b_id], **a.state.neighbours}
-        b.state.neighbours = {a.state.id: with_zone(b.state.neighbours.get(a.state.id, a.state.neighbours[b_id]),
+        a.state.step(NeighboursLearned({**a.state.neighbours, b_id: with_zone(a.state.neighbours[b_id], zone=c.state.zone)}))
+        a.state.step(NeighboursLearned({b_id: a.state.neighbours[b_id], **a.state.neighbours}))
+        b.state.step(NeighboursLearned({a.state.id: with_zone(b.state.neighbours.get(a.state.id, a.state.neighbours[b_id]),
                                                     address=a.state.address, zone=c.state.zone),
-                              **{k: v for k, v in b.state.neighbours.items() if k != a.state.id}}
+                              **{k: v for k, v in b.state.neighbours.items() if k != a.state.id}}))
         with trio.fail_after(60):
             try:
                 await a.router.route(point, Op.COUNT_LOCAL, Find())
@@ -333,10 +335,10 @@ def _each_names_the_other_as_owner(a, b, c) -> None:
     b_id, zone = b.state.id, c.state.zone
     record = a.state.neighbours[b_id]
     others = lambda table, k: {i: v for i, v in table.items() if i not in (k, c.state.id)}  # noqa: E731
-    a.state.neighbours = {b_id: with_zone(record, zone=zone), **others(a.state.neighbours, b_id)}
-    b.state.neighbours = {a.state.id: with_zone(b.state.neighbours.get(a.state.id, record),
+    a.state.step(NeighboursLearned({b_id: with_zone(record, zone=zone), **others(a.state.neighbours, b_id)}))
+    b.state.step(NeighboursLearned({a.state.id: with_zone(b.state.neighbours.get(a.state.id, record),
                                                 address=a.state.address, zone=zone),
-                          **others(b.state.neighbours, a.state.id)}
+                          **others(b.state.neighbours, a.state.id)}))
 
 
 async def test_deliveries_between_two_peers_whose_tables_each_name_the_other_as_owner_do_not_bounce(
@@ -529,6 +531,26 @@ async def test_a_join_split_cut_off_midway_is_completed_or_undone_never_left_hal
             assert await client.count() == 100
             await client.publish(sample_events(21)[-1])   # stores everywhere again
             assert await client.count() == 105
+
+
+async def test_a_zone_split_for_a_newcomer_takes_no_leaver_in_until_the_split_is_decided(autojump_clock):
+    """An undo restores the zone from before the split: a leaver's zone merged in meanwhile
+    would be dropped by it (owned by nobody). The zone lifecycle has no merge while splitting,
+    and the heir refuses the leaver with a transient BUSY (it tries another heir, or again)."""
+    async with open_overlay(2, seed=3) as overlay:
+        owner = overlay.peers[0]
+        zone = owner.state.zone
+        await owner.membership.splits._local_join_split(JoinRequest("ghost0000005", "peer:995",
+                                                                    owner.membership.operators.names))
+        kept, split = owner.state.zone, owner.state.splitting
+        assert split is not None and split.newcomer == "ghost0000005"
+        leaver = TakeOver("leaver000001", split.granted, {}, Handover(), "peer:994")
+        with pytest.raises(RequestError) as refused:
+            await owner.membership._on_take_over(None, leaver)
+        assert refused.value.code is ErrorCode.BUSY and "ghost0000005" in refused.value.message
+        assert owner.state.zone == kept and owner.state.splitting == split
+        await trio.sleep(owner.membership.join_timeout + 5)   # the ghost never commits: undone
+        assert owner.state.zone == zone and owner.state.splitting is None
 
 
 @pytest.mark.parametrize("where", ["nobody", "another peer"])

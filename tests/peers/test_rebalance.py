@@ -25,7 +25,7 @@ import trio
 from eventcloud.cli.demo import citybench_dir
 from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode
-from eventcloud.overlay import CoordinateSpace
+from eventcloud.overlay import CoordinateSpace, NeighboursLearned
 from eventcloud.testing import open_overlay
 from peers.authority import LocalAuthority
 from tests.helpers import (
@@ -323,7 +323,7 @@ async def test_a_leave_whose_heir_entry_is_stale_does_not_hold_stores_off_while_
         elsewhere = next(p for p in overlay.peers if p is not leaver and p.id not in able)
         address = "peer:999" if there == "nobody" else elsewhere.address
         table = leaver.state.neighbours
-        leaver.state.neighbours = {**table, **{k: moved(table[k], address=address) for k in able}}
+        leaver.state.step(NeighboursLearned({**table, **{k: moved(table[k], address=address) for k in able}}))
         held: list[float] = []
         acquire, release = leaver.membership.guard.acquire_change, leaver.membership.guard.release_change
 
@@ -343,7 +343,7 @@ async def test_a_leave_whose_heir_entry_is_stale_does_not_hold_stores_off_while_
         assert refused.value.code is ErrorCode.CANNOT_LEAVE and "answers as the peer" in refused.value.message
         assert leaver.counters["leave_heirs_not_answering"] == len(able)
         assert leaver.state.has_zone and not leaver.membership.leaving
-        leaver.state.neighbours = table                    # as stabilisation makes it again
+        leaver.state.step(NeighboursLearned(table))                    # as stabilisation makes it again
         async with overlay.client(overlay.peers.index(leaver), "after") as client:
             events = spread_events(20, "after")
             with trio.fail_after(30):

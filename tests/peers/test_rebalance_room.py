@@ -12,7 +12,7 @@ from collections import Counter
 
 import trio
 
-from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
+from eventcloud.overlay import CoordinateSpace, Neighbour, NeighboursLearned, Zone
 from peers.membership import Rebalancer
 from peers.store import PeerState
 
@@ -39,8 +39,8 @@ def rebalancer(outcomes: list[bool]) -> tuple[Rebalancer, list[float]]:
 
 
 def change_neighbourhood(balancer: Rebalancer, name: str) -> None:
-    balancer.state.neighbours[name] = Neighbour(f"h:{len(balancer.state.neighbours) + 2}",
-                                                next(iter(balancer.state.neighbours.values())).zone)
+    table = balancer.state.neighbours
+    balancer.state.step(NeighboursLearned({**table, name: Neighbour(f"h:{len(table) + 2}", next(iter(table.values())).zone)}))
 
 
 async def test_a_failed_round_is_not_repeated_in_the_same_neighbourhood_and_backs_off(autojump_clock):

@@ -10,6 +10,7 @@ import trio
 
 from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode, RequestError
+from eventcloud.overlay import NeighboursLearned, ReplicaNamed
 from eventcloud.testing import open_overlay
 from eventcloud.wire.messages import ReplicaSync, Replicate
 from eventcloud.wire.ops import Op
@@ -271,7 +272,7 @@ async def test_a_peer_never_copies_its_zone_to_itself_through_a_stale_entry_at_i
     async with open_overlay(4, seed=2) as overlay:
         peer = overlay.peers[1]
         real = next(iter(peer.state.neighbours.values()))
-        peer.state.neighbours = {"ghost00000000": Neighbour(peer.state.address, real.zone), **peer.state.neighbours}
+        peer.state.step(NeighboursLearned({"ghost00000000": Neighbour(peer.state.address, real.zone), **peer.state.neighbours}))
         assert "ghost00000000" not in dict(peer.replication.candidates())
         peer.replication.candidates = lambda: [("ghost00000000", peer.state.address)]
         assert not await peer.replication.ensure(replace=True)   # refused: no copy made anywhere
@@ -289,7 +290,7 @@ async def test_a_copy_sent_to_a_stale_entry_is_refused_by_whoever_answers_there_
     async with open_overlay(4, seed=2) as overlay:
         peer = overlay.peers[1]
         other = next(p for p in overlay.peers if p is not peer and peer.id not in p.replicas.held())
-        peer.state.neighbours = {"gone00000000": Neighbour(other.address, other.state.zone), **peer.state.neighbours}
+        peer.state.step(NeighboursLearned({"gone00000000": Neighbour(other.address, other.state.zone), **peer.state.neighbours}))
         peer.replication.candidates = lambda: [("gone00000000", other.address)]
         assert not await peer.replication.ensure(replace=True)   # refused: no copy made anywhere
         assert peer.id not in other.replicas.held()
@@ -362,7 +363,7 @@ async def test_a_peer_whose_stand_in_serves_its_zone_copies_it_nowhere_else_and_
         host = next(p for p in overlay.peers if owner.id in p.replicas.held())
         other = next(p for p in overlay.peers if p not in (owner, host))
         host.replicas._taken[owner.id] = owner.state.incarnation + 1     # its stand-in serves there now
-        owner.state.replica = None
+        owner.state.step(ReplicaNamed(None))
         owner.replication.candidates = lambda: [(host.id, host.address), (other.id, other.address)]
         assert not await owner.replication.ensure(replace=True)
         assert owner.replication.superseded.is_set() and owner.id not in other.replicas.held()
@@ -383,7 +384,9 @@ async def test_a_peer_whose_neighbours_name_a_newer_incarnation_of_it_steps_down
         peer = overlay.peers[1]
         neighbour = next(p for p in overlay.peers if peer.id in p.state.neighbours)
         held = neighbour.state.neighbours[peer.id]
-        neighbour.state.neighbours[peer.id] = replace(held, address="standin:1", incarnation=held.incarnation + 1)
+        neighbour.state.step(NeighboursLearned({**neighbour.state.neighbours,
+                                                 peer.id: replace(held, address="standin:1",
+                                                                  incarnation=held.incarnation + 1)}))
         await peer.membership.stabiliser.once()
         assert peer.replication.superseded.is_set() and peer.replication.taken_over_at == "standin:1"
         assert peer.counters["stabilise_found_superseded"] == 1

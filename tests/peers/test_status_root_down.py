@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from eventcloud.cli.render import partition_report
+from eventcloud.overlay import NeighboursLearned
 from eventcloud.testing import open_overlay
 from tests.helpers import sample_events
 
@@ -44,7 +45,7 @@ async def test_status_crawling_the_tables_asks_a_stale_entry_once(autojump_clock
         root = next(p for p in overlay.peers if p.state.zone.contains(tuple(lo for lo, _ in whole)))
         others = [i for i, p in enumerate(overlay.peers) if p is not root]
         entry, live = overlay.peers[others[0]], overlay.peers[others[1]]
-        entry.state.neighbours["rejoined-since"] = Neighbour(live.address, live.state.zone, 0)
+        entry.state.step(NeighboursLearned({**entry.state.neighbours, "rejoined-since": Neighbour(live.address, live.state.zone, 0)}))
         real_call, calls = entry.router.call, []
 
         async def counted(address, op, *args, **kwargs):

@@ -379,7 +379,8 @@ class Table(Body):
 @message
 class TakeOver(Body):
     """`take_over`: a leaving peer's zone for the heir; `data` holds its first quads, the heir
-    fetches the `remaining` ones from `address` with `leave_data` before the zones merge."""
+    fetches the `remaining` ones from `address` with `leave_data` before the zones merge, once
+    the ownership authority agrees the leaver's zone is still at epoch `incarnation`."""
 
     id: str = field(STR)
     zone: Zone = field(ZONE)
@@ -387,6 +388,7 @@ class TakeOver(Body):
     data: Handover = field(NESTED(Handover))
     address: str = field(STR, default="")
     remaining: int = field(INT, default=0)
+    incarnation: int | None = field(OPT(INT), default=None)   # the zone's epoch it leaves at (None: older peers)
 
 
 @message

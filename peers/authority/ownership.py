@@ -9,7 +9,8 @@ Two keys per zone (a zone is named by its owner's id, which a stand-in keeps):
 * `eventcloud/<overlay>/replica/<id>`: the peer holding its current copy, which the owner records
   (`record_replica`) before it acknowledges a write that only the new copy holds. Only that peer
   may claim the zone: a peer that held an older copy (the owner replaced it while the two could
-  not talk) would serve it without the writes acknowledged since.
+  not talk) would serve it without the writes acknowledged since. An heir taking the zone over
+  in a leave marks it `absorbed:<heir>` first (`absorb`), so no copy of it is claimed after.
 
 A runtime serves its zone only after it *registered* (a transaction: the epoch is its
 incarnation -> the owner key is its, under its lease), and acknowledges a write only while its
@@ -42,7 +43,10 @@ from peers.store import PeerState, StateError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Ownership", "lease_ttl"]
+__all__ = ["ABSORBED", "Ownership", "lease_ttl"]
+
+#: How the authority names the copy of a zone an heir took over in a leave: no replica claims it.
+ABSORBED = "absorbed:"
 
 
 def lease_ttl(failure_timeout: float) -> int:
@@ -293,6 +297,29 @@ class Ownership:
         raise Fenced(f"peer {self.state.id} cannot name its new replica: its zone's epoch is not its own "
                      f"({current}, not {self.state.incarnation})")
 
+    async def absorb(self, leaver: str, incarnation: int) -> None:
+        """A leaving neighbour's zone is about to merge into ours: one transaction checks that our
+        epoch is still ours and the leaver's the one it leaves at, and marks its copy as absorbed
+        (`absorbed:<our id>` where the authority names its replica). From then its replica's
+        claim fails: a leaver killed after the merge, before it retired its keys, was taken over
+        by its replica while the heir served the merged zone (two owners). `Fenced` if either
+        epoch moved: a deposed heir merges nothing, and a leaver taken over while it handed its
+        zone on (its lease lapsed behind a partition) has nothing to hand."""
+        if self.authority is None:
+            return
+        mine, theirs = self._key("epoch", self.state.id), self._key("epoch", leaver)
+        if await self.authority.transact([Same(mine, str(self.state.incarnation)), Same(theirs, str(incarnation))],
+                                         [Put(self._key("replica", leaver), f"{ABSORBED}{self.state.id}")]):
+            return
+        own, other = await self.epoch_of(self.state.id), await self.epoch_of(leaver)
+        if own != self.state.incarnation:
+            if own is not None and own > self.state.incarnation:
+                self._deposed(own)
+            raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: its own zone's epoch is "
+                         f"{own}, not {self.state.incarnation}")
+        raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: that zone's epoch is {other}, "
+                     f"not {incarnation} (taken over while it was leaving)")
+
     async def refuse_a_second_overlay(self) -> None:
         """A first peer (no --join, no zone of its own) starts no overlay beside one the authority
         knows to be served: a wiped peer restarted with its first command joins it instead."""
@@ -350,6 +377,8 @@ class Ownership:
             return "the authority holds no epoch of its zone (its keys were retired: the zone lives on elsewhere)"
         if epoch.value != str(incarnation):
             return f"its zone's epoch is {epoch.value}, not {incarnation} (taken over by another peer first)"
+        if replica is not None and replica.value.startswith(ABSORBED):
+            return f"it left: peer {replica.value[len(ABSORBED):]} took its zone over"
         if replica is not None and replica.value not in self._names(holder, holder_address):
             return f"the authority names another copy of it as current (taken as {replica.value})"
         return "another claim won meanwhile"

@@ -86,11 +86,14 @@ class Membership:
                  rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey,
                  locate: Locate | None = None,
                  authority_url: Callable[[], str] = lambda: "",
+                 absorb: Callable[[str, int], Awaitable[None]] | None = None,
                  silent_owners: Callable[[], list[str]] = lambda: []) -> None:
         self.state = state
         #: owners of copies held here that stopped answering (the keeper's): no leave meanwhile
         self.silent_owners = silent_owners
         self.authority_url = authority_url   # told to joiners: the overlay's authority (ownership's)
+        #: an heir's check at the authority before a leaver's zone merges into its own (ownership's)
+        self.absorb = absorb if absorb is not None else _absorbed_alone
         self.locate = locate             # where the authority says a peer's zone is served now
         self.tasks = tasks               # join timers run there
         self.survey = survey             # whom a join splits: the busiest peer it finds
@@ -374,10 +377,24 @@ class Membership:
                 self._end_leave(failed=True)
                 with trio.CancelScope(shield=True):
                     await self.persist()
+                    await self._name_replica_again()
                 raise
         for body in self._end_leave(failed=False):
             await self.announce(body.peers or {}, [addresses[heir]], body.removed)
         return heir
+
+    async def _name_replica_again(self) -> None:
+        """A leave failed after an heir may have marked our copy absorbed at the authority (it
+        merged nothing after all: it failed, or crashed, before its merge): the authority names
+        our replica again, so that it can still take our zone over if we crash."""
+        replica = self.state.replica
+        if replica is None:
+            return
+        try:
+            await self.replication.record(*replica)
+        except EventCloudError as exc:
+            log.warning("peer %s: its leave failed, and naming its replica again at the ownership authority "
+                        "failed too: %s", self.state.id, exc)
 
     async def _answering(self, candidates: list[str], within: Box | None, tree_only: bool) -> list[str]:
         """The candidates from the first that answers as itself, with a zone that still merges
@@ -417,7 +434,8 @@ class Membership:
         _, data = await self._handover(state.zone)
         outgoing = Outgoing(data)
         first, remaining = outgoing.first()
-        request = TakeOver(state.id, state.zone, dict(state.neighbours), first, state.address, remaining)
+        request = TakeOver(state.id, state.zone, dict(state.neighbours), first, state.address, remaining,
+                           state.incarnation)
         self._outgoing = outgoing
         try:
             return await self._take_over_by(candidates, request)
@@ -490,7 +508,7 @@ class Membership:
                 if plan is None:
                     raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
                 with self.foreign.writing():   # the leaver still answers for these quads until the zone is ours
-                    await self._install_leaving(body)
+                    await self._install_leaving(body)   # and marked at the authority as ours (`absorb`)
                     state.step(Merged(plan.merged, plan.table))
                 await self.persist()
         except RequestError:  # refused: that peer keeps its zone, and has not departed
@@ -509,8 +527,11 @@ class Membership:
             address = body.address or self.state.neighbours[body.id].address
             return Handover.from_wire(await self.router.call(address, Op.LEAVE_DATA, NextChunk(self.state.id, offset)))
 
+        held = self.state.neighbours.get(body.id)
+        incarnation = body.incarnation if body.incarnation is not None else held.incarnation if held else 0
         try:
             await receive(body.data, body.remaining, fetch, self._install, installed)
+            await self.absorb(body.id, incarnation)
         except BaseException as exc:
             with trio.CancelScope(shield=True):
                 await drop_outside(self.store, self.subscriptions, self.state.zone, installed)
@@ -530,3 +551,7 @@ class Membership:
         if self.leaving:
             raise RequestError(f"peer {self.state.id} is leaving too; hand the zone to another neighbour or retry",
                                ErrorCode.CANNOT_LEAVE)
+
+
+async def _absorbed_alone(leaver: str, incarnation: int) -> None:
+    """Without an ownership authority the two peers decide a leave alone."""

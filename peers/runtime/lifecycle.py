@@ -86,8 +86,8 @@ class Lifetime:
 
 def why_ended(exc: BaseException) -> str:
     """Why a runtime failed, for its log line (a group's errors joined)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(why_ended(e) for e in exc.exceptions)
+    if isinstance(exc, BaseExceptionGroup):   # each cause once: a cancel reaches every task
+        return "; ".join(dict.fromkeys(why_ended(e) for e in exc.exceptions))
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -228,6 +228,28 @@ async def test_an_owner_serves_while_its_lease_lives_and_a_replica_claims_only_a
         nursery.cancel_scope.cancel()
 
 
+async def test_a_leave_is_decided_at_the_authority_and_leaves_nothing_to_claim(autojump_clock):
+    """`absorb`: an heir takes a leaver's zone only if both epochs are as expected; from then the
+    leaver's replica cannot claim it, and a failed leave names the replica again."""
+    authority = LocalAuthority()
+    leaver, heir, keeper = (Ownership(_peer(i), authority, Counter(), ttl=2) for i in ("l", "h", "k"))
+    for ownership in (leaver, heir, keeper):
+        await ownership.establish()
+    await leaver.record_replica("k", "h:k")
+    with pytest.raises(Fenced, match="that zone's epoch is 0, not 3"):
+        await heir.absorb("l", 3)                  # not the epoch the leaver leaves at
+    await heir.absorb("l", 0)
+    assert (await authority.get("eventcloud/ov/replica/l")).value == "absorbed:h"
+    await authority.revoke(leaver.lease)           # the leaver dies before it retired its keys
+    assert not await keeper.claim("l", 0, "k", "h:k")
+    assert await keeper.refusal("l", 0, "k", "h:k") == "it left: peer h took its zone over"
+    stale = Ownership(_peer("h", 0), authority, Counter(), ttl=2)
+    await authority.transact([], [Put("eventcloud/ov/epoch/h", "1")])   # the heir was taken over meanwhile
+    with pytest.raises(Fenced, match="its own zone's epoch is 1, not 0"):
+        await stale.absorb("x", 0)
+    assert stale.superseded.is_set()
+
+
 async def test_a_restarted_owner_resumes_its_epoch_and_a_superseded_one_steps_down(autojump_clock):
     authority = LocalAuthority()
     first = Ownership(_peer("a", 1), authority, Counter(), ttl=2)

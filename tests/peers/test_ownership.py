@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 import trio
 
-from eventcloud.client import ClientError
+from eventcloud.client import ClientError, connect
 from eventcloud.errors import ErrorCode, EventCloudError, Fenced
+from eventcloud.overlay import heirs
 from eventcloud.testing import open_overlay
 from peers.authority import LocalAuthority, lease_ttl
 from tests.helpers import ALGORITHMS, assert_exact_neighbour_tables, spread_events
@@ -227,3 +228,50 @@ async def test_where_a_peer_serves_is_asked_of_the_authority_first(autojump_cloc
         assert found[:2] == ["gone:1", sought.address]
         alone = await addresses_of(asker.router, asker.state, sought.id, "gone:1", 2.0)
         assert alone[0] == "gone:1" and set(alone[1:]) <= {sought.address}
+
+
+async def test_a_leaver_killed_after_its_heir_merged_is_not_taken_over_by_its_replica(autojump_clock):
+    """A leave is one heir's check at the authority (`Ownership.absorb`: both epochs as expected,
+    the leaver's copy marked absorbed) before the zones merge. A leaver cut off for good right
+    after the merge, before it dropped its replica and retired its keys, was taken over by that
+    replica: its zone served twice, by the heir (merged) and by the stand-in, whenever routing
+    did not show the keeper the heir first (`ReplicaKeeper._served_by`, made to find nobody here)."""
+    async with open_overlay(4, seed=5, authority=LocalAuthority()) as overlay:
+        async with overlay.client(0) as client:
+            events = spread_events(24, "leave")
+            for event in events:
+                await client.publish(event)
+            with trio.fail_after(30):   # every zone has its copy
+                while sum(len(p.replicas.held()) for p in overlay.peers) < len(overlay.peers):
+                    await trio.sleep(0.5)
+        leaver = next(p for p in overlay.peers[1:] if p.current.replica is not None
+                      and heirs(p.current.zone, p.current.neighbours))
+        keeper = next(p for p in overlay.peers if p.id == leaver.current.replica[0])
+        leaver_zone = leaver.current.zone
+
+        async def killed_before_dropping_its_replica() -> None:
+            await overlay.cut(leaver)   # as if killed: nobody, the authority included, hears it again
+            await trio.sleep_forever()
+
+        async def nobody_found(copy) -> None:
+            return None   # routing to the zone finds nobody (the heir's announcement has not spread)
+
+        leaver.membership.replication.drop = killed_before_dropping_its_replica
+        keeper.replicas._served_by = nobody_found   # only the authority stands between it and a claim
+        async with trio.open_nursery() as nursery:
+            async def leave() -> None:
+                async with connect(leaver.address, transport=overlay.network) as own:
+                    with trio.move_on_after(5):
+                        with pytest.raises(ClientError, match="lost"):   # cut off before it answers
+                            await own.leave()
+            nursery.start_soon(leave)
+            await trio.sleep(60)   # past the failure timeout and the lease's TTL many times over
+            nursery.cancel_scope.cancel()
+        others = [p for p in overlay.peers if p is not leaver]
+        assert sum(p.counters["takeovers"] for p in others) == 0
+        assert keeper.counters["takeovers_refused"] > 0
+        heir = next(p for p in others if p.current.zone.covers(leaver_zone))
+        assert heir.counters.get("takeovers", 0) == 0
+        async with overlay.client(overlay.peers.index(heir)) as client:
+            assert await client.count() == sum(len(e) for e in events)
+            assert await _not_whole(client, events) == []

@@ -6,6 +6,7 @@
     cut = median_split(zone, points)           # a zone with data is cut at its median
     hop = next_hop(zone, neighbours, point)    # greedy routing (None: this zone owns it)
     children = multicast_children(zone, neighbours, box)   # who a box multicast continues to
+    life = ZoneLifecycle(holding); life.step(SplitGranted(split, kept, table))   # the only way a holding changes
 """
 
 from eventcloud.errors import GeometryError

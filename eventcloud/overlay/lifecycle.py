@@ -218,6 +218,10 @@ TRANSITIONS: dict[tuple[Phase, type], Phase | None] = {
     # the keeper asked a JOINING owner's splitter first; a SPLITTING one's stand-in resumes the split
     **{(phase, TakenOver): None for phase in _HOLDING},
     **{(phase, Ended): Phase.ENDED for phase in (Phase.UNJOINED, *_HOLDING)},
+    # news reaching a runtime that ended in the moment before its tasks are cancelled (an
+    # announcement, a replica's answer): taken, and changes nothing
+    (Phase.ENDED, NeighboursLearned): Phase.ENDED,
+    (Phase.ENDED, ReplicaNamed): Phase.ENDED,
 }
 
 
@@ -247,7 +251,8 @@ class ZoneLifecycle:
         key = (self.phase, type(event))
         if key not in TRANSITIONS:
             raise LifecycleError(f"zone lifecycle: {type(event).__name__} is not allowed while {self.phase.value}")
-        holding, phase = self._apply(self.holding, event), TRANSITIONS[key]
+        phase = TRANSITIONS[key]
+        holding = self.holding if self.phase is Phase.ENDED else self._apply(self.holding, event)
         if phase is None:   # e.g. a split committed: serving again only if it was the one under way
             phase = holding.phase
         self._unsaved = self._unsaved or holding != self.holding

@@ -132,6 +132,10 @@ def test_every_end_is_one_step_and_a_zone_handed_over_is_held_no_more(outcome, k
     assert (machine.holding.zone == WHOLE) is keeps and (machine.holding.zone is None) is not keeps
     with pytest.raises(LifecycleError, match="not allowed while ended"):
         machine.step(Ended(Stopped()))   # the first end wins
+    held = machine.holding
+    machine.step(NeighboursLearned({}))   # news arriving as its tasks are cancelled: changes nothing
+    machine.step(ReplicaNamed(None))
+    assert machine.holding is held
 
 
 def test_ready_says_what_the_runtime_owes_until_it_advances():

@@ -111,6 +111,12 @@ class Hosts:
         _ip("link", "set", self.link(name), "master", self.bridge)
         _ip("link", "set", self.link(name), "up")
         self._await_forwarding(name, within)
+        # Addresses probed while the link was down are marked unreachable (FAILED) in the
+        # neighbour tables at both ends: forgotten, so the first packet after healing resolves
+        # them afresh instead of waiting out their retry timers (CI, once: a healed host still
+        # unreachable 3 s on).
+        _ip("netns", "exec", self.namespace(name), "ip", "neigh", "flush", "dev", "eth0", check=False)
+        _ip("neigh", "flush", "to", self.addresses[name], check=False)
 
     def _await_forwarding(self, name: str, within: float) -> None:
         deadline = time.monotonic() + within

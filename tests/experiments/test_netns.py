@@ -44,7 +44,7 @@ def test_hosts_are_cut_healed_isolated_and_removed():
             assert not _reaches(hosts, "a", f"{SUBNET}.1", port)
             assert _reaches(hosts, "b", f"{SUBNET}.1", port)
             hosts.heal("a")
-            assert _reaches(hosts, "a", f"{SUBNET}.1", port)
+            assert any(_reaches(hosts, "a", f"{SUBNET}.1", port) for _ in range(2))   # 6 s at most
             # a listener inside b; a and b isolated together still reach each other, not the harness
             server = subprocess.Popen(hosts.run("b", [sys.executable, "-c",
                                                       "import socket, time\n"

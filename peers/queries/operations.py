@@ -285,7 +285,8 @@ class Queries:
                 self.counters["sparql_stopped"] += 1
                 raise
             result = SparqlResult(form, out, len(gathered), time.perf_counter() - started)
-        result = _star_in_order(text, result)
+        if selects_star(text):   # the whole answer parsed again: off the event loop
+            result = await self.offload.run(_star_in_order, text, result)
         log.info("peer %s: a gathered query: %d candidate quads fetched in %.3f s, evaluated in %.3f s", self.state.id,
                  len(gathered), fetched - started, time.perf_counter() - fetched)
         if body.page and result.form == "solutions":
@@ -547,7 +548,7 @@ def _evaluate(text: str, gathered: set[Quad], started: float, functions: Any = N
 def _star_in_order(text: str, result: SparqlResult) -> SparqlResult:
     """`SELECT *`'s columns in the order the query first names them, as pushed-down queries give
     them (Oxigraph sorts them by name: a join's columns came out `g o o2 p p2 s`)."""
-    if result.form != "solutions" or not selects_star(text):
+    if result.form != "solutions":
         return result
     answer = json.loads(result.text)
     answer["head"]["vars"] = list(select_star_order(text, tuple(answer["head"].get("vars", ()))))

@@ -301,7 +301,6 @@ class PeerRuntime:
         """`_end`, from a task of this runtime: it goes no further."""
         self._end(outcome)
         await trio.sleep_forever()   # cancelled at once: every task of the runtime is in its scope
-        raise AssertionError("unreachable")
 
     async def _retire(self, conn: RpcConnection) -> None:
         """A graceful leave handed the zone over: the runtime stops once the leaver's client has the reply."""
@@ -364,12 +363,10 @@ class PeerRuntime:
                 await self.clock_check.check_most([n.address for n in state.neighbours.values()][:3], self._ask)
                 rejoin = await self._taken_over_while_down()   # before anything serves the restored zone
             except BaseException:
-                self.store.sync.close()
-                self.replicas.close_copies()
+                self._close_stores()
                 raise
             if rejoin is not None:
-                self.store.sync.close()
-                self.replicas.close_copies()
+                self._close_stores()
                 state.step(Ended(rejoin))
                 return rejoin
         try:
@@ -457,6 +454,11 @@ class PeerRuntime:
         assert outcome is not None
         state.lifecycle.advance(Ready(save=False, end=outcome))
         return outcome
+
+    def _close_stores(self) -> None:
+        """A runtime that ends before it served: its store and the copies it opened close."""
+        self.store.sync.close()
+        self.replicas.close_copies()
 
     async def _listen(self, nursery: trio.Nursery) -> None:
         config, restored = self.config, self.restored

@@ -20,8 +20,8 @@ from eventcloud.overlay.coordinates import (
     DIMENSIONS, MAPPINGS, Box, CoordinateSpace, Interval, Point, local_name,
 )
 from eventcloud.overlay.lifecycle import (
-    GRANTED_KEPT, TRANSITIONS, Ended, Event, Founded, Granted, Holding, JoinCommitted, Left, LifecycleError, Merged,
-    NeighboursLearned, Outcome, Phase, Ready, Rejoin, ReplicaNamed, SplitCommitted, SplitGranted, SplitUndone,
+    GRANTED_KEPT, TRANSITIONS, Ended, Event, Founded, Granted, Holding, JoinCommitted, Left, LifecycleError, MergeBegun,
+    MergeDropped, Merged, MergeUnderWay, NeighboursLearned, Outcome, Phase, Ready, Rejoin, ReplicaNamed, SplitCommitted, SplitGranted, SplitUndone,
     SplitUnderWay, Stopped, TakenOver, ZoneLifecycle,
 )
 from eventcloud.overlay.plans import (
@@ -44,6 +44,6 @@ __all__ = [
     "host_neighbours_after",
     "ZoneLifecycle", "Holding", "Phase", "Ready", "TRANSITIONS", "LifecycleError", "SplitUnderWay", "GRANTED_KEPT",
     "Founded", "Granted", "JoinCommitted", "SplitGranted", "SplitCommitted", "SplitUndone", "NeighboursLearned",
-    "Merged", "ReplicaNamed", "TakenOver", "Ended", "Event", "Outcome", "Stopped", "Left", "Rejoin",
+    "MergeUnderWay", "MergeBegun", "Merged", "MergeDropped", "ReplicaNamed", "TakenOver", "Ended", "Event", "Outcome", "Stopped", "Left", "Rejoin",
     "SplitChoice", "median_split", "cut_for", "climb", "evenly", "should_move", "joiner_share", "gains_enough", "MIN_SHARE",
 ]

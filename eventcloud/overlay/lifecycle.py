@@ -27,9 +27,9 @@ from eventcloud.overlay.plans import Neighbour
 from eventcloud.overlay.zones import Zone
 
 __all__ = [
-    "Phase", "Holding", "SplitUnderWay", "LifecycleError", "ZoneLifecycle", "Ready", "TRANSITIONS", "GRANTED_KEPT",
+    "Phase", "Holding", "SplitUnderWay", "MergeUnderWay", "LifecycleError", "ZoneLifecycle", "Ready", "TRANSITIONS", "GRANTED_KEPT",
     "Founded", "Granted", "JoinCommitted", "SplitGranted", "SplitCommitted", "SplitUndone", "NeighboursLearned",
-    "Merged", "ReplicaNamed", "TakenOver", "Ended", "Event",
+    "MergeBegun", "Merged", "MergeDropped", "ReplicaNamed", "TakenOver", "Ended", "Event",
     "Outcome", "Stopped", "Left", "Rejoin",
 ]
 
@@ -46,6 +46,7 @@ class Phase(Enum):
     JOINING = "joining"       # holds a granted zone; its splitter has not confirmed the commit
     SERVING = "serving"       # owns its zone
     SPLITTING = "splitting"   # owns the kept half of a split whose newcomer has not committed
+    MERGING = "merging"       # holds a leaver's content; the authority has not yet said the zone is ours
     ENDED = "ended"           # this runtime holds nothing any more (`ZoneLifecycle.outcome` says why)
 
 
@@ -65,6 +66,23 @@ class SplitUnderWay:
     announce_to: tuple[str, ...]       # addresses told about both zones once it commits
 
 
+@dataclass(frozen=True)
+class MergeUnderWay:
+    """A leaving neighbour's zone whose content this heir holds, not yet decided at the ownership
+    authority: saved (and copied to the replica) before the heir asks, so whoever serves this
+    state next (the heir restarted, or its stand-in) learns the answer and merges, or drops the
+    content. Without it an heir that crashed between the authority's yes and saving its merge
+    came back without the leaver's zone, which the leaver, told by the authority it had left,
+    no longer served; and one that saved the merge but crashed before answering served the zone
+    beside the leaver, which took the unanswered leave for a failed one."""
+
+    leaver: str                        # the leaving peer's id
+    incarnation: int                   # its zone's epoch as it left
+    token: str                         # the leave attempt the authority names ("": no authority)
+    zone: Zone                         # its zone
+    table: Mapping[str, Neighbour]     # its neighbours (the merged zone's table comes from both)
+
+
 def _frozen(table: Mapping[str, Neighbour]) -> Mapping[str, Neighbour]:
     return MappingProxyType(dict(table))
 
@@ -80,6 +98,7 @@ class Holding:
     splitting: SplitUnderWay | None = None    # a split granted, its newcomer's commit awaited
     joining: tuple[str, str] | None = None    # (id, address) of the splitter, until our commit is answered
     granted: tuple[str, ...] = ()             # the newcomers whose splits committed here (the last GRANTED_KEPT)
+    merging: MergeUnderWay | None = None      # a leaver's content held, the authority's answer awaited
 
     def __post_init__(self) -> None:
         if not isinstance(self.neighbours, MappingProxyType):   # frozen whatever it was given
@@ -94,6 +113,8 @@ class Holding:
             return Phase.JOINING
         if self.splitting is not None:
             return Phase.SPLITTING
+        if self.merging is not None:
+            return Phase.MERGING
         return Phase.SERVING
 
 
@@ -145,10 +166,22 @@ class NeighboursLearned:
 
 
 @dataclass(frozen=True)
+class MergeBegun:
+    """A leaver's content is here: the merge waits for the authority (saved before it is asked)."""
+    merge: MergeUnderWay
+
+
+@dataclass(frozen=True)
 class Merged:
     """This peer's zone grows: a leaver, a stepping-aside peer or an annex handed its zone here."""
     zone: Zone
     neighbours: Mapping[str, Neighbour]
+
+
+@dataclass(frozen=True)
+class MergeDropped:
+    """The leaver kept its zone (or another heir took it): the merge under way is dropped."""
+    leaver: str
 
 
 @dataclass(frozen=True)
@@ -199,9 +232,9 @@ class Ended:
 
 
 Event = Union[Founded, Granted, JoinCommitted, SplitGranted, SplitCommitted, SplitUndone, NeighboursLearned,
-              Merged, ReplicaNamed, TakenOver, Ended]
+              MergeBegun, Merged, MergeDropped, ReplicaNamed, TakenOver, Ended]
 
-_HOLDING = (Phase.JOINING, Phase.SERVING, Phase.SPLITTING)
+_HOLDING = (Phase.JOINING, Phase.SERVING, Phase.SPLITTING, Phase.MERGING)
 
 #: Which events each phase accepts, and the phase after (None: the one the new holding is in).
 TRANSITIONS: dict[tuple[Phase, type], Phase | None] = {
@@ -212,7 +245,10 @@ TRANSITIONS: dict[tuple[Phase, type], Phase | None] = {
     (Phase.SPLITTING, SplitCommitted): None,          # SERVING once the split under way is the one committed
     (Phase.SERVING, SplitCommitted): Phase.SERVING,   # asked again after it was decided
     (Phase.SPLITTING, SplitUndone): Phase.SERVING,
-    (Phase.SERVING, Merged): Phase.SERVING,
+    (Phase.SERVING, MergeBegun): Phase.MERGING,
+    (Phase.MERGING, Merged): Phase.SERVING,
+    (Phase.SERVING, Merged): Phase.SERVING,           # no leave record: decided by the two peers alone
+    (Phase.MERGING, MergeDropped): Phase.SERVING,
     **{(phase, NeighboursLearned): phase for phase in _HOLDING},
     **{(phase, ReplicaNamed): phase for phase in _HOLDING},
     # the keeper asked a JOINING owner's splitter first; a SPLITTING one's stand-in resumes the split
@@ -293,10 +329,19 @@ class ZoneLifecycle:
             return replace(h, zone=split.before, neighbours=_frozen(split.table), splitting=None)
         if isinstance(event, NeighboursLearned):
             return replace(h, neighbours=_frozen(event.neighbours))
+        if isinstance(event, MergeBegun):
+            return replace(h, merging=event.merge)
         if isinstance(event, Merged):
             if h.zone is None or not event.zone.covers(h.zone):
                 raise LifecycleError(f"zone lifecycle: a merge into {event.zone} does not keep {h.zone}")
-            return replace(h, zone=event.zone, neighbours=_frozen(event.neighbours))
+            if h.merging is not None and not event.zone.covers(h.merging.zone):
+                raise LifecycleError(f"zone lifecycle: a merge into {event.zone} leaves out {h.merging.leaver}'s "
+                                     f"zone {h.merging.zone}")
+            return replace(h, zone=event.zone, neighbours=_frozen(event.neighbours), merging=None)
+        if isinstance(event, MergeDropped):
+            if h.merging is None or h.merging.leaver != event.leaver:
+                raise LifecycleError(f"zone lifecycle: no merge under way for {event.leaver} to drop")
+            return replace(h, merging=None)
         if isinstance(event, ReplicaNamed):
             return replace(h, replica=event.replica)
         if isinstance(event, TakenOver):
@@ -307,6 +352,6 @@ class ZoneLifecycle:
         if isinstance(event, Ended):
             if isinstance(event.outcome, Left) or (isinstance(event.outcome, Rejoin) and event.outcome.handed_over):
                 # handed over: a restart must not bring it back
-                return replace(h, zone=None, replica=None, splitting=None, joining=None)
+                return replace(h, zone=None, replica=None, splitting=None, joining=None, merging=None)
             return h
         raise LifecycleError(f"zone lifecycle: unknown event {event!r}")

@@ -380,7 +380,8 @@ class Table(Body):
 class TakeOver(Body):
     """`take_over`: a leaving peer's zone for the heir; `data` holds its first quads, the heir
     fetches the `remaining` ones from `address` with `leave_data` before the zones merge, once
-    the ownership authority agrees the leaver's zone is still at epoch `incarnation`."""
+    the ownership authority agrees the leaver's zone is still at epoch `incarnation` and its
+    leave attempt `leave` undecided (peers/membership/merges.py)."""
 
     id: str = field(STR)
     zone: Zone = field(ZONE)
@@ -389,6 +390,7 @@ class TakeOver(Body):
     address: str = field(STR, default="")
     remaining: int = field(INT, default=0)
     incarnation: int | None = field(OPT(INT), default=None)   # the zone's epoch it leaves at (None: older peers)
+    leave: str = field(STR, default="")   # the attempt the authority decides ("": no authority)
 
 
 @message

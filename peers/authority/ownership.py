@@ -1,6 +1,6 @@
 """A peer's standing with the ownership authority: its lease, its zone's epoch, the fence on writes.
 
-Two keys per zone (a zone is named by its owner's id, which a stand-in keeps):
+Keys per zone (a zone is named by its owner's id, which a stand-in keeps):
 
 * `eventcloud/<overlay>/epoch/<id>`: the zone's epoch (the owner's incarnation), a key without a
   lease: it outlives every owner;
@@ -10,7 +10,9 @@ Two keys per zone (a zone is named by its owner's id, which a stand-in keeps):
   (`record_replica`) before it acknowledges a write that only the new copy holds. Only that peer
   may claim the zone: a peer that held an older copy (the owner replaced it while the two could
   not talk) would serve it without the writes acknowledged since. An heir taking the zone over
-  in a leave marks it `absorbed:<heir>` first (`absorb`), so no copy of it is claimed after.
+  in a leave marks it `absorbed:<heir>` first (`absorb`), so no copy of it is claimed after;
+* `eventcloud/<overlay>/leave/<id>`: a leave under way (`leaving:<token>`), decided by one
+  transaction, the heir's (`absorbed:<heir>`) or the leaver's withdrawal (`settle_leave`).
 
 A runtime serves its zone only after it *registered* (a transaction: the epoch is its
 incarnation -> the owner key is its, under its lease), and acknowledges a write only while its
@@ -33,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import uuid
 from collections import Counter
 
 import trio
@@ -43,10 +46,12 @@ from peers.store import PeerState, StateError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ABSORBED", "Ownership", "lease_ttl"]
+__all__ = ["ABSORBED", "LEAVING", "Ownership", "lease_ttl"]
 
 #: How the authority names the copy of a zone an heir took over in a leave: no replica claims it.
 ABSORBED = "absorbed:"
+#: A leave under way, not yet decided (`leave/<id>` = `leaving:<token>`).
+LEAVING = "leaving:"
 
 
 def lease_ttl(failure_timeout: float) -> int:
@@ -297,19 +302,47 @@ class Ownership:
         raise Fenced(f"peer {self.state.id} cannot name its new replica: its zone's epoch is not its own "
                      f"({current}, not {self.state.incarnation})")
 
-    async def absorb(self, leaver: str, incarnation: int) -> None:
-        """A leaving neighbour's zone is about to merge into ours: one transaction checks that our
-        epoch is still ours and the leaver's the one it leaves at, and marks its copy as absorbed
-        (`absorbed:<our id>` where the authority names its replica). From then its replica's
-        claim fails: a leaver killed after the merge, before it retired its keys, was taken over
-        by its replica while the heir served the merged zone (two owners). `Fenced` if either
-        epoch moved: a deposed heir merges nothing, and a leaver taken over while it handed its
-        zone on (its lease lapsed behind a partition) has nothing to hand."""
+    # --- leaves, decided at the authority ------------------------------------------------------
+
+    async def begin_leave(self) -> str:
+        """A leave of this zone begins: the authority records the attempt (`leave/<id>` =
+        `leaving:<token>`) while our epoch is ours; the token goes to the heir. From then one
+        transaction decides it: the heir's `absorb` or our `settle_leave`, whichever comes first.
+        "" without an authority (the two peers decide alone). `Fenced` if the epoch moved on."""
+        if self.authority is None:
+            return ""
+        token = uuid.uuid4().hex
+        epoch = self._key("epoch", self.state.id)
+        if await self.authority.transact([Same(epoch, str(self.state.incarnation))],
+                                         [Put(self._key("leave", self.state.id), LEAVING + token)]):
+            return token
+        current = await self.epoch_of(self.state.id)
+        if current is not None and current > self.state.incarnation:
+            self._deposed(current)
+        raise Fenced(f"peer {self.state.id} cannot leave: its zone's epoch is {current}, not {self.state.incarnation}")
+
+    async def absorb(self, leaver: str, incarnation: int, token: str = "") -> None:
+        """The decision of a leave, on the heir's side: one transaction checks that our epoch is
+        still ours, the leaver's the one it leaves at and its leave still undecided (`token`),
+        and marks its copy and its leave as absorbed by us (`absorbed:<our id>`). From then its
+        replica's claim fails, and the leaver, if it never hears our answer, learns from the
+        authority that it left. Returns if we won (now, or in an earlier attempt whose answer
+        was lost); `Fenced` if not: the leaver kept its zone, another heir took it, or an epoch
+        moved (a deposed heir merges nothing; a leaver taken over has nothing to hand).
+        `AuthorityUnreachable`: undecided."""
         if self.authority is None:
             return
         mine, theirs = self._key("epoch", self.state.id), self._key("epoch", leaver)
-        if await self.authority.transact([Same(mine, str(self.state.incarnation)), Same(theirs, str(incarnation))],
-                                         [Put(self._key("replica", leaver), f"{ABSORBED}{self.state.id}")]):
+        leave, ours = self._key("leave", leaver), ABSORBED + self.state.id
+        conditions = [Same(mine, str(self.state.incarnation)), Same(theirs, str(incarnation))]
+        changes = [Put(self._key("replica", leaver), ours)]
+        if token:
+            conditions.append(Same(leave, LEAVING + token))
+            changes.append(Put(leave, ours))
+        if await self.authority.transact(conditions, changes):
+            return
+        decided = await self.authority.get(leave) if token else None
+        if decided is not None and decided.value == ours:
             return
         own, other = await self.epoch_of(self.state.id), await self.epoch_of(leaver)
         if own != self.state.incarnation:
@@ -317,8 +350,43 @@ class Ownership:
                 self._deposed(own)
             raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: its own zone's epoch is "
                          f"{own}, not {self.state.incarnation}")
-        raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: that zone's epoch is {other}, "
-                     f"not {incarnation} (taken over while it was leaving)")
+        if other != incarnation:
+            raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: that zone's epoch is {other}, "
+                         f"not {incarnation} (taken over while it was leaving)")
+        raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: that leave was decided otherwise "
+                     f"({decided.value if decided is not None else 'the leaver kept its zone'})")
+
+    async def merged(self, leaver: str) -> None:
+        """Our merge of `leaver`'s zone is saved: its leave record goes (the leaver's other keys
+        go when it retires). Best effort: a record left behind decides nothing any more."""
+        if self.authority is None:
+            return
+        leave = self._key("leave", leaver)
+        try:
+            await self.authority.transact([Same(leave, ABSORBED + self.state.id)], [Delete(leave)])
+        except (AuthorityUnreachable, LeaseExpired):
+            pass
+
+    async def settle_leave(self, token: str) -> str | None:
+        """The decision of a leave whose heir never answered, on the leaver's side: None if we
+        keep our zone (our transaction withdrew the attempt, so no heir can take it now), else
+        the id of the heir that took it (its answer was lost; it serves the zone, or will once
+        restarted, or its stand-in will). `AuthorityUnreachable`: undecided."""
+        if self.authority is None or not token:
+            return None
+        leave = self._key("leave", self.state.id)
+        if await self.authority.transact([Same(leave, LEAVING + token)], [Delete(leave)]):
+            return None
+        return await self.absorbed_by(self.state.id) or None
+
+    async def absorbed_by(self, ident: str) -> str:
+        """The heir that took `ident`'s zone in a leave, as the authority records it ("" if none,
+        unreachable or no authority): a leaver restarted before it saved its leave serves nothing."""
+        for kind in ("leave", "replica"):
+            entry = await self._read(kind, ident)
+            if entry is not None and entry.value.startswith(ABSORBED):
+                return entry.value[len(ABSORBED):]
+        return ""
 
     async def refuse_a_second_overlay(self) -> None:
         """A first peer (no --join, no zone of its own) starts no overlay beside one the authority

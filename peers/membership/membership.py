@@ -39,14 +39,14 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from eventcloud.errors import (
-    TRANSIENT, ConnectionLost, ErrorCode, EventCloudError, OperatorMismatch, RemoteError, RequestError, Unreachable,
+    TRANSIENT, AuthorityUnreachable, ConnectionLost, Fenced, ErrorCode, EventCloudError, OperatorMismatch, RemoteError, RequestError, Unreachable,
 )
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
 from eventcloud.overlay import (
-    Box, CoordinateSpace, Granted, JoinCommitted, Merged, Neighbour, NeighboursLearned, Point, Zone, announced, heirs,
-    lowest_corner, merge_for_leave,
+    Box, CoordinateSpace, Granted, JoinCommitted, Neighbour, NeighboursLearned, Point, Zone, announced, heirs,
+    lowest_corner,
 )
 from eventcloud.rdf.model import Quad
 from eventcloud.wire.codec import point_to_wire
@@ -61,15 +61,14 @@ from peers.replication import OwnerReplication
 from peers.net import FAILED, Locate, RetryPolicy, Router, addresses_of
 from peers.membership.stabiliser import Stabiliser
 from peers.store import AsyncStore, ForeignQuads, PeerState, ZoneGuard
-from peers.membership.handover import Outgoing, drop_outside, install, receive, zone_content
+from peers.membership.handover import Outgoing, install, receive, zone_content
 from peers.membership.load_survey import LoadSurvey
+from peers.membership.merges import DEPARTED_FOR, DecidedAlone, LeaveDecisions, Merges, decided
 from peers.membership.splits import Splits
 from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
-#: How long a peer that left is remembered as departed (not crashed).
-DEPARTED_FOR = 600.0
 #: Requests of one take-over to an heir that did not answer, before the next heir is asked.
 TAKE_OVER_TRIES = 3
 
@@ -86,14 +85,14 @@ class Membership:
                  rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey,
                  locate: Locate | None = None,
                  authority_url: Callable[[], str] = lambda: "",
-                 absorb: Callable[[str, int], Awaitable[None]] | None = None,
+                 decisions: LeaveDecisions | None = None,
                  silent_owners: Callable[[], list[str]] = lambda: []) -> None:
         self.state = state
         #: owners of copies held here that stopped answering (the keeper's): no leave meanwhile
         self.silent_owners = silent_owners
         self.authority_url = authority_url   # told to joiners: the overlay's authority (ownership's)
-        #: an heir's check at the authority before a leaver's zone merges into its own (ownership's)
-        self.absorb = absorb if absorb is not None else _absorbed_alone
+        #: where leaves are decided: the ownership authority (ownership's), or the two peers alone
+        self.decisions: LeaveDecisions = decisions if decisions is not None else DecidedAlone()
         self.locate = locate             # where the authority says a peer's zone is served now
         self.tasks = tasks               # join timers run there
         self.survey = survey             # whom a join splits: the busiest peer it finds
@@ -133,9 +132,14 @@ class Membership:
                              announce=self.announce,
                              join_timeout=join_timeout, retry_window=retry_window, operators=operators,
                              rematch=rematch, locate=locate)
+        #: the heir's side of leaves: neighbours' zones merged into ours
+        self.merges = Merges(state, router, store, subscriptions, counters, tasks, lock=self.lock, foreign=foreign,
+                             decisions=self.decisions, persist=lambda: self.persist(), announce=self.announce,
+                             install=lambda data: self._install(data), leaving=lambda: self.leaving,
+                             departed=self._departed)
 
     def handlers(self) -> dict[Op, Any]:
-        return {Op.OVERLAY_INFO: self._on_info, Op.NEIGHBOURS: self._on_neighbours, Op.TAKE_OVER: self._on_take_over,
+        return {Op.OVERLAY_INFO: self._on_info, Op.NEIGHBOURS: self._on_neighbours, Op.TAKE_OVER: self.merges.on_take_over,
                 Op.TABLE: self._on_table, Op.LEAVE: self._on_leave, Op.LEAVE_DATA: self._on_leave_data,
                 **self.splits.handlers()}
 
@@ -366,35 +370,40 @@ class Membership:
             # Stores wait from the snapshot on; once an heir holds the zone they never resume
             # (this peer stops, the waiting stores fail and are routed to the heir).
             try:
+                token = await self.decisions.begin_leave()   # the attempt the authority decides
                 await self.guard.acquire_change()
-            except BaseException:
+            except BaseException as exc:
                 self._end_leave(failed=True)
+                if isinstance(exc, (Fenced, AuthorityUnreachable)):
+                    raise RequestError(f"cannot leave now: {exc}", ErrorCode.CANNOT_LEAVE) from None
                 raise
             try:
-                heir = await self._hand_zone_to(candidates)
-            except BaseException:
+                heir = await self._hand_zone_to(candidates, token)
+            except trio.Cancelled:
                 self.guard.release_change()
                 self._end_leave(failed=True)
                 with trio.CancelScope(shield=True):
-                    await self.persist()
-                    await self._name_replica_again()
+                    await self.persist()   # a restart asks the authority (`absorbed_by`) before serving
                 raise
+            except BaseException:
+                # No answer from any heir: the authority says whether one took the zone (its
+                # answer was lost) or we keep it, and from then on no heir can take it.
+                with trio.CancelScope(shield=True):
+                    taker = await decided(lambda: self.decisions.settle_leave(token), "its leave", state.id)
+                if taker is None:
+                    self.guard.release_change()
+                    self._end_leave(failed=True)
+                    with trio.CancelScope(shield=True):
+                        await self.persist()
+                    raise
+                log.warning("peer %s: its heir never answered, but the ownership authority says peer %s took its "
+                            "zone over: the leave is done", state.id, taker)
+                self.counters["leaves_decided_by_authority"] += 1
+                heir = taker
         for body in self._end_leave(failed=False):
-            await self.announce(body.peers or {}, [addresses[heir]], body.removed)
+            if heir in addresses:
+                await self.announce(body.peers or {}, [addresses[heir]], body.removed)
         return heir
-
-    async def _name_replica_again(self) -> None:
-        """A leave failed after an heir may have marked our copy absorbed at the authority (it
-        merged nothing after all: it failed, or crashed, before its merge): the authority names
-        our replica again, so that it can still take our zone over if we crash."""
-        replica = self.state.replica
-        if replica is None:
-            return
-        try:
-            await self.replication.record(*replica)
-        except EventCloudError as exc:
-            log.warning("peer %s: its leave failed, and naming its replica again at the ownership authority "
-                        "failed too: %s", self.state.id, exc)
 
     async def _answering(self, candidates: list[str], within: Box | None, tree_only: bool) -> list[str]:
         """The candidates from the first that answers as itself, with a zone that still merges
@@ -428,14 +437,14 @@ class Membership:
             self._apply(body)
         return held
 
-    async def _hand_zone_to(self, candidates: list[str]) -> str:
+    async def _hand_zone_to(self, candidates: list[str], token: str) -> str:
         """The zone's content to the first heir that takes it; its id."""
         state = self.state
         _, data = await self._handover(state.zone)
         outgoing = Outgoing(data)
         first, remaining = outgoing.first()
         request = TakeOver(state.id, state.zone, dict(state.neighbours), first, state.address, remaining,
-                           state.incarnation)
+                           state.incarnation, token)
         self._outgoing = outgoing
         try:
             return await self._take_over_by(candidates, request)
@@ -492,66 +501,8 @@ class Membership:
                                ErrorCode.NOT_FOUND)
         return self._outgoing.served(body.offset, "leave's handover")
 
-    async def _on_take_over(self, conn: RpcConnection, body: TakeOver) -> PeerId:
-        state = self.state
-        if state.zone.covers(body.zone):  # a retry whose answer was lost: the zone is ours already
-            return PeerId(state.id)
-        self._refuse_if_leaving()  # checked before the lock, which our own leave holds while it waits
-        self._departed[body.id] = trio.current_time() + DEPARTED_FOR
-        try:
-            async with self.lock:
-                if state.zone.covers(body.zone):  # the attempt we waited behind took it
-                    return PeerId(state.id)
-                self._refuse_if_leaving()  # began while we waited: its snapshot of our zone is taken already
-                self._refuse_while_splitting()
-                plan = merge_for_leave(state.id, state.zone, state.neighbours, body.id, body.zone, body.neighbours)
-                if plan is None:
-                    raise RequestError("zones do not merge into a box", ErrorCode.CANNOT_LEAVE)
-                with self.foreign.writing():   # the leaver still answers for these quads until the zone is ours
-                    await self._install_leaving(body)   # and marked at the authority as ours (`absorb`)
-                    state.step(Merged(plan.merged, plan.table))
-                await self.persist()
-        except RequestError:  # refused: that peer keeps its zone, and has not departed
-            self._departed.pop(body.id, None)
-            raise
-        await self.announce({state.id: Neighbour(state.address, plan.merged, state.incarnation)}, plan.announce_to,
-                            removed=(body.id,))
-        return PeerId(state.id)
-
-    async def _install_leaving(self, body: TakeOver) -> None:
-        """A leaving neighbour's zone content, fetching what its first chunk lacks; if that
-        fails, nothing of it is left here (the leaver keeps its zone)."""
-        installed: list[Quad] = []
-
-        async def fetch(offset: int) -> Handover:
-            address = body.address or self.state.neighbours[body.id].address
-            return Handover.from_wire(await self.router.call(address, Op.LEAVE_DATA, NextChunk(self.state.id, offset)))
-
-        held = self.state.neighbours.get(body.id)
-        incarnation = body.incarnation if body.incarnation is not None else held.incarnation if held else 0
-        try:
-            await receive(body.data, body.remaining, fetch, self._install, installed)
-            await self.absorb(body.id, incarnation)
-        except BaseException as exc:
-            with trio.CancelScope(shield=True):
-                await drop_outside(self.store, self.subscriptions, self.state.zone, installed)
-            if isinstance(exc, (EventCloudError, KeyError)):
-                raise RequestError(f"cannot take over {body.id}'s zone: {exc}", ErrorCode.CANNOT_LEAVE) from None
-            raise
-
-    def _refuse_while_splitting(self) -> None:
-        """A zone split for a newcomer grows by no merge until the split stands or is undone:
-        an undo restores the zone from before the split, and would drop the merged part."""
-        split = self.state.splitting
-        if split is not None:
-            raise RequestError(f"peer {self.state.id} is splitting its zone for {split.newcomer}; hand the zone "
-                               "to another neighbour or retry once that join is decided", ErrorCode.BUSY)
-
     def _refuse_if_leaving(self) -> None:
         if self.leaving:
             raise RequestError(f"peer {self.state.id} is leaving too; hand the zone to another neighbour or retry",
                                ErrorCode.CANNOT_LEAVE)
 
-
-async def _absorbed_alone(leaver: str, incarnation: int) -> None:
-    """Without an ownership authority the two peers decide a leave alone."""

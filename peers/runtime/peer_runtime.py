@@ -245,7 +245,7 @@ class PeerRuntime:
             join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, foreign=foreign,
             operators=operators, rematch=matcher.rematch, survey=survey, locate=ownership.server_of,
             authority_url=lambda: ownership.url, silent_owners=lambda: self.replicas.silent_owners(),
-            absorb=ownership.absorb)
+            decisions=ownership)
         self.rebalancer = Rebalancer(state, membership, survey, router, store_, counters, every=config.rebalance_every,
                                      ratio=config.rebalance_ratio, min_quads=config.rebalance_min_quads,
                                      make_room=config.rebalance_make_room,
@@ -382,6 +382,7 @@ class PeerRuntime:
                     if self.restored is not None and self.restored.has_zone:
                         await self._commit_restored_join()
                         await self.membership.splits.resume()   # a split saved under way: its commit, or undo
+                        await self.membership.merges.resume()   # a merge saved under way: the authority's word
                         await self.persistence.save()
                         await self._register(nursery)
                         self.dispatcher.ready.set()

@@ -5,6 +5,7 @@ neighbours)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Awaitable, Callable
 
 import trio
@@ -18,6 +19,8 @@ from eventcloud.wire.ops import Op
 from peers.authority import Ownership
 from peers.net import PeerAuth
 from peers.store import PeerState
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Ask", "ask", "overlay_of", "taken_over_while_down"]
 
@@ -50,6 +53,10 @@ async def taken_over_while_down(state: PeerState, ownership: Ownership, ask_: As
     epoch = await ownership.epoch_of(state.id)   # the authority's word, when there is one
     newer = epoch is not None and epoch > state.incarnation
     rejoin = [n.address for n in state.neighbours.values()]
+    heir = await ownership.absorbed_by(state.id)
+    if heir:   # it left before this restart, and was stopped before it saved that: its heir serves the zone
+        log.warning("peer %s: the ownership authority says peer %s took its zone over in a leave", state.id, heir)
+        return rejoin
     if state.replica is not None and not newer:
         reply = await ask_(state.replica[1], Op.REPLICA_STATUS, ReplicaOf(state.id, state.incarnation))
         if reply is not None:

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from eventcloud.errors import EventCloudError, Unavailable
 from eventcloud.overlay import (
-    GRANTED_KEPT, CoordinateSpace, Event, Holding, Neighbour, SplitUnderWay, Zone, ZoneLifecycle,
+    GRANTED_KEPT, CoordinateSpace, Event, Holding, MergeUnderWay, Neighbour, SplitUnderWay, Zone, ZoneLifecycle,
 )
 from eventcloud.wire.codec import neighbour_from_wire, neighbour_to_wire, zone_from_wire, zone_to_wire
 from peers.config import ALGORITHMS
@@ -42,13 +42,27 @@ def _split_from_json(data: Any) -> SplitUnderWay:
                          tuple(str(a) for a in data["announce_to"]))
 
 
+def _merge_to_json(merge: MergeUnderWay) -> dict[str, Any]:
+    return {"leaver": merge.leaver, "incarnation": merge.incarnation, "token": merge.token,
+            "zone": zone_to_wire(merge.zone), "table": [neighbour_to_wire(k, n) for k, n in merge.table.items()]}
+
+
+def _merge_from_json(data: Any) -> MergeUnderWay:
+    if not isinstance(data, dict) or not isinstance(data.get("leaver"), str) \
+            or type(data.get("incarnation")) is not int or not isinstance(data.get("token"), str) \
+            or not isinstance(data.get("table"), list):
+        raise ValueError(f"invalid merge under way {data!r}")
+    return MergeUnderWay(data["leaver"], data["incarnation"], data["token"], zone_from_wire(data["zone"]),
+                         dict(neighbour_from_wire(n) for n in data["table"]))
+
+
 class StateError(EventCloudError):
     """A data directory whose peer.json cannot be used."""
 
 
 class PeerState:
     """A peer's identity and settings, and what it holds: its zone, neighbours, replica, epoch,
-    a split under way, a join committing. What it holds is read here and changed only by
+    a split under way, a merge under way, a join committing. What it holds is read here and changed only by
     stepping its zone lifecycle (`step`, eventcloud/overlay/lifecycle.py); the keyword
     arguments of the same names give a holding to start from (a restored or copied state)."""
 
@@ -57,7 +71,8 @@ class PeerState:
                  annex: bool = False, zone_or_none: Zone | None = None,
                  neighbours: Mapping[str, Neighbour] | None = None, incarnation: int = 0,
                  replica: tuple[str, str] | None = None, splitting: SplitUnderWay | None = None,
-                 joining: tuple[str, str] | None = None, granted: tuple[str, ...] = ()) -> None:
+                 joining: tuple[str, str] | None = None, granted: tuple[str, ...] = (),
+                 merging: MergeUnderWay | None = None) -> None:
         self.id = id if id is not None else uuid.uuid4().hex[:12]
         self.address = address
         self.overlay = overlay                # the id of the overlay this peer belongs to
@@ -68,7 +83,7 @@ class PeerState:
         self.annex = annex                    # started to take the empty side of a crowded zone (peers/membership/annexes.py)
         self.lifecycle = ZoneLifecycle(Holding(
             zone_or_none, MappingProxyType(dict(neighbours or {})), replica, incarnation, splitting, joining,
-            tuple(granted)[-GRANTED_KEPT:]))
+            tuple(granted)[-GRANTED_KEPT:], merging))
 
     def step(self, *events: Event) -> None:
         """Change what this peer holds: each event one transition of its zone lifecycle."""
@@ -115,6 +130,11 @@ class PeerState:
         return self.lifecycle.holding.splitting
 
     @property
+    def merging(self) -> MergeUnderWay | None:
+        """A leaver's content held here, its merge not yet decided at the authority."""
+        return self.lifecycle.holding.merging
+
+    @property
     def joining(self) -> tuple[str, str] | None:
         """(id, address) of the peer whose split this one joins by, until its commit is answered:
         a copy of a zone whose join may have been undone is taken over only once the splitter
@@ -155,6 +175,7 @@ class PeerState:
             **({"splitting": _split_to_json(self.splitting)} if self.splitting is not None else {}),
             **({"joining": list(self.joining)} if self.joining is not None else {}),
             **({"granted": list(self.granted)} if self.granted else {}),
+            **({"merging": _merge_to_json(self.merging)} if self.merging is not None else {}),
         }
 
     @classmethod
@@ -198,6 +219,7 @@ class PeerState:
             splitting=_split_from_json(data["splitting"]) if data.get("splitting") is not None else None,
             joining=tuple(joining) if joining else None,  # type: ignore[arg-type]
             granted=tuple(str(g) for g in data.get("granted", ()) if isinstance(g, str)),
+            merging=_merge_from_json(data["merging"]) if data.get("merging") is not None else None,
         )
 
 

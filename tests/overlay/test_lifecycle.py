@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from eventcloud.overlay import (
-    TRANSITIONS, CoordinateSpace, Ended, Founded, Granted, Holding, JoinCommitted, Left, LifecycleError, Merged,
-    Neighbour, NeighboursLearned, Phase, Rejoin, ReplicaNamed, SplitCommitted, SplitGranted, SplitUndone,
+    TRANSITIONS, CoordinateSpace, Ended, Founded, Granted, Holding, JoinCommitted, Left, LifecycleError, MergeBegun,
+    MergeDropped, Merged, MergeUnderWay, Neighbour, NeighboursLearned, Phase, Rejoin, ReplicaNamed, SplitCommitted, SplitGranted, SplitUndone,
     SplitUnderWay, Stopped, TakenOver, Zone, ZoneLifecycle,
 )
 
@@ -25,10 +25,15 @@ def split_for(newcomer: str = "new") -> SplitUnderWay:
     return SplitUnderWay(newcomer, "h:9", UPPER, WHOLE, TABLE, ("h:3",))
 
 
+def merge_of(leaver: str = "n", zone: Zone = UPPER) -> MergeUnderWay:
+    return MergeUnderWay(leaver, 0, "token", zone, {})
+
+
 #: One event of each kind, valid in some phase.
 EVENTS = [Founded(WHOLE), Granted(LOWER, TABLE, ("s", "h:1")), JoinCommitted(),
           SplitGranted(split_for(), LOWER, {"new": Neighbour("h:9", UPPER)}), SplitCommitted("new"),
-          SplitUndone("new"), NeighboursLearned(TABLE), Merged(WHOLE, {}), ReplicaNamed(("r", "h:5")),
+          SplitUndone("new"), NeighboursLearned(TABLE), MergeBegun(merge_of()), Merged(WHOLE, {}), MergeDropped("n"),
+          ReplicaNamed(("r", "h:5")),
           TakenOver(1), Ended(Stopped())]
 
 PHASES = {
@@ -36,6 +41,7 @@ PHASES = {
     Phase.JOINING: lambda: ZoneLifecycle(Holding(LOWER, TABLE, joining=("s", "h:1"))),
     Phase.SERVING: lambda: serving(),
     Phase.SPLITTING: lambda: ZoneLifecycle(Holding(LOWER, {}, splitting=split_for())),
+    Phase.MERGING: lambda: ZoneLifecycle(Holding(LOWER, TABLE, merging=merge_of())),
     Phase.ENDED: lambda: _ended(),
 }
 
@@ -105,6 +111,28 @@ def test_a_merge_keeps_the_zone_it_grows_and_waits_for_a_split_to_be_decided():
     splitting.step(SplitGranted(split_for(), LOWER, {}))
     with pytest.raises(LifecycleError, match="not allowed while splitting"):
         splitting.step(Merged(WHOLE, {}))
+
+
+def test_a_merge_under_way_is_merged_or_dropped_and_allows_no_other_change_meanwhile():
+    """The heir saves the leaver's zone as under way before the authority decides (merges.py)."""
+    machine = serving(LOWER)
+    machine.step(MergeBegun(merge_of()))
+    assert machine.phase is Phase.MERGING and machine.holding.zone == LOWER
+    for refused in (SplitGranted(split_for(), LOWER, {}), MergeBegun(merge_of("other"))):
+        with pytest.raises(LifecycleError, match="not allowed while merging"):
+            machine.step(refused)
+    with pytest.raises(LifecycleError, match="leaves out n's zone"):
+        machine.step(Merged(LOWER, {}))
+    machine.step(TakenOver(1))   # a stand-in resumes it
+    assert machine.phase is Phase.MERGING
+    machine.step(Merged(WHOLE, {}))
+    assert machine.phase is Phase.SERVING and machine.holding.zone == WHOLE and machine.holding.merging is None
+    dropped = serving(LOWER)
+    dropped.step(MergeBegun(merge_of()))
+    with pytest.raises(LifecycleError, match="no merge under way for x"):
+        dropped.step(MergeDropped("x"))
+    dropped.step(MergeDropped("n"))
+    assert dropped.phase is Phase.SERVING and dropped.holding.zone == LOWER and dropped.holding.merging is None
 
 
 def test_a_takeover_is_one_epoch_on_with_no_replica_and_the_join_decided():

@@ -546,7 +546,7 @@ async def test_a_zone_split_for_a_newcomer_takes_no_leaver_in_until_the_split_is
         assert split is not None and split.newcomer == "ghost0000005"
         leaver = TakeOver("leaver000001", split.granted, {}, Handover(), "peer:994")
         with pytest.raises(RequestError) as refused:
-            await owner.membership._on_take_over(None, leaver)
+            await owner.membership.merges.on_take_over(None, leaver)
         assert refused.value.code is ErrorCode.BUSY and "ghost0000005" in refused.value.message
         assert owner.state.zone == kept and owner.state.splitting == split
         await trio.sleep(owner.membership.join_timeout + 5)   # the ghost never commits: undone

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eventcloud.errors import Unavailable
-from eventcloud.overlay import CoordinateSpace, Neighbour, Zone
+from eventcloud.overlay import CoordinateSpace, MergeUnderWay, Neighbour, Zone
 from peers.config import PeerConfig, advertised_address
 from peers.store import PeerState, StateError, load_state, save_state
 
@@ -22,6 +22,20 @@ def test_state_round_trips_through_its_file(tmp_path):
     save_state(tmp_path, state)
     assert load_state(tmp_path) == state
     assert not (tmp_path / "peer.tmp").exists()  # written to a temporary file, then renamed
+
+
+def test_a_merge_under_way_round_trips_and_a_broken_one_is_refused(tmp_path):
+    """Saved before the authority is asked (peers/membership/merges.py): a restart asks again."""
+    lower, upper = ZONE.split()
+    merge = MergeUnderWay("leaver", 3, "t0k", upper, {"x": Neighbour("h:3", upper)})
+    state = PeerState(id="abc", address="h:1", zone_or_none=lower, space=SPACE, merging=merge)
+    save_state(tmp_path, state)
+    assert load_state(tmp_path).merging == merge
+    data = state.to_json()
+    data["merging"]["incarnation"] = "3"
+    (tmp_path / "peer.json").write_text(json.dumps(data))
+    with pytest.raises(StateError, match="invalid merge under way"):
+        load_state(tmp_path)
 
 
 def test_a_fresh_directory_has_no_state(tmp_path):

@@ -17,7 +17,7 @@ failover is tested elsewhere). Invariants, after healing and settling:
   whole or absent, never partial; COUNT(*) is exactly the sum;
 * no live owner is deposed: a peer never cut off nor crashed keeps its zone;
 * each zone is served once: the peers listed are distinct, none is down, and each is known to
-  the authority (with one, at the epoch it serves);
+  the authority (with one, at the epoch it serves), whose zone map names exactly those zones;
 * each acknowledged event is notified exactly once to a subscription matching everything.
 """
 
@@ -42,7 +42,7 @@ import trio.testing
 from eventcloud.client import ClientError
 
 from eventcloud.testing.overlay import open_overlay
-from peers.authority import LocalAuthority
+from peers.authority import LocalAuthority, zone_map
 
 __all__ = ["Outcome", "simulate"]
 
@@ -212,6 +212,11 @@ async def _check_reads(overlay, client, sub, acknowledged, failed, outcome: Outc
         unknown = [i for i in ids if i not in epochs]
         if unknown:
             v.append(f"peers serving zones the authority does not know: {unknown}")
+        mapped = await zone_map(overlay.authority, overlay.peers[0].current.overlay)
+        served = {p.id: p.zone for p in status.peers}
+        if mapped != served:
+            wrong = sorted(i for i in {*mapped, *served} if mapped.get(i) != served.get(i))
+            v.append(f"the authority's zone map differs from the zones served for {wrong}")
     got: dict[str, int] = {}
     with trio.move_on_after(30):
         async for note in sub:

@@ -12,7 +12,11 @@ Keys per zone (a zone is named by its owner's id, which a stand-in keeps):
   not talk) would serve it without the writes acknowledged since. An heir taking the zone over
   in a leave marks it `absorbed:<heir>` first (`absorb`), so no copy of it is claimed after;
 * `eventcloud/<overlay>/leave/<id>`: a leave under way (`leaving:<token>`), decided by one
-  transaction, the heir's (`absorbed:<heir>`) or the leaver's withdrawal (`settle_leave`).
+  transaction, the heir's (`absorbed:<heir>`) or the leaver's withdrawal (`settle_leave`);
+* `eventcloud/<overlay>/join/<id>`: the split that made the zone (`granted:<splitter>`), decided
+  by one of the splitter's transactions, its commit (`committed:<splitter>`) or its undo;
+* `eventcloud/<overlay>/zone/<id>`: the zone's box: the zone map, written by the transactions
+  that decide a founding, a split's commit and a leave, and by nothing else.
 
 A runtime serves its zone only after it *registered* (a transaction: the epoch is its
 incarnation -> the owner key is its, under its lease), and acknowledges a write only while its
@@ -35,24 +39,18 @@ from __future__ import annotations
 import json
 import logging
 import math
-import uuid
 from collections import Counter
 
 import trio
 
 from eventcloud.errors import AuthorityUnreachable, Fenced, LeaseExpired
 from peers.authority.base import Authority, Delete, Entry, Put, Same
+from peers.authority.decisions import ABSORBED, COMMITTED, GRANTED, LEAVING, DecidedAtTheAuthority, zone_map
 from peers.store import PeerState, StateError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ABSORBED", "LEAVING", "Ownership", "lease_ttl"]
-
-#: How the authority names the copy of a zone an heir took over in a leave: no replica claims it.
-ABSORBED = "absorbed:"
-#: A leave under way, not yet decided (`leave/<id>` = `leaving:<token>`).
-LEAVING = "leaving:"
-
+__all__ = ["ABSORBED", "COMMITTED", "GRANTED", "LEAVING", "Ownership", "lease_ttl", "zone_map"]
 
 def lease_ttl(failure_timeout: float) -> int:
     """A lease's TTL for a failure timeout: twice it, in whole seconds (etcd's unit), at least 5.
@@ -64,7 +62,7 @@ def lease_ttl(failure_timeout: float) -> int:
     return max(5, math.ceil(2 * failure_timeout))
 
 
-class Ownership:
+class Ownership(DecidedAtTheAuthority):
     def __init__(self, state: PeerState, authority: Authority | None, counters: Counter[str], *, ttl: int) -> None:
         self.state = state
         self.authority = authority
@@ -276,12 +274,15 @@ class Ownership:
             pass
 
     async def _delete_keys(self) -> None:
-        """This zone's epoch, owner and replica keys, deleted while the epoch is still ours."""
+        """This zone's epoch, owner, replica and join keys, deleted while the epoch is still ours
+    (its box in the zone map went with the transaction that gave the zone to its heir; a join
+    abandoned never had one)."""
         assert self.authority is not None
         epoch = self._key("epoch", self.state.id)
         await self.authority.transact([Same(epoch, str(self.state.incarnation))],
                                       [Delete(epoch), Delete(self._key("owner", self.state.id)),
-                                       Delete(self._key("replica", self.state.id))])
+                                       Delete(self._key("replica", self.state.id)),
+                                       Delete(self._key("join", self.state.id))])
 
     async def record_replica(self, replica: str, address: str = "") -> None:
         """Name `replica` (at `address`) as the holder of this zone's current copy (before any
@@ -301,92 +302,6 @@ class Ownership:
             self._deposed(current)
         raise Fenced(f"peer {self.state.id} cannot name its new replica: its zone's epoch is not its own "
                      f"({current}, not {self.state.incarnation})")
-
-    # --- leaves, decided at the authority ------------------------------------------------------
-
-    async def begin_leave(self) -> str:
-        """A leave of this zone begins: the authority records the attempt (`leave/<id>` =
-        `leaving:<token>`) while our epoch is ours; the token goes to the heir. From then one
-        transaction decides it: the heir's `absorb` or our `settle_leave`, whichever comes first.
-        "" without an authority (the two peers decide alone). `Fenced` if the epoch moved on."""
-        if self.authority is None:
-            return ""
-        token = uuid.uuid4().hex
-        epoch = self._key("epoch", self.state.id)
-        if await self.authority.transact([Same(epoch, str(self.state.incarnation))],
-                                         [Put(self._key("leave", self.state.id), LEAVING + token)]):
-            return token
-        current = await self.epoch_of(self.state.id)
-        if current is not None and current > self.state.incarnation:
-            self._deposed(current)
-        raise Fenced(f"peer {self.state.id} cannot leave: its zone's epoch is {current}, not {self.state.incarnation}")
-
-    async def absorb(self, leaver: str, incarnation: int, token: str = "") -> None:
-        """The decision of a leave, on the heir's side: one transaction checks that our epoch is
-        still ours, the leaver's the one it leaves at and its leave still undecided (`token`),
-        and marks its copy and its leave as absorbed by us (`absorbed:<our id>`). From then its
-        replica's claim fails, and the leaver, if it never hears our answer, learns from the
-        authority that it left. Returns if we won (now, or in an earlier attempt whose answer
-        was lost); `Fenced` if not: the leaver kept its zone, another heir took it, or an epoch
-        moved (a deposed heir merges nothing; a leaver taken over has nothing to hand).
-        `AuthorityUnreachable`: undecided."""
-        if self.authority is None:
-            return
-        mine, theirs = self._key("epoch", self.state.id), self._key("epoch", leaver)
-        leave, ours = self._key("leave", leaver), ABSORBED + self.state.id
-        conditions = [Same(mine, str(self.state.incarnation)), Same(theirs, str(incarnation))]
-        changes = [Put(self._key("replica", leaver), ours)]
-        if token:
-            conditions.append(Same(leave, LEAVING + token))
-            changes.append(Put(leave, ours))
-        if await self.authority.transact(conditions, changes):
-            return
-        decided = await self.authority.get(leave) if token else None
-        if decided is not None and decided.value == ours:
-            return
-        own, other = await self.epoch_of(self.state.id), await self.epoch_of(leaver)
-        if own != self.state.incarnation:
-            if own is not None and own > self.state.incarnation:
-                self._deposed(own)
-            raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: its own zone's epoch is "
-                         f"{own}, not {self.state.incarnation}")
-        if other != incarnation:
-            raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: that zone's epoch is {other}, "
-                         f"not {incarnation} (taken over while it was leaving)")
-        raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: that leave was decided otherwise "
-                     f"({decided.value if decided is not None else 'the leaver kept its zone'})")
-
-    async def merged(self, leaver: str) -> None:
-        """Our merge of `leaver`'s zone is saved: its leave record goes (the leaver's other keys
-        go when it retires). Best effort: a record left behind decides nothing any more."""
-        if self.authority is None:
-            return
-        leave = self._key("leave", leaver)
-        try:
-            await self.authority.transact([Same(leave, ABSORBED + self.state.id)], [Delete(leave)])
-        except (AuthorityUnreachable, LeaseExpired):
-            pass
-
-    async def settle_leave(self, token: str) -> str | None:
-        """The decision of a leave whose heir never answered, on the leaver's side: None if we
-        keep our zone (our transaction withdrew the attempt, so no heir can take it now), else
-        the id of the heir that took it (its answer was lost; it serves the zone, or will once
-        restarted, or its stand-in will). `AuthorityUnreachable`: undecided."""
-        if self.authority is None or not token:
-            return None
-        leave = self._key("leave", self.state.id)
-        if await self.authority.transact([Same(leave, LEAVING + token)], [Delete(leave)]):
-            return None
-        return await self.absorbed_by(self.state.id) or None
-
-    async def absorbed_by(self, ident: str) -> str:
-        """The heir that took `ident`'s zone in a leave, as the authority records it ("" if none,
-        unreachable or no authority): a leaver restarted before it saved its leave serves nothing."""
-        for kind in ("leave", "replica"):
-            entry = await self._read(kind, ident)
-            if entry is not None and entry.value.startswith(ABSORBED):
-                return entry.value[len(ABSORBED):]
-        return ""
 
     async def refuse_a_second_overlay(self) -> None:
         """A first peer (no --join, no zone of its own) starts no overlay beside one the authority

@@ -63,7 +63,8 @@ from peers.membership.stabiliser import Stabiliser
 from peers.store import AsyncStore, ForeignQuads, PeerState, ZoneGuard
 from peers.membership.handover import Outgoing, install, receive, zone_content
 from peers.membership.load_survey import LoadSurvey
-from peers.membership.merges import DEPARTED_FOR, DecidedAlone, LeaveDecisions, Merges, decided
+from peers.membership.decisions import DecidedAlone, Decisions, decided
+from peers.membership.merges import DEPARTED_FOR, Merges
 from peers.membership.splits import Splits
 from peers.tasks import TaskStarter
 
@@ -85,14 +86,14 @@ class Membership:
                  rematch: Callable[[list[str]], Awaitable[None]] | None = None, survey: LoadSurvey,
                  locate: Locate | None = None,
                  authority_url: Callable[[], str] = lambda: "",
-                 decisions: LeaveDecisions | None = None,
+                 decisions: Decisions | None = None,
                  silent_owners: Callable[[], list[str]] = lambda: []) -> None:
         self.state = state
         #: owners of copies held here that stopped answering (the keeper's): no leave meanwhile
         self.silent_owners = silent_owners
         self.authority_url = authority_url   # told to joiners: the overlay's authority (ownership's)
-        #: where leaves are decided: the ownership authority (ownership's), or the two peers alone
-        self.decisions: LeaveDecisions = decisions if decisions is not None else DecidedAlone()
+        #: where joins and leaves are decided: the ownership authority (ownership's), or the peers alone
+        self.decisions: Decisions = decisions if decisions is not None else DecidedAlone()
         self.locate = locate             # where the authority says a peer's zone is served now
         self.tasks = tasks               # join timers run there
         self.survey = survey             # whom a join splits: the busiest peer it finds
@@ -131,7 +132,7 @@ class Membership:
                              foreign=foreign, replication=replication, persist=lambda: self.persist(),
                              announce=self.announce,
                              join_timeout=join_timeout, retry_window=retry_window, operators=operators,
-                             rematch=rematch, locate=locate)
+                             rematch=rematch, locate=locate, decisions=self.decisions)
         #: the heir's side of leaves: neighbours' zones merged into ours
         self.merges = Merges(state, router, store, subscriptions, counters, tasks, lock=self.lock, foreign=foreign,
                              decisions=self.decisions, persist=lambda: self.persist(), announce=self.announce,
@@ -219,8 +220,10 @@ class Membership:
             await self.joined()
 
     async def _commit(self, owner: str, address: str) -> None:
-        """Ask the splitter to let the split stand. Only its answers decide: success, or "no join
-        in progress" (`not-found`: the split was undone, its keys then go). Anything else decides
+        """Ask the splitter to let the split stand. Only its answers (each from its transaction
+        at the authority, when there is one) decide: success, or "no join in progress"
+        (`not-found`: the split was undone, its keys then go); or the authority's record of the
+        split committed, read when an answer does not come. Anything else decides
         nothing and is asked again: no answer (it died, or the reply was lost: the split under
         way is saved with its state, so it is asked wherever its id serves next, its restart or
         its stand-in), "not serving yet", or a fence (its lease lapsed: taken for a refusal, the
@@ -244,6 +247,8 @@ class Membership:
                 failure: EventCloudError = exc
             except FAILED as exc:
                 failure = exc
+            if await self._committed_at_the_authority():   # the splitter's answer was what got lost
+                return
             log.info("peer %s: its commit to %s at %s is undecided (%s); asking again", self.state.id, owner,
                      address, failure.message)
             if not await attempts.pause():
@@ -252,6 +257,12 @@ class Membership:
                 continue   # the splitter answered from there: it serves there still
             elsewhere = await addresses_of(self.router, self.state, owner, address, self.retry_window, self.locate)
             address = elsewhere[1] if len(elsewhere) > 1 else address   # where it serves now, if it moved
+
+    async def _committed_at_the_authority(self) -> bool:
+        try:
+            return await self.decisions.split_committed(self.state.id)
+        except EventCloudError:
+            return False
 
     async def _join_point(self, bootstrap: str, space: CoordinateSpace) -> Point:
         """A point of the zone to split: the busiest of a few random owners, then the busiest

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Awaitable, Callable
 
 import trio
 
-from eventcloud.errors import AuthorityUnreachable, ErrorCode, EventCloudError, Fenced, RequestError
+from eventcloud.errors import ErrorCode, EventCloudError, Fenced, RequestError
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.overlay import MergeBegun, MergeDropped, Merged, MergePlan, MergeUnderWay, Neighbour, merge_for_leave
 from eventcloud.rdf.model import Quad
 from eventcloud.wire.messages import Handover, NextChunk, PeerId, TakeOver
 from eventcloud.wire.ops import Op
+from peers.membership.decisions import Decisions, decided
 from peers.membership.handover import drop_outside, receive
 from peers.net import Router
 from peers.store import AsyncStore, ForeignQuads, PeerState
@@ -37,61 +38,16 @@ from peers.tasks import TaskStarter
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ASK_AGAIN_EVERY", "DEPARTED_FOR", "DecidedAlone", "LeaveDecisions", "Merges"]
+__all__ = ["DEPARTED_FOR", "Merges"]
 
 #: How long a peer that left is remembered as departed (not crashed).
 DEPARTED_FOR = 600.0
-#: How often an undecided leave (the authority unreachable) is asked about again.
-ASK_AGAIN_EVERY = 1.0
-
-
-class LeaveDecisions(Protocol):
-    """Where leaves are decided: the ownership authority (`peers.authority.Ownership`)."""
-
-    async def begin_leave(self) -> str: ...
-    async def absorb(self, leaver: str, incarnation: int, token: str = "") -> None: ...
-    async def merged(self, leaver: str) -> None: ...
-    async def settle_leave(self, token: str) -> str | None: ...
-
-
-class DecidedAlone:
-    """No authority: the leaver and its heir decide a leave between them (a lone peer's overlay,
-    in-process tests written before the authority)."""
-
-    async def begin_leave(self) -> str:
-        return ""
-
-    async def absorb(self, leaver: str, incarnation: int, token: str = "") -> None:
-        return None
-
-    async def merged(self, leaver: str) -> None:
-        return None
-
-    async def settle_leave(self, token: str) -> str | None:
-        return None
-
-
-async def decided(ask: Callable[[], Awaitable[Any]], what: str, ident: str) -> Any:
-    """`ask()`'s answer, asked again while the authority is unreachable: a leave undecided
-    there is decided nowhere else (either side guessing could make two owners of one zone),
-    and an owner cut off from it acknowledges no write meanwhile anyway (its fence)."""
-    waited = 0.0
-    while True:
-        try:
-            return await ask()
-        except AuthorityUnreachable as exc:
-            if waited % 30 == 0:
-                log.warning("peer %s: %s waits for the ownership authority (%s)", ident, what, exc)
-            await trio.sleep(ASK_AGAIN_EVERY)
-            waited += ASK_AGAIN_EVERY
-
-
 class Merges:
     """Take-overs of leaving neighbours' zones (`take_over`), and merges saved under way."""
 
     def __init__(self, state: PeerState, router: Router, store: AsyncStore, subscriptions: Subscriptions,
                  counters: Counter[str], tasks: TaskStarter, *, lock: trio.Lock, foreign: ForeignQuads,
-                 decisions: LeaveDecisions, persist: Callable[[], Awaitable[None]],
+                 decisions: Decisions, persist: Callable[[], Awaitable[None]],
                  announce: Callable[..., Awaitable[None]], install: Callable[[Handover], Awaitable[None]],
                  leaving: Callable[[], bool], departed: dict[str, float]) -> None:
         self.state = state
@@ -166,8 +122,10 @@ class Merges:
         state = self.state
         merge = state.merging
         assert merge is not None
+        merged = state.zone.merge(merge.zone)
+        assert merged is not None, "a zone under merge changed"   # the lifecycle allows no other change while merging
         try:
-            await decided(lambda: self.decisions.absorb(merge.leaver, merge.incarnation, merge.token),
+            await decided(lambda: self.decisions.absorb(merge.leaver, merge.incarnation, merge.token, merged),
                           f"its merge of peer {merge.leaver}'s zone", state.id)
         except Fenced as refused:
             with trio.CancelScope(shield=True):
@@ -177,7 +135,7 @@ class Merges:
             self.counters["merges_refused"] += 1
             raise RequestError(f"cannot take over {merge.leaver}'s zone: {refused}", ErrorCode.CANNOT_LEAVE) from None
         plan = merge_for_leave(state.id, state.zone, state.neighbours, merge.leaver, merge.zone, merge.table)
-        assert plan is not None, "a zone under merge changed"   # the lifecycle allows no other change while merging
+        assert plan is not None and plan.merged == merged
         state.step(Merged(plan.merged, plan.table))
         await self.persist()
         await self.decisions.merged(merge.leaver)

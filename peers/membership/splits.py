@@ -28,6 +28,7 @@ from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.wire.messages import Empty, Handover, JoinCommit, JoinGrant, JoinRequest, NextChunk, Pong, Table
 from eventcloud.wire.ops import Op
 from peers.matching import Subscriptions, check_same_operators
+from peers.membership.decisions import DecidedAlone, Decisions, decided
 from peers.membership.handover import Outgoing, drop_outside, zone_content
 from peers.net import Locate, Router, addresses_of
 from peers.replication import OwnerReplication
@@ -58,8 +59,11 @@ class Splits:
                  replication: OwnerReplication, persist: Callable[[], Awaitable[None]],
                  announce: Callable[[dict[str, Neighbour], Any], Awaitable[None]], join_timeout: float,
                  retry_window: float, operators: OperatorSet = NO_OPERATORS,
-                 rematch: Callable[[list[str]], Awaitable[None]] | None = None, locate: Locate | None = None) -> None:
+                 rematch: Callable[[list[str]], Awaitable[None]] | None = None, locate: Locate | None = None,
+                 decisions: Decisions | None = None) -> None:
         self.state = state
+        #: where a split is decided (commit or undo): the ownership authority, or this peer alone
+        self.decisions: Decisions = decisions if decisions is not None else DecidedAlone()
         self.locate = locate             # where the authority says a peer's zone is served now
         self.router = router
         self.store = store
@@ -90,9 +94,14 @@ class Splits:
             grant, pending = await self._split_for(body.id, body.address, body if body.annex is not None else None)
         except BaseException:
             cut_off = self.foreign.join_ended(body.id)
-            if cut_off is not None and self.state.zone != cut_off.record.before:  # split, then cut off: undone whole
-                with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True):
+                if cut_off is not None and self.state.zone != cut_off.record.before:  # split, then cut off: undone whole
                     await self._undo_split(cut_off)
+                with trio.move_on_after(self.retry_window):   # the grant never left: nobody can commit it
+                    try:
+                        await self.decisions.undo_split(body.id)
+                    except EventCloudError:
+                        pass
             self._gate.release()
             raise
         # Until it commits, the newcomer serves nothing: this peer must not pick it as its replica
@@ -130,6 +139,7 @@ class Splits:
                                       state.incarnation, cut=cut, newcomer_lower=newcomer_lower)
             except GeometryError as exc:
                 raise RequestError(f"cannot split zone for a join: {exc.message}", ErrorCode.UNAVAILABLE) from None
+            await self.decisions.begin_split(new_id)   # recorded at the authority before the zone shrinks
             record = SplitUnderWay(new_id, new_address, plan.granted, state.zone, state.neighbours, plan.announce_to)
             pending = _PendingJoin(record)
             # From the moment the zone shrinks, the store holds the newcomer's quads outside it:
@@ -207,7 +217,14 @@ class Splits:
                     break
         if self.foreign.join(new_id) is not pending:  # committed (the commit cancelled the timer)
             return
-        if await self._serves(new_id, address):
+        decision = await decided(lambda: self.decisions.undo_split(new_id), f"the split for {new_id}", self.state.id)
+        if decision == "committed":
+            # its commit won at the authority; the answer reached a runtime of ours that ended
+            # before it saved the split (or is on its way here now): the split stands
+            log.info("peer %s: the ownership authority says peer %s's split stands", self.state.id, new_id)
+            await self._commit(new_id)
+            return
+        if decision is None and await self._serves(new_id, address):   # no authority: the splitter looks
             # (or its replica took its half over: a newcomer's copy is made before its commit)
             # Its commit reached a runtime of ours that ended before saving it (or its answer was
             # lost), and the newcomer serves its half: the split stands.
@@ -267,12 +284,17 @@ class Splits:
         nobody, its quads gone, after the drop below was fenced). A commit asked again (its
         answer was lost, or the newcomer's replica asks) is answered from the newcomers whose
         splits committed here (`PeerState.granted`, saved and copied with the state)."""
-        if self.foreign.join(body.id) is None:
-            if body.id in self.state.granted:
+        pending = self.foreign.join(body.id)
+        if pending is None:
+            if body.id in self.state.granted or await self.decisions.split_committed(body.id):
                 return Empty()
             raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
                                ErrorCode.NOT_FOUND)
         self.store.fence()   # a deposed or cut-off owner commits no split (`_expire_join` undoes it)
+        # decided at the authority: our commit, or the undo of a timer that fired meanwhile
+        if await self.decisions.commit_split(body.id, self.state.zone, pending.record.granted) != "committed":
+            raise RequestError(f"no join in progress for peer {body.id} (it timed out and was undone)",
+                               ErrorCode.NOT_FOUND)
         await self._commit(body.id)
         return Empty()
 

@@ -405,6 +405,7 @@ class PeerRuntime:
                         state.step(Founded(Zone(state.space.whole_space())))
                         await self.persistence.save()
                         await self._register(nursery)
+                        await self._found_zone_map()
                         self.dispatcher.ready.set()
                     self.process.add(state, self.store.held)
                     if self.auth.open and self.process.first_open_warning():
@@ -507,6 +508,14 @@ class PeerRuntime:
                         "as a new peer", self.state.id, exc.message)
             rejoin = [n.address for n in self.state.neighbours.values()] + ([self.config.join] if self.config.join else [])
             await self._end_now(Rejoin(tuple(rejoin), "its join was refused after a restart"))
+
+    async def _found_zone_map(self) -> None:
+        """The new overlay's zone map at the authority: the whole space, this peer's."""
+        try:
+            await self.ownership.founded(self.state.zone)
+        except EventCloudError as exc:
+            log.warning("peer %s: the ownership authority did not record the new overlay's zone (%s); its "
+                        "zone map fills in with the first join", self.state.id, exc)
 
     async def _register(self, nursery: trio.Nursery, *, joining: bool = False) -> None:
         """Register as the zone's owner before serving it, and renew from then on (`Ownership.run`,

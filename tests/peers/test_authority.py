@@ -13,9 +13,11 @@ import pytest
 import trio
 
 from eventcloud.errors import AuthorityUnreachable, BadRequest, Fenced, LeaseExpired
-from eventcloud.overlay import CoordinateSpace
+from eventcloud.overlay import CoordinateSpace, Zone
 from eventcloud.testing.etcd import EtcdCluster, etcd_binary, free_port
-from peers.authority import Delete, EtcdAuthority, LocalAuthority, Ownership, Put, Same, parse_authority, serve_authority
+from peers.authority import (
+    Delete, EtcdAuthority, LocalAuthority, Ownership, Put, Same, parse_authority, serve_authority, zone_map,
+)
 from peers.runtime.lifecycle import drop_stale
 from peers.store import PeerState
 
@@ -230,7 +232,7 @@ async def test_an_owner_serves_while_its_lease_lives_and_a_replica_claims_only_a
 
 async def test_a_leave_is_decided_at_the_authority_and_leaves_nothing_to_claim(autojump_clock):
     """`absorb`: an heir takes a leaver's zone only if both epochs are as expected; from then the
-    leaver's replica cannot claim it, and a failed leave names the replica again."""
+    leaver's replica cannot claim it."""
     authority = LocalAuthority()
     leaver, heir, keeper = (Ownership(_peer(i), authority, Counter(), ttl=2) for i in ("l", "h", "k"))
     for ownership in (leaver, heir, keeper):
@@ -248,6 +250,60 @@ async def test_a_leave_is_decided_at_the_authority_and_leaves_nothing_to_claim(a
     with pytest.raises(Fenced, match="its own zone's epoch is 1, not 0"):
         await stale.absorb("x", 0)
     assert stale.superseded.is_set()
+
+
+async def test_a_leave_attempt_is_the_heirs_or_the_leavers_whichever_transaction_comes_first(autojump_clock):
+    """`begin_leave` records the attempt; the heir's `absorb` and the leaver's `settle_leave`
+    exclude each other, and each side, asking again, learns the other's decision."""
+    authority = LocalAuthority()
+    leaver, heir, other = (Ownership(_peer(i), authority, Counter(), ttl=2) for i in ("l", "h", "o"))
+    for ownership in (leaver, heir, other):
+        await ownership.establish()
+    whole = Zone(CoordinateSpace().whole_space())
+    lower, upper = whole.split()
+    token = await leaver.begin_leave()
+    await heir.absorb("l", 0, token, whole)
+    await heir.absorb("l", 0, token, whole)        # asked again (a restart, a stand-in): still ours
+    with pytest.raises(Fenced, match="decided otherwise"):
+        await other.absorb("l", 0, token, whole)   # one heir only
+    assert await leaver.settle_leave(token) == "h"  # the answer was lost: the leaver learns it left
+    assert await leaver.absorbed_by("l") == "h"
+    assert (await zone_map(authority, "ov")) == {"h": whole}
+    await heir.merged("l")
+    assert await authority.get("eventcloud/ov/leave/l") is None
+    kept = await heir.begin_leave()
+    assert await heir.settle_leave(kept) is None    # no answer: withdrawn, the zone stays the heir's
+    with pytest.raises(Fenced, match="decided otherwise"):
+        await other.absorb("h", 0, kept, whole)
+    assert await heir.absorbed_by("h") == ""
+
+
+async def test_a_split_is_committed_or_undone_by_whichever_transaction_comes_first(autojump_clock):
+    """`begin_split` records it; the splitter's commit (the newcomer asked) and its undo (the
+    newcomer never did) exclude each other, a deposed splitter commits nothing, and only a
+    commit writes the zone map."""
+    authority = LocalAuthority()
+    splitter = Ownership(_peer("s"), authority, Counter(), ttl=2)
+    await splitter.establish()
+    whole = Zone(CoordinateSpace().whole_space())
+    lower, upper = whole.split()
+    await splitter.founded(whole)
+    await splitter.begin_split("n1")
+    assert await splitter.commit_split("n1", lower, upper) == "committed"
+    assert await splitter.undo_split("n1") == "committed"         # a timer that fired too late: it stands
+    assert await splitter.commit_split("n1", lower, upper) == "committed"   # asked again
+    assert await splitter.split_committed("n1")
+    assert await zone_map(authority, "ov") == {"s": lower, "n1": upper}
+    await splitter.begin_split("n2")
+    assert await splitter.undo_split("n2") == "undone"
+    assert await splitter.commit_split("n2", lower, upper) == "undone"      # too late: refused
+    assert not await splitter.split_committed("n2")
+    await splitter.begin_split("n3")
+    await authority.transact([], [Put("eventcloud/ov/epoch/s", "1")])   # taken over meanwhile
+    with pytest.raises(Fenced, match="epoch is 1, not 0"):
+        await splitter.commit_split("n3", lower, upper)
+    assert splitter.superseded.is_set()
+    assert await zone_map(authority, "ov") == {"s": lower, "n1": upper}
 
 
 async def test_a_restarted_owner_resumes_its_epoch_and_a_superseded_one_steps_down(autojump_clock):

@@ -137,6 +137,22 @@ class DecidedAtTheAuthority:
             return None
         return await self.absorbed_by(self.state.id) or None
 
+    async def withdraw_leave(self) -> str:
+        """At a restart, before the zone is served: a leave this peer began and never saw
+        decided (it was stopped mid-leave) is withdrawn, so no heir can take the zone from now
+        on; unless an heir took it first: then that heir's id ("" if none, or unreachable)."""
+        if self.authority is None:
+            return ""
+        leave = self._key("leave", self.state.id)
+        try:
+            entry = await self.authority.get(leave)
+            if entry is not None and entry.value.startswith(LEAVING) and \
+                    await self.authority.transact([Same(leave, entry.value)], [Delete(leave)]):
+                return ""
+        except AuthorityUnreachable:
+            return ""
+        return await self.absorbed_by(self.state.id)
+
     async def absorbed_by(self, ident: str) -> str:
         """The heir that took `ident`'s zone in a leave, as the authority records it ("" if none,
         unreachable or no authority): a leaver restarted before it saved its leave serves nothing."""

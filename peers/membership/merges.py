@@ -85,8 +85,15 @@ class Merges:
                     incarnation = body.incarnation if body.incarnation is not None else held.incarnation if held else 0
                     state.step(MergeBegun(MergeUnderWay(body.id, incarnation, body.leave, body.zone,
                                                         dict(body.neighbours))))
-                    await self.persist()   # before the authority is asked: whoever serves us next asks again
-                    plan = await self._decide(installed)
+                    try:
+                        await self.persist()   # before the authority is asked: whoever serves us next asks again
+                        plan = await self._decide(installed)
+                    except trio.Cancelled:
+                        # The leaver went away (its request's connection closed), or this runtime
+                        # stops: the merge is decided in the background, or by the next runtime.
+                        if state.merging is not None and self.tasks.open:
+                            self.tasks.start_soon(self._resume, state.merging)
+                        raise
         except RequestError:  # refused: that peer keeps its zone, and has not departed
             self.departed.pop(body.id, None)
             raise

@@ -185,6 +185,15 @@ class Splits:
                                                  held)[1])
         self.foreign.join_began(record.newcomer, pending)
         self.replication.joining_began(record.newcomer)
+        try:
+            committed = await self.decisions.split_committed(record.newcomer)
+        except EventCloudError:
+            committed = False   # asked again when the timer ends (`_expire_join`)
+        if committed:   # its commit won at the authority before this state was saved: it stands
+            log.info("peer %s: the split for %s was committed at the authority; it stands", self.state.id,
+                     record.newcomer)
+            await self._commit(record.newcomer)
+            return
         log.info("peer %s: the split for %s was under way; waiting for its commit again", self.state.id,
                  record.newcomer)
         self.tasks.start_soon(self._expire_join, record.newcomer, record.address, pending)

@@ -53,8 +53,9 @@ async def taken_over_while_down(state: PeerState, ownership: Ownership, ask_: As
     epoch = await ownership.epoch_of(state.id)   # the authority's word, when there is one
     newer = epoch is not None and epoch > state.incarnation
     rejoin = [n.address for n in state.neighbours.values()]
-    heir = await ownership.absorbed_by(state.id)
+    heir = await ownership.withdraw_leave()
     if heir:   # it left before this restart, and was stopped before it saved that: its heir serves the zone
+        # (a leave it began and never saw decided is withdrawn above: no heir takes the zone after)
         log.warning("peer %s: the ownership authority says peer %s took its zone over in a leave", state.id, heir)
         return rejoin
     if state.replica is not None and not newer:

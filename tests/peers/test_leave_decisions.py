@@ -153,3 +153,55 @@ async def test_a_leaver_restarted_before_it_saved_its_leave_serves_nothing_of_it
             assert await client.count() == sum(len(e) for e in events)
             for event in events:
                 assert len(await client.find(event.graph)) == len(event), event.graph
+
+
+async def test_a_leaver_stopped_mid_leave_withdraws_it_when_restarted_and_its_heir_then_takes_nothing(
+        autojump_clock, tmp_path):
+    """Stopped while its heir was still asking the authority, the leaver comes back serving its
+    zone; its restart withdraws the attempt first, so the heir's late transaction fails and the
+    heir drops what it received (else both would serve the zone)."""
+    async with open_overlay(4, seed=5, authority=LocalAuthority(), data_root=tmp_path) as overlay:
+        events = spread_events(24, "leave")
+        async with overlay.client(0) as client:
+            for event in events:
+                await client.publish(event)
+        index, leaver = next((i, p) for i, p in enumerate(overlay.peers)
+                             if i > 0 and heirs(p.current.zone, p.current.neighbours))
+        zone = leaver.current.zone
+        heir = next(p for p in overlay.peers if p.id == heirs(zone, leaver.current.neighbours)[0])
+        asking, go_on = trio.Event(), trio.Event()
+        real = heir.membership.merges.decisions
+
+        class Late:
+            async def absorb(self, *args, **kwargs) -> None:
+                asking.set()
+                await go_on.wait()
+                await real.absorb(*args, **kwargs)
+
+            def __getattr__(self, name):
+                return getattr(real, name)
+        heir.membership.merges.decisions = Late()
+        async with trio.open_nursery() as nursery:
+            async def leave() -> None:
+                async with connect(leaver.address, transport=overlay.network) as own:
+                    with trio.move_on_after(5):
+                        try:
+                            await own.leave()
+                        except Exception:   # noqa: BLE001 - stopped before it answers
+                            pass
+            nursery.start_soon(leave)
+            with trio.fail_after(30):
+                await asking.wait()
+            await _crash(overlay, leaver)
+            restarted = await _restart(overlay, index, tmp_path)
+            assert restarted.id == leaver.id and restarted.current.zone == zone
+            go_on.set()
+            await trio.sleep(20)
+        assert heir.current.merging is None and not heir.current.zone.covers(zone)
+        assert heir.counters["merges_refused"] == 1
+        async with overlay.client(0) as client:
+            assert await _servers(client, zone) == [leaver.id]
+            await assert_zone_map_is_what_is_served(overlay, client)
+            assert await client.count() == sum(len(e) for e in events)
+            for event in events:
+                assert len(await client.find(event.graph)) == len(event), event.graph

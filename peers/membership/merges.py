@@ -114,6 +114,8 @@ class Merges:
     async def _resume(self, merge: MergeUnderWay) -> None:
         space = self.state.space
         async with self.lock:
+            if self.state.merging != merge:   # decided meanwhile
+                return
             with self.foreign.writing():
                 held = [q for q in await self.store.find(None, None, None, None) if merge.zone.contains(space.point(q))]
                 try:

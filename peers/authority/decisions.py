@@ -17,7 +17,7 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from eventcloud.errors import AuthorityUnreachable, Fenced, LeaseExpired
+from eventcloud.errors import AuthorityUnreachable, Fenced
 from eventcloud.overlay import Zone
 from eventcloud.wire.codec import zone_from_wire, zone_to_wire
 from peers.authority.base import Authority, Delete, Entry, Put, Same
@@ -113,17 +113,6 @@ class DecidedAtTheAuthority:
                          f"not {incarnation} (taken over while it was leaving)")
         raise Fenced(f"peer {self.state.id} cannot take peer {leaver}'s zone over: that leave was decided otherwise "
                      f"({decided.value if decided is not None else 'the leaver kept its zone'})")
-
-    async def merged(self, leaver: str) -> None:
-        """Our merge of `leaver`'s zone is saved: its leave record goes (the leaver's other keys
-        go when it retires). Best effort: a record left behind decides nothing any more."""
-        if self.authority is None:
-            return
-        leave = self._key("leave", leaver)
-        try:
-            await self.authority.transact([Same(leave, ABSORBED + self.state.id)], [Delete(leave)])
-        except (AuthorityUnreachable, LeaseExpired):
-            pass
 
     async def settle_leave(self, token: str) -> str | None:
         """The decision of a leave whose heir never answered, on the leaver's side: None if we

@@ -354,6 +354,10 @@ class Membership:
         state = self.state
         async with self.lock:
             self._refuse_if_leaving()  # handed over already (a rebalancer's move and a neighbour's request)
+            if state.merging is not None:
+                raise RequestError(f"cannot leave now: peer {state.merging.leaver}'s zone is merging into this "
+                                   "peer's, awaiting the ownership authority's word; retry in a moment",
+                                   ErrorCode.CANNOT_LEAVE)
             silent = self.silent_owners()
             if silent:
                 # A leave ends this runtime and the copies it holds: for an owner that stopped

@@ -88,9 +88,10 @@ class Merges:
                     try:
                         await self.persist()   # before the authority is asked: whoever serves us next asks again
                         plan = await self._decide(installed)
-                    except trio.Cancelled:
-                        # The leaver went away (its request's connection closed), or this runtime
-                        # stops: the merge is decided in the background, or by the next runtime.
+                    except BaseException:
+                        # The leaver went away (its request's connection closed), this runtime
+                        # stops, or the save failed: the merge is decided in the background, or by
+                        # the next runtime.
                         if state.merging is not None and self.tasks.open:
                             self.tasks.start_soon(self._resume, state.merging)
                         raise
@@ -146,8 +147,10 @@ class Merges:
         plan = merge_for_leave(state.id, state.zone, state.neighbours, merge.leaver, merge.zone, merge.table)
         assert plan is not None and plan.merged == merged
         state.step(Merged(plan.merged, plan.table))
+        # The leave record stays at the authority: this state's copy at our replica is sent best
+        # effort, and a stand-in restoring a copy still merging learns from the record that the
+        # zone is ours (the leaver's keys are gone by then).
         await self.persist()
-        await self.decisions.merged(merge.leaver)
         return plan
 
     async def _announce(self, plan: MergePlan, leaver: str) -> None:

@@ -128,6 +128,9 @@ class Splits:
                          ) -> tuple[JoinGrant, _PendingJoin]:
         state = self.state
         async with self.lock, self.guard.change():
+            if state.merging is not None:   # a leaver's zone awaits the authority's word here
+                raise RequestError(f"peer {state.id} is taking over peer {state.merging.leaver}'s zone; retry the "
+                                   "join in a moment", ErrorCode.BUSY)
             held = await self.store.find(None, None, None, None)
             try:
                 if annex is not None:

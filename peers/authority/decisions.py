@@ -17,7 +17,7 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from eventcloud.errors import AuthorityUnreachable, Fenced
+from eventcloud.errors import Fenced
 from eventcloud.overlay import Zone
 from eventcloud.wire.codec import zone_from_wire, zone_to_wire
 from peers.authority.base import Authority, Delete, Entry, Put, Same
@@ -129,18 +129,21 @@ class DecidedAtTheAuthority:
     async def withdraw_leave(self) -> str:
         """At a restart, before the zone is served: a leave this peer began and never saw
         decided (it was stopped mid-leave) is withdrawn, so no heir can take the zone from now
-        on; unless an heir took it first: then that heir's id ("" if none, or unreachable)."""
+        on; unless an heir took it first: then that heir's id ("" if none). Raises
+        `AuthorityUnreachable` (the restart waits: serving the zone with a leave undecided would
+        let a late heir take it too)."""
         if self.authority is None:
             return ""
         leave = self._key("leave", self.state.id)
-        try:
-            entry = await self.authority.get(leave)
-            if entry is not None and entry.value.startswith(LEAVING) and \
-                    await self.authority.transact([Same(leave, entry.value)], [Delete(leave)]):
-                return ""
-        except AuthorityUnreachable:
+        entry = await self.authority.get(leave)
+        if entry is not None and entry.value.startswith(LEAVING) and \
+                await self.authority.transact([Same(leave, entry.value)], [Delete(leave)]):
             return ""
-        return await self.absorbed_by(self.state.id)
+        for kind in ("leave", "replica"):
+            found = await self.authority.get(self._key(kind, self.state.id))
+            if found is not None and found.value.startswith(ABSORBED):
+                return found.value[len(ABSORBED):]
+        return ""
 
     async def absorbed_by(self, ident: str) -> str:
         """The heir that took `ident`'s zone in a leave, as the authority records it ("" if none,

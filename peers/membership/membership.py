@@ -44,8 +44,9 @@ from eventcloud.errors import (
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
+from eventcloud.overlay import Left as HandedOver
 from eventcloud.overlay import (
-    Box, CoordinateSpace, Granted, JoinCommitted, Neighbour, NeighboursLearned, Point, Zone, announced, heirs,
+    Box, CoordinateSpace, Granted, JoinCommitted, Neighbour, Outcome, Stopped, NeighboursLearned, Point, Zone, announced, heirs,
     lowest_corner,
 )
 from eventcloud.rdf.model import Quad
@@ -87,8 +88,10 @@ class Membership:
                  locate: Locate | None = None,
                  authority_url: Callable[[], str] = lambda: "",
                  decisions: Decisions | None = None,
-                 silent_owners: Callable[[], list[str]] = lambda: []) -> None:
+                 silent_owners: Callable[[], list[str]] = lambda: [],
+                 end: Callable[[Outcome], None] = lambda outcome: None) -> None:
         self.state = state
+        self.end = end                   # end this runtime (the runtime's `_end`)
         #: owners of copies held here that stopped answering (the keeper's): no leave meanwhile
         self.silent_owners = silent_owners
         self.authority_url = authority_url   # told to joiners: the overlay's authority (ownership's)
@@ -394,26 +397,40 @@ class Membership:
                 raise
             try:
                 heir = await self._hand_zone_to(candidates, token)
-            except trio.Cancelled:
-                self.guard.release_change()
-                self._end_leave(failed=True)
+            except BaseException as exc:
+                # No heir answered, our caller went away (its connection closed, cancelling this
+                # handler), or the runtime stops. The attempt is decided at the authority before
+                # the zone is served again: withdrawn (we keep the zone, and no heir can take it
+                # from then on) or taken (the heir's answer was lost: the leave is done). Left
+                # undecided, the runtime stops and its restart decides (`withdraw_leave`), rather
+                # than serve a zone a late heir may still take.
                 with trio.CancelScope(shield=True):
-                    await self.persist()   # a restart asks the authority (`absorbed_by`) before serving
-                raise
-            except BaseException:
-                # No answer from any heir: the authority says whether one took the zone (its
-                # answer was lost) or we keep it, and from then on no heir can take it.
-                with trio.CancelScope(shield=True):
-                    taker = await decided(lambda: self.decisions.settle_leave(token), "its leave", state.id)
+                    taker, known = await self._settle_briefly(token)
+                if not known and not isinstance(exc, trio.Cancelled):
+                    try:   # no hurry: wait for the authority (the fence holds writes meanwhile)
+                        taker = await decided(lambda: self.decisions.settle_leave(token), "its leave", state.id)
+                        known = True
+                    except trio.Cancelled:
+                        pass
+                if not known:
+                    log.warning("peer %s: its leave was cut short and the ownership authority did not say whether "
+                                "an heir took the zone: it stops, and its restart decides", state.id)
+                    self.end(Stopped("a leave left undecided"))
+                    raise
                 if taker is None:
                     self.guard.release_change()
                     self._end_leave(failed=True)
                     with trio.CancelScope(shield=True):
                         await self.persist()
                     raise
+                self.counters["leaves_decided_by_authority"] += 1
+                if isinstance(exc, trio.Cancelled):
+                    log.warning("peer %s: its leave was cut short, but peer %s took its zone over: it ends",
+                                state.id, taker)
+                    self.end(HandedOver())
+                    raise
                 log.warning("peer %s: its heir never answered, but the ownership authority says peer %s took its "
                             "zone over: the leave is done", state.id, taker)
-                self.counters["leaves_decided_by_authority"] += 1
                 heir = taker
         for body in self._end_leave(failed=False):
             if heir in addresses:
@@ -451,6 +468,15 @@ class Membership:
         for body in held:
             self._apply(body)
         return held
+
+    async def _settle_briefly(self, token: str) -> tuple[str | None, bool]:
+        """`settle_leave`, asked for a few seconds: (the heir or None, whether it was decided)."""
+        with trio.move_on_after(2 * self.retry_window):
+            try:
+                return await self.decisions.settle_leave(token), True
+            except AuthorityUnreachable:
+                pass
+        return None, False
 
     async def _hand_zone_to(self, candidates: list[str], token: str) -> str:
         """The zone's content to the first heir that takes it; its id."""

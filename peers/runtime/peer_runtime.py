@@ -245,7 +245,7 @@ class PeerRuntime:
             join_timeout=config.join_timeout, retry_window=config.retry_window, guard=guard, foreign=foreign,
             operators=operators, rematch=matcher.rematch, survey=survey, locate=ownership.server_of,
             authority_url=lambda: ownership.url, silent_owners=lambda: self.replicas.silent_owners(),
-            decisions=ownership)
+            decisions=ownership, end=self._end)
         self.rebalancer = Rebalancer(state, membership, survey, router, store_, counters, every=config.rebalance_every,
                                      ratio=config.rebalance_ratio, min_quads=config.rebalance_min_quads,
                                      make_room=config.rebalance_make_room,

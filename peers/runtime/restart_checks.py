@@ -17,6 +17,7 @@ from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, OverlayInfo, ReplicaOf, ReplicaStatus, Table
 from eventcloud.wire.ops import Op
 from peers.authority import Ownership
+from peers.membership.decisions import decided
 from peers.net import PeerAuth
 from peers.store import PeerState
 
@@ -53,7 +54,7 @@ async def taken_over_while_down(state: PeerState, ownership: Ownership, ask_: As
     epoch = await ownership.epoch_of(state.id)   # the authority's word, when there is one
     newer = epoch is not None and epoch > state.incarnation
     rejoin = [n.address for n in state.neighbours.values()]
-    heir = await ownership.withdraw_leave()
+    heir = await decided(ownership.withdraw_leave, "its restart (a leave it began may be undecided)", state.id)
     if heir:   # it left before this restart, and was stopped before it saved that: its heir serves the zone
         # (a leave it began and never saw decided is withdrawn above: no heir takes the zone after)
         log.warning("peer %s: the ownership authority says peer %s took its zone over in a leave", state.id, heir)

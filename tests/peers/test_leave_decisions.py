@@ -205,3 +205,50 @@ async def test_a_leaver_stopped_mid_leave_withdraws_it_when_restarted_and_its_he
             assert await client.count() == sum(len(e) for e in events)
             for event in events:
                 assert len(await client.find(event.graph)) == len(event), event.graph
+
+
+async def test_a_leave_whose_caller_goes_away_is_withdrawn_and_its_heir_then_takes_nothing(autojump_clock):
+    """`eventcloud leave` interrupted (its connection closed while the heir still asks the
+    authority): the leaver's handler is cancelled; it withdraws the attempt before it serves its
+    zone again, so the heir's late transaction fails and only the leaver serves the zone (before,
+    it served on with the attempt still open, and the heir took the zone as well)."""
+    async with open_overlay(4, seed=5, authority=LocalAuthority()) as overlay:
+        events = spread_events(24, "leave")
+        async with overlay.client(0) as client:
+            for event in events:
+                await client.publish(event)
+        leaver = next(p for p in overlay.peers[1:] if heirs(p.current.zone, p.current.neighbours))
+        zone = leaver.current.zone
+        heir = next(p for p in overlay.peers if p.id == heirs(zone, leaver.current.neighbours)[0])
+        asking, go_on = trio.Event(), trio.Event()
+        real = heir.membership.merges.decisions
+
+        class Late:
+            async def absorb(self, *args, **kwargs) -> None:
+                asking.set()
+                await go_on.wait()
+                await real.absorb(*args, **kwargs)
+
+            def __getattr__(self, name):
+                return getattr(real, name)
+        heir.membership.merges.decisions = Late()
+        async with connect(leaver.address, transport=overlay.network) as own:
+            async with trio.open_nursery() as nursery:
+                async def leave() -> None:
+                    with pytest.raises(Exception):   # noqa: B017 - cut short, any error
+                        await own.leave()
+                nursery.start_soon(leave)
+                with trio.fail_after(30):
+                    await asking.wait()
+                nursery.cancel_scope.cancel()
+        await trio.sleep(5)
+        go_on.set()
+        await trio.sleep(20)
+        assert not leaver.stopped.is_set() and leaver.current.zone == zone
+        assert heir.current.merging is None and not heir.current.zone.covers(zone)
+        async with overlay.client(0) as client:
+            assert await _servers(client, zone) == [leaver.id]
+            await assert_zone_map_is_what_is_served(overlay, client)
+            assert await client.count() == sum(len(e) for e in events)
+            for event in events:
+                assert len(await client.find(event.graph)) == len(event), event.graph

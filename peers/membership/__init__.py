@@ -5,8 +5,9 @@ annexes (a crowded peer hands the empty side of its zone to another host).
 """
 
 from peers.membership.annexes import Annexes
+from peers.membership.decisions import decided
 from peers.membership.load_survey import LoadSurvey, PROMISED_FOR
 from peers.membership.membership import Membership
 from peers.membership.rebalancer import Rebalancer
 
-__all__ = ["Annexes", "LoadSurvey", "Membership", "PROMISED_FOR", "Rebalancer"]
+__all__ = ["Annexes", "LoadSurvey", "Membership", "PROMISED_FOR", "Rebalancer", "decided"]

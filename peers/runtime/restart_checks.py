@@ -17,7 +17,7 @@ from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, OverlayInfo, ReplicaOf, ReplicaStatus, Table
 from eventcloud.wire.ops import Op
 from peers.authority import Ownership
-from peers.membership.decisions import decided
+from peers.membership import decided
 from peers.net import PeerAuth
 from peers.store import PeerState
 

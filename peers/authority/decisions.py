@@ -139,17 +139,16 @@ class DecidedAtTheAuthority:
         if entry is not None and entry.value.startswith(LEAVING) and \
                 await self.authority.transact([Same(leave, entry.value)], [Delete(leave)]):
             return ""
-        for kind in ("leave", "replica"):
-            found = await self.authority.get(self._key(kind, self.state.id))
-            if found is not None and found.value.startswith(ABSORBED):
-                return found.value[len(ABSORBED):]
-        return ""
+        return await self.absorbed_by(self.state.id)
 
     async def absorbed_by(self, ident: str) -> str:
-        """The heir that took `ident`'s zone in a leave, as the authority records it ("" if none,
-        unreachable or no authority): a leaver restarted before it saved its leave serves nothing."""
+        """The heir that took `ident`'s zone in a leave, as the authority records it ("" if none
+        or no authority). `AuthorityUnreachable` when it cannot be read: a leaver that could not
+        withdraw its leave must not take "cannot tell" for "kept"."""
+        if self.authority is None:
+            return ""
         for kind in ("leave", "replica"):
-            entry = await self._read(kind, ident)
+            entry = await self.authority.get(self._key(kind, ident))
             if entry is not None and entry.value.startswith(ABSORBED):
                 return entry.value[len(ABSORBED):]
         return ""

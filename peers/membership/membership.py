@@ -39,16 +39,17 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from eventcloud.errors import (
-    TRANSIENT, AuthorityUnreachable, ConnectionLost, Fenced, ErrorCode, EventCloudError, OperatorMismatch, RemoteError, RequestError, Unreachable,
+    TRANSIENT, AuthorityUnreachable, ConnectionLost, ErrorCode, EventCloudError, Fenced, OperatorMismatch, RemoteError,
+    RequestError, Unreachable,
 )
 from eventcloud.sparql.filters.operators import NO_OPERATORS, OperatorSet
 from eventcloud.net.rpc import RpcConnection
 from eventcloud.net.transport import Transport
-from eventcloud.overlay import Left as HandedOver
 from eventcloud.overlay import (
-    Box, CoordinateSpace, Granted, JoinCommitted, Neighbour, Outcome, Stopped, NeighboursLearned, Point, Zone, announced, heirs,
-    lowest_corner,
+    Box, CoordinateSpace, Granted, JoinCommitted, Neighbour, NeighboursLearned, Outcome, Point, Stopped, Zone,
+    announced, heirs, lowest_corner,
 )
+from eventcloud.overlay import Left as HandedOver
 from eventcloud.rdf.model import Quad
 from eventcloud.wire.codec import point_to_wire
 from eventcloud.wire.hlc import HybridClock
@@ -398,40 +399,7 @@ class Membership:
             try:
                 heir = await self._hand_zone_to(candidates, token)
             except BaseException as exc:
-                # No heir answered, our caller went away (its connection closed, cancelling this
-                # handler), or the runtime stops. The attempt is decided at the authority before
-                # the zone is served again: withdrawn (we keep the zone, and no heir can take it
-                # from then on) or taken (the heir's answer was lost: the leave is done). Left
-                # undecided, the runtime stops and its restart decides (`withdraw_leave`), rather
-                # than serve a zone a late heir may still take.
-                with trio.CancelScope(shield=True):
-                    taker, known = await self._settle_briefly(token)
-                if not known and not isinstance(exc, trio.Cancelled):
-                    try:   # no hurry: wait for the authority (the fence holds writes meanwhile)
-                        taker = await decided(lambda: self.decisions.settle_leave(token), "its leave", state.id)
-                        known = True
-                    except trio.Cancelled:
-                        pass
-                if not known:
-                    log.warning("peer %s: its leave was cut short and the ownership authority did not say whether "
-                                "an heir took the zone: it stops, and its restart decides", state.id)
-                    self.end(Stopped("a leave left undecided"))
-                    raise
-                if taker is None:
-                    self.guard.release_change()
-                    self._end_leave(failed=True)
-                    with trio.CancelScope(shield=True):
-                        await self.persist()
-                    raise
-                self.counters["leaves_decided_by_authority"] += 1
-                if isinstance(exc, trio.Cancelled):
-                    log.warning("peer %s: its leave was cut short, but peer %s took its zone over: it ends",
-                                state.id, taker)
-                    self.end(HandedOver())
-                    raise
-                log.warning("peer %s: its heir never answered, but the ownership authority says peer %s took its "
-                            "zone over: the leave is done", state.id, taker)
-                heir = taker
+                heir = await self._after_a_failed_handover(token, exc)
         for body in self._end_leave(failed=False):
             if heir in addresses:
                 await self.announce(body.peers or {}, [addresses[heir]], body.removed)
@@ -468,6 +436,42 @@ class Membership:
         for body in held:
             self._apply(body)
         return held
+
+    async def _after_a_failed_handover(self, token: str, exc: BaseException) -> str:
+        """No heir answered, our caller went away (its connection closed, cancelling this
+        handler), or the runtime stops. The attempt is decided at the authority before the zone
+        is served again: withdrawn (we keep the zone, and no heir can take it from then on: `exc`
+        is raised again) or taken (the heir's answer was lost: its id, the leave is done). Left
+        undecided, the runtime stops and its restart decides (`withdraw_leave`), rather than
+        serve a zone a late heir may still take. Called with the zone lock held."""
+        state = self.state
+        with trio.CancelScope(shield=True):
+            taker, known = await self._settle_briefly(token)
+        if not known and not isinstance(exc, trio.Cancelled):
+            try:   # no hurry: wait for the authority (the fence holds writes meanwhile)
+                taker = await decided(lambda: self.decisions.settle_leave(token), "its leave", state.id)
+                known = True
+            except trio.Cancelled:
+                pass
+        if not known:
+            log.warning("peer %s: its leave was cut short and the ownership authority did not say whether an "
+                        "heir took the zone: it stops, and its restart decides", state.id)
+            self.end(Stopped("a leave left undecided"))
+            raise exc
+        if taker is None:
+            self.guard.release_change()
+            self._end_leave(failed=True)
+            with trio.CancelScope(shield=True):
+                await self.persist()
+            raise exc
+        self.counters["leaves_decided_by_authority"] += 1
+        if isinstance(exc, trio.Cancelled):
+            log.warning("peer %s: its leave was cut short, but peer %s took its zone over: it ends", state.id, taker)
+            self.end(HandedOver())
+            raise exc
+        log.warning("peer %s: its heir never answered, but the ownership authority says peer %s took its zone "
+                    "over: the leave is done", state.id, taker)
+        return taker
 
     async def _settle_briefly(self, token: str) -> tuple[str | None, bool]:
         """`settle_leave`, asked for a few seconds: (the heir or None, whether it was decided)."""

@@ -35,6 +35,37 @@ async def _restart(overlay, index: int, data_root: Path):
     return overlay.peers[index]
 
 
+async def _published(overlay) -> list:
+    events = spread_events(24, "leave")
+    async with overlay.client(0) as client:
+        for event in events:
+            await client.publish(event)
+    return events
+
+
+async def _each_event_whole_once(client, events) -> None:
+    assert await client.count() == sum(len(e) for e in events)
+    for event in events:
+        assert len(await client.find(event.graph)) == len(event), event.graph
+
+
+def _asks_late(heir) -> tuple[trio.Event, trio.Event]:
+    """The heir's transaction waits (`asking` set) until the test sets `go_on`."""
+    asking, go_on = trio.Event(), trio.Event()
+    real = heir.membership.merges.decisions
+
+    class Late:
+        async def absorb(self, *args, **kwargs) -> None:
+            asking.set()
+            await go_on.wait()
+            await real.absorb(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+    heir.membership.merges.decisions = Late()
+    return asking, go_on
+
+
 async def assert_zone_map_is_what_is_served(overlay, client) -> None:
     """The authority's zone map (written only by the transactions that decide foundings, splits
     and leaves) names exactly the zones the peers serve, box for box."""
@@ -52,10 +83,7 @@ async def _servers(client, zone) -> list[str]:
 @pytest.mark.parametrize("crash", ["after saving the merge", "after the authority's yes", "before asking"])
 async def test_a_leave_whose_heir_crashes_ends_with_one_server_of_the_zone(autojump_clock, tmp_path, crash):
     async with open_overlay(4, seed=5, authority=LocalAuthority(), data_root=tmp_path) as overlay:
-        events = spread_events(24, "leave")
-        async with overlay.client(0) as client:
-            for event in events:
-                await client.publish(event)
+        events = await _published(overlay)
         leaver = next(p for p in overlay.peers[1:] if heirs(p.current.zone, p.current.neighbours))
         zone = leaver.current.zone
         candidates = heirs(zone, leaver.current.neighbours)
@@ -109,9 +137,7 @@ async def test_a_leave_whose_heir_crashes_ends_with_one_server_of_the_zone(autoj
             servers = await _servers(client, zone)
             assert servers == ([leaver.id] if kept else [heir.id]), servers
             await assert_zone_map_is_what_is_served(overlay, client)
-            assert await client.count() == sum(len(e) for e in events)
-            for event in events:
-                assert len(await client.find(event.graph)) == len(event), event.graph
+            await _each_event_whole_once(client, events)
 
 
 async def test_a_leaver_restarted_before_it_saved_its_leave_serves_nothing_of_its_old_zone(autojump_clock, tmp_path):
@@ -120,10 +146,7 @@ async def test_a_leaver_restarted_before_it_saved_its_leave_serves_nothing_of_it
     (before, nothing in the authority told it: the epoch was unchanged, and its neighbours'
     tables no longer named it, so it served the zone again beside the heir)."""
     async with open_overlay(4, seed=5, authority=LocalAuthority(), data_root=tmp_path) as overlay:
-        events = spread_events(24, "leave")
-        async with overlay.client(0) as client:
-            for event in events:
-                await client.publish(event)
+        events = await _published(overlay)
         index, leaver = next((i, p) for i, p in enumerate(overlay.peers)
                              if i > 0 and heirs(p.current.zone, p.current.neighbours))
         zone = leaver.current.zone
@@ -150,9 +173,7 @@ async def test_a_leaver_restarted_before_it_saved_its_leave_serves_nothing_of_it
             servers = await _servers(client, zone)
             assert leaver.id not in servers and len(servers) >= 1
             await assert_zone_map_is_what_is_served(overlay, client)
-            assert await client.count() == sum(len(e) for e in events)
-            for event in events:
-                assert len(await client.find(event.graph)) == len(event), event.graph
+            await _each_event_whole_once(client, events)
 
 
 async def test_a_leaver_stopped_mid_leave_withdraws_it_when_restarted_and_its_heir_then_takes_nothing(
@@ -161,26 +182,12 @@ async def test_a_leaver_stopped_mid_leave_withdraws_it_when_restarted_and_its_he
     zone; its restart withdraws the attempt first, so the heir's late transaction fails and the
     heir drops what it received (else both would serve the zone)."""
     async with open_overlay(4, seed=5, authority=LocalAuthority(), data_root=tmp_path) as overlay:
-        events = spread_events(24, "leave")
-        async with overlay.client(0) as client:
-            for event in events:
-                await client.publish(event)
+        events = await _published(overlay)
         index, leaver = next((i, p) for i, p in enumerate(overlay.peers)
                              if i > 0 and heirs(p.current.zone, p.current.neighbours))
         zone = leaver.current.zone
         heir = next(p for p in overlay.peers if p.id == heirs(zone, leaver.current.neighbours)[0])
-        asking, go_on = trio.Event(), trio.Event()
-        real = heir.membership.merges.decisions
-
-        class Late:
-            async def absorb(self, *args, **kwargs) -> None:
-                asking.set()
-                await go_on.wait()
-                await real.absorb(*args, **kwargs)
-
-            def __getattr__(self, name):
-                return getattr(real, name)
-        heir.membership.merges.decisions = Late()
+        asking, go_on = _asks_late(heir)
         async with trio.open_nursery() as nursery:
             async def leave() -> None:
                 async with connect(leaver.address, transport=overlay.network) as own:
@@ -202,9 +209,7 @@ async def test_a_leaver_stopped_mid_leave_withdraws_it_when_restarted_and_its_he
         async with overlay.client(0) as client:
             assert await _servers(client, zone) == [leaver.id]
             await assert_zone_map_is_what_is_served(overlay, client)
-            assert await client.count() == sum(len(e) for e in events)
-            for event in events:
-                assert len(await client.find(event.graph)) == len(event), event.graph
+            await _each_event_whole_once(client, events)
 
 
 async def test_a_leave_whose_caller_goes_away_is_withdrawn_and_its_heir_then_takes_nothing(autojump_clock):
@@ -213,25 +218,11 @@ async def test_a_leave_whose_caller_goes_away_is_withdrawn_and_its_heir_then_tak
     zone again, so the heir's late transaction fails and only the leaver serves the zone (before,
     it served on with the attempt still open, and the heir took the zone as well)."""
     async with open_overlay(4, seed=5, authority=LocalAuthority()) as overlay:
-        events = spread_events(24, "leave")
-        async with overlay.client(0) as client:
-            for event in events:
-                await client.publish(event)
+        events = await _published(overlay)
         leaver = next(p for p in overlay.peers[1:] if heirs(p.current.zone, p.current.neighbours))
         zone = leaver.current.zone
         heir = next(p for p in overlay.peers if p.id == heirs(zone, leaver.current.neighbours)[0])
-        asking, go_on = trio.Event(), trio.Event()
-        real = heir.membership.merges.decisions
-
-        class Late:
-            async def absorb(self, *args, **kwargs) -> None:
-                asking.set()
-                await go_on.wait()
-                await real.absorb(*args, **kwargs)
-
-            def __getattr__(self, name):
-                return getattr(real, name)
-        heir.membership.merges.decisions = Late()
+        asking, go_on = _asks_late(heir)
         async with connect(leaver.address, transport=overlay.network) as own:
             async with trio.open_nursery() as nursery:
                 async def leave() -> None:
@@ -249,6 +240,4 @@ async def test_a_leave_whose_caller_goes_away_is_withdrawn_and_its_heir_then_tak
         async with overlay.client(0) as client:
             assert await _servers(client, zone) == [leaver.id]
             await assert_zone_map_is_what_is_served(overlay, client)
-            assert await client.count() == sum(len(e) for e in events)
-            for event in events:
-                assert len(await client.find(event.graph)) == len(event), event.graph
+            await _each_event_whole_once(client, events)

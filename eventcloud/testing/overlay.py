@@ -128,13 +128,27 @@ class _Reached:
     def __init__(self, authority: Authority, endpoint: Endpoint) -> None:
         self._authority, self._endpoint = authority, endpoint
 
+    def _refuse_if_cut(self) -> None:
+        if self._endpoint.cut_off:
+            raise AuthorityUnreachable("the ownership authority did not answer: this peer is cut off")
+
     def __getattr__(self, name: str) -> Any:
         call = getattr(self._authority, name)
 
         async def reached(*args: Any, **kwargs: Any) -> Any:
-            if self._endpoint.cut_off:
-                await trio.lowlevel.checkpoint()
-                raise AuthorityUnreachable("the ownership authority did not answer: this peer is cut off")
+            await trio.lowlevel.checkpoint()
+            self._refuse_if_cut()
             return await call(*args, **kwargs)
 
         return reached
+
+    async def watch(self, prefix: str, start: int, changed: Callable[..., None], *, quiet: float) -> None:
+        """A watch's stream breaks at its next change once this peer is cut off (as a TCP stream
+        would); a quiet one is noticed when it is opened again."""
+        def through(batch: Any) -> None:
+            self._refuse_if_cut()
+            changed(batch)
+
+        await trio.lowlevel.checkpoint()
+        self._refuse_if_cut()
+        await self._authority.watch(prefix, start, through, quiet=quiet)

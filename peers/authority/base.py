@@ -14,9 +14,11 @@ the part of etcd's v3 API that ownership needs, so that etcd itself serves real 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
-__all__ = ["Authority", "Delete", "Entry", "Put", "Same"]
+from eventcloud.errors import AuthorityUnreachable
+
+__all__ = ["Authority", "Change", "Delete", "Entry", "Listing", "Put", "Same", "WatchCompacted"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,29 @@ class Entry:
     value: str
     revision: int   # the authority's revision of its last change (etcd's mod_revision)
     lease: int      # the lease it is attached to; 0: none
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Every entry under a prefix, as of one revision of the authority: a watch from the revision
+    after it misses nothing and repeats nothing."""
+
+    entries: list[Entry]
+    revision: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change a watch reports: the key's new entry, or (`deleted`) its removal, whose
+    `entry.revision` is the deleting revision and whose value is empty."""
+
+    entry: Entry
+    deleted: bool = False
+
+
+class WatchCompacted(AuthorityUnreachable):
+    """A watch asked to start at a revision the authority no longer holds the history of (etcd
+    compacted it, or a local watcher fell too far behind): list again, then watch from there."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +89,17 @@ class Authority(Protocol):
 
     async def scan(self, prefix: str) -> list[Entry]:
         """Every entry whose key starts with `prefix`, in key order."""
+
+    async def listing(self, prefix: str) -> Listing:
+        """`scan(prefix)` with the revision it was read at."""
+
+    async def watch(self, prefix: str, start: int, changed: Callable[[list[Change]], None], *,
+                    quiet: float) -> None:
+        """Call `changed` with each batch of changes to keys under `prefix` from revision `start`
+        on (one batch per revision), in order, until nothing came for `quiet` seconds (then it
+        returns: the caller watches again from the revision after the last it saw, so a stream
+        silently lost is noticed). `AuthorityUnreachable` when the stream breaks; `WatchCompacted`
+        when `start`'s history is gone."""
 
     async def transact(self, when: Sequence[Same], then: Sequence[Put | Delete]) -> bool:
         """Apply `then` if every condition of `when` holds, atomically; whether it did."""

@@ -16,15 +16,16 @@ the next. etcd is linearizable through any member (reads are linearizable by def
 from __future__ import annotations
 
 import base64
-from typing import Any, Sequence
+import json
+from typing import Any, Callable, Sequence
 
 import httpx
 import trio
 
 from eventcloud.errors import AuthorityUnreachable, BadRequest, LeaseExpired
-from peers.authority.base import Delete, Entry, Put, Same
+from peers.authority.base import Change, Delete, Entry, Listing, Put, Same, WatchCompacted
 
-__all__ = ["EtcdAuthority", "from_b64", "parse_authority", "to_b64"]
+__all__ = ["EtcdAuthority", "from_b64", "parse_authority", "prefix_end", "to_b64"]
 
 #: Seconds one request to one member may take before the next member is asked.
 REQUEST_TIMEOUT = 2.0
@@ -55,7 +56,7 @@ def from_b64(b64: str) -> str:
     return base64.b64decode(b64).decode()
 
 
-def _prefix_end(prefix: str) -> str:
+def prefix_end(prefix: str) -> str:
     """etcd's range_end for every key starting with `prefix` (its last byte plus one)."""
     raw = bytearray(prefix.encode())
     while raw and raw[-1] == 0xFF:
@@ -119,8 +120,42 @@ class EtcdAuthority:
         return found[0] if found else None
 
     async def scan(self, prefix: str) -> list[Entry]:
-        reply = await self._call("/v3/kv/range", {"key": to_b64(prefix), "range_end": _prefix_end(prefix)})
+        reply = await self._call("/v3/kv/range", {"key": to_b64(prefix), "range_end": prefix_end(prefix)})
         return [_entry(kv) for kv in reply.get("kvs", [])]
+
+    async def listing(self, prefix: str) -> Listing:
+        reply = await self._call("/v3/kv/range", {"key": to_b64(prefix), "range_end": prefix_end(prefix)})
+        return Listing([_entry(kv) for kv in reply.get("kvs", [])], int(reply.get("header", {}).get("revision", 0)))
+
+    async def watch(self, prefix: str, start: int, changed: Callable[[list[Change]], None], *,
+                    quiet: float) -> None:
+        """One watch stream (POST /v3/watch, a JSON object per line). A member that cannot be
+        reached is skipped; once a stream is open, its end is the caller's to handle (it watches
+        again from the revision it reached, through whichever member answers)."""
+        body = {"create_request": {"key": to_b64(prefix), "range_end": prefix_end(prefix), "start_revision": str(start)}}
+        failures = []
+        for i in range(len(self.members)):
+            index = (self._first + i) % len(self.members)
+            member = self.members[index]
+            try:
+                async with self._http.stream("POST", member + "/v3/watch", json=body,
+                                             timeout=httpx.Timeout(self.timeout, read=quiet)) as response:
+                    if response.status_code != 200:
+                        failures.append(f"{member}: HTTP {response.status_code}")
+                        continue
+                    self._first = index
+                    try:
+                        async for line in response.aiter_lines():
+                            if line.strip():
+                                _watched(json.loads(line), changed, self.url)
+                    except httpx.ReadTimeout:
+                        return   # quiet: watched again from where it reached
+                    except (httpx.HTTPError, ValueError) as exc:
+                        raise AuthorityUnreachable(f"the watch on {member} broke: {type(exc).__name__} {exc}") from None
+                    raise AuthorityUnreachable(f"the watch on {member} ended")
+            except (httpx.HTTPError, trio.TooSlowError) as exc:
+                failures.append(f"{member}: {type(exc).__name__} {exc}".strip())
+        raise AuthorityUnreachable(f"the ownership authority {self.url} took no watch: {'; '.join(failures)}")
 
     async def transact(self, when: Sequence[Same], then: Sequence[Put | Delete]) -> bool:
         body = {"compare": [_compare(c) for c in when], "success": [_request(c) for c in then]}
@@ -138,6 +173,28 @@ class EtcdAuthority:
 def _entry(kv: dict[str, Any]) -> Entry:
     return Entry(from_b64(kv["key"]), from_b64(kv.get("value", "")), int(kv.get("mod_revision", 0)),
                  int(kv.get("lease", 0) or 0))
+
+
+def _watched(message: dict[str, Any], changed: Callable[[list[Change]], None], url: str) -> None:
+    """One line of a watch stream: its events to `changed`; a cancelled watch raises."""
+    if "error" in message:
+        raise AuthorityUnreachable(f"the ownership authority {url} ended a watch: {message['error']}")
+    result = message.get("result", {})
+    if result.get("canceled"):
+        if int(result.get("compact_revision", 0) or 0):
+            raise WatchCompacted(f"the ownership authority {url} no longer holds the history asked for "
+                                 f"(compacted at {result['compact_revision']})")
+        raise AuthorityUnreachable(f"the ownership authority {url} cancelled a watch: {result.get('cancel_reason', '')}")
+    events = result.get("events") or []
+    if events:
+        changed([_change(event) for event in events])
+
+
+def _change(event: dict[str, Any]) -> Change:
+    kv = event["kv"]
+    if event.get("type") == "DELETE":   # etcd leaves out the type of a put (its enum's default)
+        return Change(Entry(from_b64(kv["key"]), "", int(kv.get("mod_revision", 0)), 0), deleted=True)
+    return Change(_entry(kv))
 
 
 def _compare(condition: Same) -> dict[str, Any]:

@@ -22,15 +22,27 @@ by its server, as etcd's leader does after an election: nobody could renew meanw
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import trio
 
 from eventcloud.errors import BadRequest, LeaseExpired
-from peers.authority.base import Delete, Entry, Put, Same
+from peers.authority.base import Change, Delete, Entry, Listing, Put, Same, WatchCompacted
 
 __all__ = ["LocalAuthority"]
+
+#: Changes kept for watches that start in the past (etcd keeps its history until compacted).
+HISTORY = 4096
+#: Batches a watcher may fall behind before it is dropped (it lists again: `WatchCompacted`).
+WATCHER_BUFFER = 1024
+
+
+@dataclass
+class _Watcher:
+    prefix: str
+    send: trio.MemorySendChannel[list[Change]]
 
 
 @dataclass
@@ -50,6 +62,10 @@ class LocalAuthority:
         self._issued = 0   # the last lease id handed out: never handed out again, restarts included
         self.revision = 0
         self._save = save   # called with `snapshot()` after each change of keys or leases
+        self._history: deque[Change] = deque()
+        self._forgotten = 0   # the last revision whose changes left the history
+        self._pending: list[Change] = []   # the changes of the revision being applied
+        self._watchers: list[_Watcher] = []
         if saved is not None:
             self._restore(saved)
 
@@ -64,6 +80,7 @@ class LocalAuthority:
         self.revision = int(saved["revision"])
         self._issued = max(int(saved.get("next_lease", 1)), 1) - 1
         self._ids = itertools.count(self._issued + 1)
+        self._forgotten = self.revision   # no history survives a restart
         self._leases = {int(k): _Lease(int(ttl), now + int(ttl)) for k, ttl in saved["leases"].items()}
         for key, value, revision, lease in saved["entries"]:
             self._entries[key] = Entry(key, value, int(revision), int(lease))
@@ -105,7 +122,10 @@ class LocalAuthority:
         self._expire()
         held = self._leases.pop(lease, None)
         if held is not None:
-            self._drop(held.keys)
+            if held.keys:
+                self.revision += 1
+                self._drop(held.keys)
+                self._published()
             self._changed()
 
     async def get(self, key: str) -> Entry | None:
@@ -117,6 +137,39 @@ class LocalAuthority:
         await trio.lowlevel.checkpoint()
         self._expire()
         return [self._entries[k] for k in sorted(self._entries) if k.startswith(prefix)]
+
+    async def listing(self, prefix: str) -> Listing:
+        await trio.lowlevel.checkpoint()
+        self._expire()
+        return Listing([self._entries[k] for k in sorted(self._entries) if k.startswith(prefix)], self.revision)
+
+    async def watch(self, prefix: str, start: int, changed: Callable[[list[Change]], None], *,
+                    quiet: float) -> None:
+        self._expire()
+        if start <= self._forgotten:
+            raise WatchCompacted(f"the changes up to revision {self._forgotten} are no longer held; "
+                                 f"a watch from {start} must list again")
+        send, receive = trio.open_memory_channel[list[Change]](WATCHER_BUFFER)
+        watcher = _Watcher(prefix, send)
+        self._watchers.append(watcher)
+        try:
+            past = [c for c in self._history if c.entry.revision >= start and c.entry.key.startswith(prefix)]
+            for _, batch in itertools.groupby(past, key=lambda c: c.entry.revision):
+                changed(list(batch))
+            with receive:
+                while True:
+                    with trio.move_on_after(quiet) as waited:
+                        try:
+                            batch = await receive.receive()
+                        except trio.EndOfChannel:
+                            raise WatchCompacted(f"this watch of {prefix!r} fell {WATCHER_BUFFER} changes behind "
+                                                 "and was dropped") from None
+                    if waited.cancelled_caught:
+                        return
+                    changed(batch)
+        finally:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
 
     async def transact(self, when: Sequence[Same], then: Sequence[Put | Delete]) -> bool:
         await trio.lowlevel.checkpoint()
@@ -135,8 +188,10 @@ class LocalAuthority:
             if old is not None and old.lease in self._leases:
                 self._leases[old.lease].keys.discard(change.key)
             self._entries[change.key] = Entry(change.key, change.value, self.revision, change.lease)
+            self._pending.append(Change(self._entries[change.key]))
             if change.lease:
                 self._leases[change.lease].keys.add(change.key)
+        self._published()
         self._changed()
         return True
 
@@ -144,6 +199,11 @@ class LocalAuthority:
         await trio.lowlevel.checkpoint()
 
     # --- what the HTTP server needs besides -------------------------------------------------------
+
+    def expire_due(self) -> None:
+        """Expire the leases due now (the server's ticker calls it, so that a watch reports a lapse
+        when it happens rather than at the next call)."""
+        self._expire()
 
     def remaining(self, lease: int) -> int:
         """Whole seconds left on a lease (-1: unknown), as etcd's TimeToLive reports them."""
@@ -167,6 +227,7 @@ class LocalAuthority:
                 if held.keys:
                     self.revision += 1
                     self._drop(held.keys)
+                    self._published()
         if expired:
             self._changed()
 
@@ -175,3 +236,24 @@ class LocalAuthority:
             entry = self._entries.pop(key, None)
             if entry is not None and entry.lease in self._leases:
                 self._leases[entry.lease].keys.discard(key)
+            if entry is not None:
+                self._pending.append(Change(Entry(key, "", self.revision, 0), deleted=True))
+
+    def _published(self) -> None:
+        """The changes of this revision go to the history and to every watcher of their keys; a
+        watcher too far behind is dropped (its watch ends, and it lists again)."""
+        changes, self._pending = self._pending, []
+        if not changes:
+            return
+        self._history.extend(changes)
+        while len(self._history) > HISTORY:
+            self._forgotten = self._history.popleft().entry.revision
+        for watcher in list(self._watchers):
+            mine = [c for c in changes if c.entry.key.startswith(watcher.prefix)]
+            if not mine:
+                continue
+            try:
+                watcher.send.send_nowait(mine)
+            except (trio.WouldBlock, trio.BrokenResourceError):   # behind, or its watch ended
+                watcher.send.close()
+                self._watchers.remove(watcher)

@@ -3,7 +3,8 @@
 `eventcloud cluster` serves one in its supervising process, and its peers reach it with the
 same client as etcd (`EtcdAuthority`, given `http://HOST:PORT`): the contract tests run that
 client against both. Only what ownership calls is served: lease grant, keep-alive, revoke,
-range (one key or a prefix) and txn (value/absence compares, put and single-key delete).
+range (one key or a prefix), txn (value/absence compares, put and single-key delete) and watch
+(a prefix from a revision on, streamed as etcd's gateway streams it: one JSON object per line).
 With a `token` (the hosted authority's, derived from the cluster secret) a request without it
 is refused (401): whoever reaches the port could otherwise take any zone. While it serves, a
 ticker notices the process was stopped (its clock jumped past a tick) and credits the leases.
@@ -15,6 +16,7 @@ import base64
 import hmac
 import json
 import logging
+import math
 from typing import Any, Awaitable, Callable
 
 import trio
@@ -23,8 +25,8 @@ from hypercorn.trio import serve
 
 from eventcloud.errors import EventCloudError, LeaseExpired
 from eventcloud.net.asgi import answer_lifespan
-from peers.authority.base import Delete, Entry, Put, Same
-from peers.authority.etcd import from_b64, to_b64
+from peers.authority.base import Change, Delete, Entry, Put, Same, WatchCompacted
+from peers.authority.etcd import from_b64, prefix_end, to_b64
 from peers.authority.local import LocalAuthority
 
 __all__ = ["serve_authority"]
@@ -36,6 +38,8 @@ MAX_BODY = 1 << 20
 #: The stall ticker's period, and the lateness past which a tick counts as time stopped.
 TICK = 0.5
 STALL = 1.5
+#: Batches a watch's HTTP stream may hold unsent before it is ended (its client watches again).
+WATCH_BUFFER = 256
 
 
 class _App:
@@ -65,6 +69,17 @@ class _App:
                 break
         if self.token is not None and not _bears(scope, self.token):
             return await _reply(send, 401, {"error": "this authority needs the cluster's token", "code": 16})
+        if scope["path"] == "/v3/watch" and scope["method"] == "POST":
+            try:
+                request = json.loads(body or b"{}")
+                create = request["create_request"]
+                prefix = from_b64(create["key"])
+                if create.get("range_end") != prefix_end(prefix):
+                    raise ValueError("only prefix watches (range_end = the prefix's end) are served here")
+                start = int(create.get("start_revision", 0) or 0)
+            except (ValueError, KeyError, TypeError) as exc:
+                return await _reply(send, 400, {"error": f"malformed watch: {type(exc).__name__} {exc}", "code": 3})
+            return await self._watch(prefix, start, receive, send)
         if route is None or scope["method"] != "POST":
             return await _reply(send, 404, {"error": f"not served here: {scope['method']} {scope['path']}", "code": 12})
         try:
@@ -78,6 +93,45 @@ class _App:
             return await _reply(send, 400, {"error": str(exc), "code": 3})
         except (ValueError, KeyError, TypeError) as exc:
             return await _reply(send, 400, {"error": f"malformed request: {type(exc).__name__} {exc}", "code": 3})
+
+    async def _watch(self, prefix: str, start: int, receive: Any, send: Any) -> None:
+        """Stream the changes under `prefix` from `start` (0: from now) until the client goes away:
+        `created` first, then one result per revision; a start whose history is gone, or a client
+        too slow to take its stream, gets `canceled` (it lists again and watches anew)."""
+        authority = self.authority
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        start = start or authority.revision + 1
+        outbox, inbox = trio.open_memory_channel[Any](WATCH_BUFFER)
+
+        def changed(batch: list[Change]) -> None:
+            try:
+                outbox.send_nowait({"header": {"revision": str(batch[-1].entry.revision)},
+                                    "events": [_event(change) for change in batch]})
+            except trio.WouldBlock:
+                raise WatchCompacted("this watch's client fell behind its stream") from None
+
+        async def produce() -> None:
+            try:
+                await authority.watch(prefix, start, changed, quiet=math.inf)
+            except WatchCompacted as exc:
+                outbox.send_nowait({"header": self._header(), "canceled": True,
+                                    "compact_revision": str(authority.revision), "cancel_reason": str(exc)})
+            outbox.close()
+
+        async def until_gone() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(until_gone)
+            nursery.start_soon(produce)
+            await _line(send, {"result": {"header": self._header(), "created": True}})
+            async for result in inbox:
+                await _line(send, {"result": result})
+            await send({"type": "http.response.body", "body": b""})
+            nursery.cancel_scope.cancel()
 
     def _header(self) -> dict[str, Any]:
         return {"revision": str(self.authority.revision)}
@@ -136,6 +190,16 @@ def _condition(compare: dict[str, Any]) -> Same:
     raise ValueError(f"only VALUE and VERSION == 0 compares are served here, not {target}")
 
 
+def _event(change: Change) -> dict[str, Any]:
+    if change.deleted:
+        return {"type": "DELETE", "kv": {"key": to_b64(change.entry.key), "mod_revision": str(change.entry.revision)}}
+    return {"type": "PUT", "kv": _kv(change.entry)}
+
+
+async def _line(send: Any, body: dict[str, Any]) -> None:
+    await send({"type": "http.response.body", "body": json.dumps(body).encode() + b"\n", "more_body": True})
+
+
 def _bears(scope: dict[str, Any], token: str) -> bool:
     expected = b"Bearer " + token.encode()
     given = next((v for k, v in scope.get("headers", []) if k.lower() == b"authorization"), b"")
@@ -154,6 +218,7 @@ async def _credit_stalls(authority: LocalAuthority) -> None:
             authority.credit(late)
             log.warning("the ownership authority was stopped for %.1f s: its leases are extended as much", late)
         last = now
+        authority.expire_due()   # after the credit: a watch sees a lease lapse when it happens
 
 
 def _kv(entry: Entry) -> dict[str, Any]:

@@ -146,6 +146,27 @@ class Stabiliser:
         if behind and state.has_zone:
             await self._tell(behind)
 
+    async def learn_served(self, ident: str, address: str, incarnation: int) -> None:
+        """The watched zone map says `ident`'s zone is served at `address` now (a stand-in took it
+        over, or its owner came back on another port). If our table holds it elsewhere or at an
+        older incarnation, ask the peer there (the only authority on its zone) and take its own
+        record at once, rather than at the next round or after requests time out at the old
+        address. A hint: a peer that does not answer, or answers for another id, changes nothing."""
+        held = self.state.neighbours.get(ident)
+        if held is None or not self.state.has_zone or (held.address == address and held.incarnation >= incarnation):
+            return
+        table = await self.table_of(address)
+        if table is None or table.me[0] != ident:
+            return
+        async with self.lock:
+            if not self.state.has_zone or ident not in self.state.neighbours:
+                return
+            table_now = verified(self.state.zone, self.state.neighbours, {ident: table.me[1]})
+            if table_now != self.state.neighbours:
+                self.state.step(NeighboursLearned(table_now))
+                self.counters["neighbours_learned_from_zone_map"] += 1
+                await self.persist()
+
     async def _located(self, silent: list[str], candidates: dict[str, Neighbour]) -> None:
         """Silent neighbours that the ownership authority says are served elsewhere now (a
         stand-in of a stand-in, at a new address, that no neighbour's table names yet: simulation

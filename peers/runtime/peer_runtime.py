@@ -35,7 +35,7 @@ from eventcloud.sparql.taxonomy import Taxonomy
 from eventcloud.wire.hlc import HybridClock
 from eventcloud.wire.messages import Empty, Pong
 from eventcloud.wire.ops import Op
-from peers.authority import Authority, Ownership, lease_ttl
+from peers.authority import Authority, Ownership, WatchedZoneMap, lease_ttl
 from peers.membership import Annexes, LoadSurvey, Membership, Rebalancer
 from peers.delivery import Attachments, Gatherer, Homes, Subscribers
 from peers.net import Dispatcher, PeerAuth, RetryPolicy, Router
@@ -141,8 +141,10 @@ class PeerRuntime:
         # peers' clocks are within max_clock_offset (ClockCheck): a stamp past twice that is from a wrong one
         self.clock = clock = HybridClock(physical_ms, state.clock, max_ahead_ms=int(config.max_clock_offset * 2000))
         self.counters = counters = Counter[str]()
+        self.zone_map = WatchedZoneMap(authority, lambda: state.overlay, counters)
         self.ownership = ownership = Ownership(state, authority, counters,
-                                               ttl=config.lease_ttl or lease_ttl(config.failure_timeout))
+                                               ttl=config.lease_ttl or lease_ttl(config.failure_timeout),
+                                               watched=self.zone_map)
         offload = Offload(config.offloaded, 1)
         self.auth = PeerAuth(lambda: self.state.id, config.secret, config.admin_token, counters,
                              publish_policy=config.publish_policy)
@@ -533,6 +535,14 @@ class PeerRuntime:
             await self._end_now(Rejoin(tuple(n.address for n in self.state.neighbours.values()),
                                        "deposed: its zone's epoch moved on", listen=self.state.address))
         await nursery.start(_for_the_peers_lifetime, self.ownership.run)
+        await nursery.start(_for_the_peers_lifetime, self.zone_map.run)   # its keys' prefix is known now
+        nursery.start_soon(self._follow_moves)
+
+    async def _follow_moves(self) -> None:
+        """Zones the watched map shows served elsewhere now: each checked with the peer there,
+        and our table repointed (`Stabiliser.learn_served`); publications then go to it."""
+        async for ident, address, incarnation in self.zone_map.moves:
+            await self.membership.stabiliser.learn_served(ident, address, incarnation)
 
     async def _step_down_when_deposed(self) -> None:   # the authority holds a newer epoch of its zone
         await self.ownership.superseded.wait()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from functools import partial
 
 import httpx
 import pytest
@@ -16,7 +17,8 @@ from eventcloud.errors import AuthorityUnreachable, BadRequest, Fenced, LeaseExp
 from eventcloud.overlay import CoordinateSpace, Zone
 from eventcloud.testing.etcd import EtcdCluster, etcd_binary, free_port
 from peers.authority import (
-    Delete, EtcdAuthority, LocalAuthority, Ownership, Put, Same, parse_authority, serve_authority, zone_map,
+    Delete, EtcdAuthority, LocalAuthority, Ownership, Put, Same, WatchCompacted, parse_authority, serve_authority,
+    zone_map,
 )
 from peers.runtime.lifecycle import drop_stale
 from peers.store import PeerState
@@ -127,6 +129,68 @@ async def test_a_condition_on_an_absent_key_holds_after_its_lease_expired(backen
             break
     assert (await authority.get("z/epoch")).value == "2"
     assert not await authority.transact(claim, [Put("z/epoch", "2")])       # a second claim loses
+
+
+@contract
+async def test_a_watch_from_a_listing_reports_every_later_change_under_its_prefix_in_order(backend):
+    """The zone map's cache: a listing, then every change after it (puts, deletes, a lease's
+    lapse), none missed or repeated, nothing from outside the prefix; a quiet watch returns."""
+    authority, advance = backend
+    assert await authority.transact([], [Put("w/a", "1"), Put("x/other", "o")])
+    listing = await authority.listing("w/")
+    assert [(e.key, e.value) for e in listing.entries] == [("w/a", "1")] and listing.revision >= 1
+    seen: list = []
+    lease = await authority.grant(2)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(authority.watch, "w/", listing.revision + 1, seen.extend, quiet=60))
+        assert await authority.transact([Same("w/a", "1")], [Put("w/a", "2"), Put("w/b", "leased", lease)])
+        assert await authority.transact([], [Put("x/other", "p")])       # outside the prefix
+        assert await authority.transact([], [Delete("w/a")])
+        for _ in range(60):                                               # w/b goes with its lease (bounded)
+            await advance(0.25)
+            await authority.get("w/b")
+            if any(c.entry.key == "w/b" and c.deleted for c in seen):
+                break
+        nursery.cancel_scope.cancel()
+    assert [(c.entry.key, c.entry.value, c.deleted) for c in seen] == [
+        ("w/a", "2", False), ("w/b", "leased", False), ("w/a", "", True), ("w/b", "", True)]
+    revisions = [c.entry.revision for c in seen]
+    assert revisions == sorted(revisions) and revisions[0] > listing.revision and revisions[0] == revisions[1]
+    with trio.fail_after(10):   # nothing changes: the watch returns after `quiet` seconds
+        await authority.watch("w/", revisions[-1] + 1, seen.extend, quiet=0.5)
+    assert len(seen) == 4
+
+
+async def test_a_watch_from_a_revision_no_longer_held_is_told_to_list_again(autojump_clock, monkeypatch):
+    monkeypatch.setattr("peers.authority.local.HISTORY", 3)
+    authority = LocalAuthority()
+    for i in range(5):
+        assert await authority.transact([], [Put(f"h/{i}", "v")])
+    with pytest.raises(WatchCompacted):
+        await authority.watch("h/", 1, lambda batch: None, quiet=1)
+    seen: list = []
+    await authority.watch("h/", 4, seen.extend, quiet=1)   # still held: replayed, then quiet
+    assert [c.entry.key for c in seen] == ["h/3", "h/4"]
+
+
+async def test_the_served_authority_ends_a_watch_whose_client_went_away(nursery):
+    """Each quiet return or broken stream of a watching peer closes its HTTP stream: the server
+    must drop that watcher, or a long-running authority collects one per reconnect."""
+    local = LocalAuthority()
+    url = await nursery.start(serve_authority, local)
+    client = EtcdAuthority(url.replace("http://", "etcd://"))
+    try:
+        for _ in range(3):
+            with trio.fail_after(10):
+                await client.watch("q/", local.revision + 1, lambda batch: None, quiet=0.3)
+        with trio.fail_after(10):
+            while local._watchers:
+                await trio.sleep(0.05)
+        async with httpx.AsyncClient() as http:   # a malformed watch is a typed 400, not a hang
+            bad = await http.post(url + "/v3/watch", json={"create_request": {"key": "cQ==", "range_end": "eg=="}})
+            assert bad.status_code == 400 and "prefix" in bad.json()["error"]
+    finally:
+        await client.aclose()
 
 
 # --- the etcd client alone -----------------------------------------------------------------------

@@ -6,11 +6,13 @@ reach anyone, takes over the healthy owners whose copies it holds (docs/reliabil
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import trio
 
 from eventcloud.client import ClientError, connect
-from eventcloud.errors import ErrorCode, EventCloudError, Fenced
+from eventcloud.errors import AuthorityUnreachable, ErrorCode, EventCloudError, Fenced
 from eventcloud.overlay import heirs
 from eventcloud.testing import open_overlay
 from peers.authority import LocalAuthority, lease_ttl
@@ -230,6 +232,23 @@ async def test_where_a_peer_serves_is_asked_of_the_authority_first(autojump_cloc
         assert alone[0] == "gone:1" and set(alone[1:]) <= {sought.address}
 
 
+async def test_where_a_zone_is_served_is_answered_from_the_watched_zone_map_without_asking(autojump_clock):
+    """Routing never waits on the authority: once a peer's watch has listed the zone map, where a
+    zone is served is answered from it, even while the authority would not answer a read."""
+    authority = LocalAuthority()
+    async with open_overlay(3, authority=authority) as overlay:
+        asker, sought = overlay.peers[0], overlay.peers[2]
+        await trio.sleep(1)   # the watches have listed
+
+        async def unreachable(key: str):
+            raise AuthorityUnreachable("the test's authority does not answer reads")
+
+        authority.get = unreachable
+        assert await asker.membership.locate(sought.id) == (sought.address, sought.state.incarnation)
+        assert await asker.membership.locate("no-such-zone") is None
+        assert asker.counters["servers_located_from_watch"] == 2
+
+
 async def test_a_leaver_killed_after_its_heir_merged_is_not_taken_over_by_its_replica(autojump_clock):
     """A leave is one heir's check at the authority (`Ownership.absorb`: both epochs as expected,
     the leaver's copy marked absorbed) before the zones merge. A leaver cut off for good right
@@ -275,3 +294,47 @@ async def test_a_leaver_killed_after_its_heir_merged_is_not_taken_over_by_its_re
         async with overlay.client(overlay.peers.index(heir)) as client:
             assert await client.count() == sum(len(e) for e in events)
             assert await _not_whole(client, events) == []
+
+
+async def _closes_at_once(stream: trio.abc.Stream) -> None:
+    await stream.aclose()
+
+
+async def test_a_takeover_a_cut_off_neighbour_missed_is_learnt_from_the_watched_zone_map(autojump_clock):
+    """The stand-in's announcement cannot reach a neighbour cut off at that moment, and no
+    stabilisation round comes: that neighbour learns where the zone is served now from its watch
+    of the authority's zone map once it reaches the authority again (the stream the cut broke
+    resumes from the revision it reached), and checks it with the stand-in itself. Without the
+    watch its table names the dead address until a round (checked: it does)."""
+    async with open_overlay(5, seed=4, authority=LocalAuthority(), stabilise_every=100_000.0,
+                            lease_ttl=30) as overlay:
+        async with overlay.client(0, "pub") as publisher:
+            for event in spread_events(20, "w"):
+                await publisher.publish(event)
+        with trio.fail_after(30):   # every zone has its copy
+            while sum(len(p.replicas.held()) for p in overlay.peers) < len(overlay.peers):
+                await trio.sleep(0.5)
+        victim, watcher = next((v, w) for v in overlay.peers[1:] for w in overlay.peers
+                               if w.id in v.state.neighbours and v.state.replica and w.address != v.state.replica[1]
+                               and w is not v)
+        old, key = victim.address, f"eventcloud/{victim.state.overlay}/owner/{victim.id}"
+        assert watcher.state.neighbours[victim.id].address == old
+        await overlay.cut(watcher)
+        victim.stop()
+        await overlay.network.kill(old)
+        # its host stays down (whatever answers there closes at once): the stand-in serves on
+        # another port, as it would on another host
+        await overlay.nursery.start(overlay.network.serve, old, _closes_at_once)
+        with trio.fail_after(60):   # the victim's replica takes it over: a stand-in serves it elsewhere
+            while (entry := await overlay.authority.get(key)) is None or json.loads(entry.value)["address"] in ("", old):
+                await trio.sleep(0.5)
+        standin = json.loads(entry.value)["address"]
+        await trio.sleep(2)
+        assert watcher.state.neighbours[victim.id].address == old   # it heard nothing, cut off
+        overlay.heal(watcher)
+        with trio.fail_after(10):
+            while watcher.state.neighbours[victim.id].address != standin:
+                await trio.sleep(0.2)
+        assert watcher.counters["neighbours_learned_from_zone_map"] >= 1
+        assert watcher.counters["servers_located_from_watch"] >= 0
+        assert watcher.counters["deposed_by_authority"] == 0 and watcher.counters["superseded"] == 0

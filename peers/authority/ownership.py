@@ -240,6 +240,7 @@ class Ownership(DecidedAtTheAuthority):
                 if lease == self.lease and self.registered:
                     self.valid_until = max(self.valid_until, sent + self.ttl)
                 self._answered()
+                self._timed(trio.current_time() - sent)
             except LeaseExpired:
                 if lease == self.lease:
                     log.warning("peer %s: its lease with the ownership authority expired; writes wait until it "
@@ -248,6 +249,16 @@ class Ownership(DecidedAtTheAuthority):
                     self.lease, self.registered, self.valid_until = None, False, -math.inf
             except AuthorityUnreachable as exc:
                 self._unreachable(exc)
+
+    def _timed(self, took: float) -> None:
+        """A renewal's round trip: the slowest is kept, and one past a third of the TTL is said
+        (the link or the authority is that slow: a few more and the lease lapses on a live peer)."""
+        ms = int(took * 1000)
+        self.counters["lease_renewal_slowest_ms"] = max(self.counters["lease_renewal_slowest_ms"], ms)
+        if took > self.ttl / 3:
+            self.counters["lease_renewals_slow"] += 1
+            log.warning("peer %s: a renewal of its lease took %.1f s of the lease's %d s (a slow or saturated "
+                        "link to the ownership authority?)", self.state.id, took, self.ttl)
 
     async def _reestablish(self) -> None:
         try:

@@ -216,6 +216,29 @@ async def test_an_unreachable_member_is_skipped_and_none_answering_is_a_typed_er
 
 
 @pytest.mark.parametrize("backend", ["served"], indirect=True)
+async def test_a_renewal_not_answered_soon_is_sent_again_to_the_next_member(backend, nursery):
+    """A renewal whose request is stuck (a dropped packet waiting out TCP's backoff behind a
+    saturated link; here a member that accepts and never answers) is hedged: sent again to the
+    next member half a second later, so the lease is renewed long before its TTL."""
+    authority, _ = backend
+
+    async def silent(stream: trio.SocketStream) -> None:
+        await trio.sleep_forever()
+
+    listeners = await nursery.start(partial(trio.serve_tcp, silent, 0, host="127.0.0.1"))
+    stuck = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+    hedged = EtcdAuthority(f"etcd://{stuck},{authority.members[0].removeprefix('http://')}")
+    try:
+        lease = await authority.grant(5)
+        started = trio.current_time()
+        with trio.fail_after(3):   # unhedged, it waited for the stuck member's 6 s timeout
+            assert await hedged.keep_alive(lease) == 5
+        assert trio.current_time() - started < 2
+    finally:
+        await hedged.aclose()
+
+
+@pytest.mark.parametrize("backend", ["served"], indirect=True)
 async def test_the_served_authority_refuses_garbage_with_a_typed_reply(backend):
     authority, _ = backend
     base = authority.members[0]

@@ -92,7 +92,8 @@ class EtcdAuthority:
             member = self.members[index]
             try:
                 with trio.fail_after(timeout or self.timeout):
-                    response = await self._http.post(member + path, json=body)
+                    response = await self._http.post(member + path, json=body,
+                                                     timeout=httpx.Timeout(timeout or self.timeout))
                 reply = response.json()
             except (httpx.HTTPError, trio.TooSlowError, ValueError) as exc:
                 failures.append(f"{member}: {type(exc).__name__} {exc}".strip())
@@ -115,8 +116,11 @@ class EtcdAuthority:
         async def attempt(index: int) -> None:
             member = self.members[index]
             try:
+                # httpx's own timeouts too (the client's are a plain request's): a renewal's
+                # answer that waits seconds in a saturated link's queue still counts
                 with trio.fail_after(max(self.timeout, RENEWAL_TIMEOUT)):
-                    response = await self._http.post(member + path, json=body)
+                    response = await self._http.post(member + path, json=body,
+                                                     timeout=httpx.Timeout(max(self.timeout, RENEWAL_TIMEOUT)))
                 reply = response.json()
                 if response.status_code >= 500 and "lease not found" not in str(reply.get("error", "")):
                     raise ValueError(f"HTTP {response.status_code} {reply.get('error', '')}")

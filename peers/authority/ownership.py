@@ -53,6 +53,15 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ABSORBED", "COMMITTED", "GRANTED", "LEAVING", "Ownership", "lease_ttl", "zone_map"]
 
+#: A renewal slower than the base TTL over this leaves the lease at risk: it is extended.
+SLOW_RENEWAL = 1 / 5
+#: ... to this many times the base TTL, until this many renewals in a row came back fast again
+#: (under the base TTL over FAST_RENEWAL), when it returns to the base TTL.
+EXTENDED = 3
+FAST_AGAIN = 10
+FAST_RENEWAL = 1 / 20
+
+
 def lease_ttl(failure_timeout: float) -> int:
     """A lease's TTL for a failure timeout: twice it, in whole seconds (etcd's unit), at least 5.
 
@@ -70,7 +79,11 @@ class Ownership(DecidedAtTheAuthority):
         self.authority = authority
         self.watched = watched   # the zone map as watched: where zones are served, without a request
         self.counters = counters
-        self.ttl = ttl
+        self.base_ttl = ttl     # a lease's TTL while renewals come back fast
+        self.ttl = ttl          # the TTL of the lease held now (longer while renewals are slow)
+        self._fast = 0          # renewals in a row that came back fast, since the lease was extended
+        self._adapting = False  # a move of the owner key to another lease is under way
+        self._renewals: trio.Nursery | None = None
         self.lease: int | None = None
         self.registered = False
         self.valid_until = -math.inf   # the trio clock's time until which the lease surely holds
@@ -113,7 +126,7 @@ class Ownership(DecidedAtTheAuthority):
             return
         sent = trio.current_time()
         if self.lease is None:
-            self.lease = await self.authority.grant(self.ttl)
+            self.lease, self.ttl = await self.authority.grant(self.base_ttl), self.base_ttl
         await self._register()
         if self.registered:
             self.valid_until = sent + self.ttl
@@ -122,8 +135,7 @@ class Ownership(DecidedAtTheAuthority):
         assert self.authority is not None and self.lease is not None
         state = self.state
         epoch, owner = self._key("epoch", state.id), self._key("owner", state.id)
-        mine = str(state.incarnation)
-        record = json.dumps({"address": state.address, "incarnation": state.incarnation}, sort_keys=True)
+        mine, record = str(state.incarnation), self._record()
         if await self.authority.transact([Same(epoch, mine)], [Put(owner, record, self.lease)]):
             self.registered = True
             return
@@ -138,6 +150,9 @@ class Ownership(DecidedAtTheAuthority):
         if await self.authority.transact([Same(epoch, expected)], [Put(epoch, mine), Put(owner, record, self.lease)]):
             self.registered = True
             self.counters["zones_registered"] += 1
+
+    def _record(self) -> str:
+        return json.dumps({"address": self.state.address, "incarnation": self.state.incarnation}, sort_keys=True)
 
     def _deposed(self, epoch: int) -> None:
         if not self.superseded.is_set():
@@ -160,13 +175,14 @@ class Ownership(DecidedAtTheAuthority):
             await trio.sleep_forever()
         try:
             async with trio.open_nursery() as renewals:
+                self._renewals = renewals
                 while not self.superseded.is_set():
                     if self.registered and self.lease is not None:
-                        await trio.sleep(self.ttl / 3)
+                        await trio.sleep(self.base_ttl / 3)
                         if self.registered and self.lease is not None:
                             renewals.start_soon(self._renew, self.lease)
                     else:
-                        await trio.sleep(self.ttl / 6)
+                        await trio.sleep(self.base_ttl / 6)
                         await self._reestablish()
                 renewals.cancel_scope.cancel()
             await trio.sleep_forever()   # deposed: the runtime steps down (it watches `superseded`)
@@ -233,12 +249,16 @@ class Ownership(DecidedAtTheAuthority):
     async def _renew(self, lease: int) -> None:
         """One renewal, bounded by the TTL (past it, a renewal could only arrive too late)."""
         assert self.authority is not None
-        sent = trio.current_time()
-        with trio.move_on_after(self.ttl):
+        sent, ttl = trio.current_time(), self.ttl
+        answered = trio.Event()
+        if self._renewals is not None:
+            self._renewals.start_soon(self._extend_unless, answered)
+        with trio.move_on_after(ttl):
             try:
                 await self.authority.keep_alive(lease)
+                answered.set()
                 if lease == self.lease and self.registered:
-                    self.valid_until = max(self.valid_until, sent + self.ttl)
+                    self.valid_until = max(self.valid_until, sent + ttl)
                 self._answered()
                 self._timed(trio.current_time() - sent)
             except LeaseExpired:
@@ -252,13 +272,66 @@ class Ownership(DecidedAtTheAuthority):
 
     def _timed(self, took: float) -> None:
         """A renewal's round trip: the slowest is kept, and one past a third of the TTL is said
-        (the link or the authority is that slow: a few more and the lease lapses on a live peer)."""
+        (the link or the authority is that slow: a few more and the lease lapses on a live peer).
+        An extended lease goes back to the base TTL after FAST_AGAIN fast ones in a row."""
+        if took < self.base_ttl * FAST_RENEWAL:
+            self._fast += 1
+            if self.ttl > self.base_ttl and self._fast >= FAST_AGAIN and self._renewals is not None:
+                self._renewals.start_soon(self._adapt, self.base_ttl)
+        else:
+            self._fast = 0
         ms = int(took * 1000)
         self.counters["lease_renewal_slowest_ms"] = max(self.counters["lease_renewal_slowest_ms"], ms)
         if took > self.ttl / 3:
             self.counters["lease_renewals_slow"] += 1
             log.warning("peer %s: a renewal of its lease took %.1f s of the lease's %d s (a slow or saturated "
                         "link to the ownership authority?)", self.state.id, took, self.ttl)
+
+    async def _extend_unless(self, answered: trio.Event) -> None:
+        """A renewal not answered within a fifth of the base TTL: the link to the authority (or
+        the authority) is slow, and a few more like it let the lease lapse on a live peer (behind
+        a saturated 16 kbit/s link nothing crossed for over 10 s, past the 5 s lease). The owner
+        key moves to a lease EXTENDED times as long while renewals are slow: a peer that cannot
+        be told from a dead one quickly is taken over slowly, should it crash meanwhile."""
+        with trio.move_on_after(self.base_ttl * SLOW_RENEWAL):
+            await answered.wait()
+        if not answered.is_set() and self.ttl == self.base_ttl:
+            await self._adapt(self.base_ttl * EXTENDED)
+
+    async def _adapt(self, ttl: int) -> None:
+        """Move the owner key to a new lease of `ttl` seconds (a transaction: the epoch and the
+        record still ours), then revoke the old lease. An outcome not known (the answer lost)
+        re-registers, as a lost lease does: a key left on a lease nobody renews would vanish
+        while the fence still passed."""
+        if self._adapting or not self.registered or self.lease is None or self.authority is None:
+            return
+        self._adapting = True
+        old, sent = self.lease, trio.current_time()
+        epoch, owner = self._key("epoch", self.state.id), self._key("owner", self.state.id)
+        try:
+            lease = await self.authority.grant(ttl)
+            try:
+                moved = await self.authority.transact(
+                    [Same(epoch, str(self.state.incarnation)), Same(owner, self._record())],
+                    [Put(owner, self._record(), lease)])
+            except (AuthorityUnreachable, LeaseExpired):
+                if self.lease == old:
+                    self.lease, self.registered, self.valid_until = None, False, -math.inf
+                return
+            if not moved or self.lease != old:
+                await self.authority.revoke(lease)
+                return
+            self.lease, self.ttl, self.valid_until, self._fast = lease, ttl, sent + ttl, 0
+            longer = ttl > self.base_ttl
+            self.counters["leases_extended" if longer else "leases_restored"] += 1
+            log.log(logging.WARNING if longer else logging.INFO,
+                    "peer %s: %s; its lease is now %d s (a takeover of this peer, should it crash, waits as long)",
+                    self.state.id, "renewals of its lease are slow" if longer else "renewals are fast again", ttl)
+            await self.authority.revoke(old)
+        except (AuthorityUnreachable, LeaseExpired):
+            pass
+        finally:
+            self._adapting = False
 
     async def _reestablish(self) -> None:
         try:

@@ -317,6 +317,65 @@ async def test_an_owner_serves_while_its_lease_lives_and_a_replica_claims_only_a
         nursery.cancel_scope.cancel()
 
 
+class _SlowLink:
+    """The authority as an owner behind a slow link reaches it: each call waits `delay` seconds
+    before it arrives (the authority's clock counts from the arrival, as etcd's does)."""
+
+    def __init__(self, authority: LocalAuthority) -> None:
+        self.authority, self.delay = authority, 0.0
+
+    def __getattr__(self, name: str):
+        call = getattr(self.authority, name)
+
+        async def delayed(*args, **kwargs):
+            await trio.sleep(self.delay)
+            return await call(*args, **kwargs)
+
+        return delayed
+
+
+@pytest.mark.parametrize("extended", [3, 1])
+async def test_an_owner_whose_renewals_are_slow_extends_its_lease_and_outlives_a_stall_past_the_base_ttl(
+        autojump_clock, monkeypatch, extended):
+    """Renewals that take seconds (a saturated link) move the owner key to a lease three times
+    as long; a stall of 8 s (nothing crosses the link) then passes without the lease lapsing, so
+    the replica cannot claim a live owner. Once renewals are fast again the lease returns to the
+    base TTL, so a crash is taken over as quickly as before. With no extension (EXTENDED = 1) the
+    same stall lets the replica claim the zone."""
+    monkeypatch.setattr("peers.authority.ownership.EXTENDED", extended)
+    authority = LocalAuthority()
+    link = _SlowLink(authority)
+    owner = Ownership(_peer("a", 1), link, Counter(), ttl=5)
+    keeper = Ownership(_peer("b"), authority, Counter(), ttl=5)
+    await owner.establish()
+    await keeper.establish()
+    key = "eventcloud/ov/owner/a"
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(owner.run)
+        nursery.start_soon(keeper.run)
+        await trio.sleep(10)
+        link.delay = 2.0                  # slow: the lease is extended
+        await trio.sleep(12)
+        link.delay = 8.0                  # nothing crosses for 8 s at a time: past the base TTL
+        claimed = False
+        for _ in range(24):
+            await trio.sleep(0.5)
+            claimed = claimed or await keeper.claim("a", 1)
+        if extended == 1:
+            assert claimed                # the live owner lost its zone
+            nursery.cancel_scope.cancel()
+            return
+        assert not claimed and (await authority.get(key)) is not None
+        assert owner.counters["leases_extended"] == 1 and owner.ttl == 15
+        owner.fence()                     # and it still acknowledges writes
+        link.delay = 0.0                  # fast again: back to the base TTL
+        await trio.sleep(40)
+        entry = await authority.get(key)
+        assert owner.ttl == 5 and owner.counters["leases_restored"] == 1 and authority.remaining(entry.lease) <= 5
+        owner.fence()
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_leave_is_decided_at_the_authority_and_leaves_nothing_to_claim(autojump_clock):
     """`absorb`: an heir takes a leaver's zone only if both epochs are as expected; from then the
     leaver's replica cannot claim it."""

@@ -50,7 +50,7 @@ class PeerConfig:
     retry_window: float = 5.0             # how long a request retries around a dead peer
     heartbeat: float = 0.5                # a replica pings the owner of each copy it holds this often
     failure_timeout: float = 3.0          # ... and takes its zone over after this long without an answer
-    lease_ttl: int = 0                    # seconds of an owner's lease with the authority (0: 2 x failure_timeout, >= 5)
+    lease_ttl: int = 0                    # seconds of an owner's lease with the authority (0: 4 x failure_timeout, >= 10)
     max_hops: int = 256
     stabilise_every: float = 5.0          # seconds between neighbour-table checks (0: never)
     join_timeout: float = 30.0            # a split whose newcomer never commits is undone after this

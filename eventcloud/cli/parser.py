@@ -130,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "use it; 'none': each peer decides alone, and a partition can depose a live owner")
     p.add_argument("--lease-ttl", type=int, default=0, metavar="SECONDS",
                    help="an owner's lease with the authority: a crashed owner's zone is taken over no sooner; "
-                        "raise it for links whose queues hold seconds of traffic (0: twice --failure-timeout, "
-                        "at least 5) [0]")
+                        "raise it for links whose queues hold seconds of traffic (0: four times --failure-timeout, "
+                        "at least 10) [0]")
     p.add_argument("--query-budget", type=float, default=30.0, metavar="SECONDS",
                    help="a one-time query that joins several patterns is stopped after this long [30]")
     p.add_argument("--query-memory", type=int, default=2048, metavar="MB",

@@ -63,13 +63,16 @@ FAST_RENEWAL = 1 / 20
 
 
 def lease_ttl(failure_timeout: float) -> int:
-    """A lease's TTL for a failure timeout: twice it, in whole seconds (etcd's unit), at least 5.
+    """A lease's TTL for a failure timeout: four times it, in whole seconds (etcd's unit), at
+    least 10 (Consul's sessions start at 10 s, Kubernetes' leader leases at 15, Patroni's at 30).
 
     A crashed owner's zone is claimable once its lease expired, so this bounds the takeover time
     from below; but a live owner must renew through whatever its link carries besides: behind a
-    saturated 16 kbit/s link (`experiments.faults`, scenario slow) a renewal waited behind
-    seconds of queued overlay traffic, and a 2 s lease lapsed on a live peer."""
-    return max(5, math.ceil(2 * failure_timeout))
+    saturated 16 kbit/s link (`experiments.faults`, scenario slow) nothing crossed for several
+    seconds at a time, and a 5 s lease lapsed on a live peer in 2 of 10 runs even with renewals
+    hedged and extended once slow (the extension itself must cross the link, and came too late).
+    No peer can tell a silent peer from a dead one faster than its link lets it speak."""
+    return max(10, math.ceil(4 * failure_timeout))
 
 
 class Ownership(DecidedAtTheAuthority):

@@ -12,7 +12,7 @@ import trio
 
 from eventcloud.client import connect
 from eventcloud.testing.etcd import EtcdCluster, etcd_binary
-from peers.authority import EtcdAuthority
+from peers.authority import EtcdAuthority, lease_ttl
 from peers.supervisor import LocalCluster
 from tests.helpers import assert_exact_neighbour_tables, spread_events
 
@@ -84,7 +84,9 @@ async def test_with_etcd_a_frozen_peer_is_deposed_through_the_authority_and_rejo
         process = cluster.processes[2]
         os.kill(process.pid, signal.SIGSTOP)
         try:
-            await trio.sleep(15)   # past its lease (6 s at the default failure timeout) and the detection
+            # past its lease (12 s at the default failure timeout; 36 s had it been extended, its
+            # renewals slow) and the detection
+            await trio.sleep(lease_ttl(3.0) + 6)
         finally:
             os.kill(process.pid, signal.SIGCONT)
         status = await _settled(client, cluster.addresses[2], frozen.id, peers=5)

@@ -161,15 +161,25 @@ async def test_a_watch_from_a_listing_reports_every_later_change_under_its_prefi
     assert len(seen) == 4
 
 
-async def test_a_watch_from_a_revision_no_longer_held_is_told_to_list_again(autojump_clock, monkeypatch):
+@pytest.mark.parametrize("backend", ["local", "etcd"], indirect=True)
+async def test_a_watch_from_a_revision_no_longer_held_is_told_to_list_again(backend, monkeypatch):
+    """The local authority forgets its oldest changes past HISTORY; etcd, those before a
+    compaction. A watch from there is told so (it lists again); one from a revision still held
+    replays from it."""
+    authority, _ = backend
     monkeypatch.setattr("peers.authority.local.HISTORY", 3)
-    authority = LocalAuthority()
     for i in range(5):
         assert await authority.transact([], [Put(f"h/{i}", "v")])
+    revision = (await authority.listing("h/")).revision
+    if isinstance(authority, EtcdAuthority):
+        async with httpx.AsyncClient() as http:
+            compacted = await http.post(authority.members[0] + "/v3/kv/compaction",
+                                        json={"revision": str(revision - 1), "physical": True})
+            assert compacted.status_code == 200
     with pytest.raises(WatchCompacted):
-        await authority.watch("h/", 1, lambda batch: None, quiet=1)
+        await authority.watch("h/", revision - 4, lambda batch: None, quiet=1)
     seen: list = []
-    await authority.watch("h/", 4, seen.extend, quiet=1)   # still held: replayed, then quiet
+    await authority.watch("h/", revision - 1, seen.extend, quiet=1)   # still held: replayed, then quiet
     assert [c.entry.key for c in seen] == ["h/3", "h/4"]
 
 

@@ -37,6 +37,7 @@ class PeerConfig:
     space: CoordinateSpace = field(default_factory=CoordinateSpace)
     seed: int | None = None               # for the join point; None: random
     advertise: str | None = None          # HOST[:PORT] other peers use to reach this one
+    reuse_port: bool = True               # a restored peer listening on port 0 comes back on its old port if free
     replicas: int = 2                     # copies of every zone, fixed by an overlay's first peer (1 or 2)
     # security
     secret: bytes | None = None           # the cluster secret peers prove to each other (None: open overlay)

@@ -320,8 +320,12 @@ class PeerRuntime:
         the zone and the side to take)."""
         host = self.config.listen.rpartition(":")[0]
         self._launched += 1   # a seeded peer's stand-ins and annexes are seeded too (replayable runs)
+        # A stand-in never comes back on the port of the peer it stands in for: that peer,
+        # restarted with its own command, must find its port free (it then learns it was taken
+        # over, and rejoins); neighbours learn the stand-in's address from its announcement.
         config = replace(self.config, listen=f"{host}:0", join=annex[0] if annex else None, data_dir=data_dir,
-                         seed=None if self.config.seed is None else self.config.seed * 1009 + self._launched)
+                         seed=None if self.config.seed is None else self.config.seed * 1009 + self._launched,
+                         reuse_port=False)
         assert self.launch is not None, "this runtime was given no way to run another peer"
         await self.launch(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
                        process=self.process, state=state, store=store, taxonomy=self.subscriptions.taxonomy,
@@ -467,7 +471,7 @@ class PeerRuntime:
     async def _listen(self, nursery: trio.Nursery) -> None:
         config, restored = self.config, self.restored
         bound = None
-        if restored is not None and restored.address and config.listen.endswith(":0"):
+        if restored is not None and restored.address and config.listen.endswith(":0") and config.reuse_port:
             # Come back on the same port if it is free, so clients' addresses stay valid;
             # otherwise any port will do: neighbours learn it when we announce ourselves.
             previous = config.listen.rpartition(":")[0] + ":" + restored.address.rpartition(":")[2]

@@ -101,6 +101,8 @@ async def test_a_crashed_peer_is_taken_over_and_nothing_acknowledged_is_lost(aut
             assert victim.id in ids and not any(p.down for p in status.peers)
             standin = next(p for p in status.peers if p.id == victim.id)
             assert standin.quads >= held
+            # on a port of its own: the victim, restarted with its own command, finds its port free
+            assert standin.address != victim.address
             hosts = [p for p in overlay.peers if p is not victim and p.standins.holds(victim.id) is not None]
             assert len(hosts) == 1 and hosts[0].standins.holds(victim.id).state.incarnation == 1
             assert_exact_neighbour_tables(status)

@@ -519,9 +519,9 @@ class ReplicaKeeper:
         target = self.standins.standin_dir(copy.owner)
         if target is not None and copy.directory is not None:
             await self.offload.run(_move_copy, copy, target, state)
-            await self.standins.start(data_dir=target)
+            await self.standins.start(data_dir=target, taking_over=True)
         else:
-            await self.standins.start(state=state, store=copy.store)
+            await self.standins.start(state=state, store=copy.store, taking_over=True)
 
 
 def _move_copy(copy: _Copy, target: Path, state: PeerState) -> None:

@@ -315,17 +315,20 @@ class PeerRuntime:
         self._end(Left())
 
     async def _launch_peer(self, *, task_status: Any, data_dir: Path | None = None, state: PeerState | None = None,
-                           store: PeerStore | None = None, annex: tuple[str, Zone, Zone] | None = None) -> None:
-        """Another peer in this process: a stand-in, or an annex (`annex`: its owner's address,
-        the zone and the side to take)."""
+                           store: PeerStore | None = None, annex: tuple[str, Zone, Zone] | None = None,
+                           taking_over: bool = False) -> None:
+        """Another peer in this process: a stand-in (`taking_over`: just now, from a copy), or
+        an annex (`annex`: its owner's address, the zone and the side to take); or one of them
+        coming back with this peer."""
         host = self.config.listen.rpartition(":")[0]
         self._launched += 1   # a seeded peer's stand-ins and annexes are seeded too (replayable runs)
-        # A stand-in never comes back on the port of the peer it stands in for: that peer,
-        # restarted with its own command, must find its port free (it then learns it was taken
-        # over, and rejoins); neighbours learn the stand-in's address from its announcement.
+        # A stand-in taking over never listens on the port of the peer it stands in for (its
+        # copy's address): that peer, restarted with its own command, must find its port free
+        # (it then learns it was taken over, and rejoins). Stand-ins and annexes coming back
+        # with this peer take their own old ports again when free.
         config = replace(self.config, listen=f"{host}:0", join=annex[0] if annex else None, data_dir=data_dir,
                          seed=None if self.config.seed is None else self.config.seed * 1009 + self._launched,
-                         reuse_port=False)
+                         reuse_port=not taking_over)
         assert self.launch is not None, "this runtime was given no way to run another peer"
         await self.launch(config, self.transport, physical_ms=self.physical_ms, task_status=task_status,
                        process=self.process, state=state, store=store, taxonomy=self.subscriptions.taxonomy,

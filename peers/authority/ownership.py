@@ -46,7 +46,7 @@ import trio
 from eventcloud.errors import AuthorityUnreachable, Fenced, LeaseExpired
 from peers.authority.base import Authority, Delete, Entry, Put, Same
 from peers.authority.decisions import ABSORBED, COMMITTED, GRANTED, LEAVING, DecidedAtTheAuthority, zone_map
-from peers.authority.watched import WatchedZoneMap
+from peers.authority.watched import WatchedZoneMap, served_at
 from peers.store import PeerState, StateError
 
 log = logging.getLogger(__name__)
@@ -241,13 +241,11 @@ class Ownership(DecidedAtTheAuthority):
         if entry is None:
             return None
         try:
-            record = json.loads(entry.value)
-            address, incarnation = str(record["address"]), int(record["incarnation"])
-        except (ValueError, KeyError, TypeError):
+            return served_at(entry)
+        except ValueError:
             log.warning("peer %s: the authority's owner record of %s is not one: %r", self.state.id, ident,
                         entry.value[:200])
             return None
-        return (address, incarnation) if address else None   # claimed: its stand-in is not serving yet
 
     async def _renew(self, lease: int) -> None:
         """One renewal, bounded by the TTL (past it, a renewal could only arrive too late)."""

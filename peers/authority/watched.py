@@ -27,7 +27,7 @@ import trio
 from eventcloud.errors import AuthorityUnreachable
 from peers.authority.base import Authority, Change, Entry, WatchCompacted
 
-__all__ = ["Moved", "WatchedZoneMap"]
+__all__ = ["Moved", "WatchedZoneMap", "served_at"]
 
 log = logging.getLogger(__name__)
 
@@ -143,10 +143,19 @@ class WatchedZoneMap:
             self.counters["zone_map_moves_left_to_stabilisation"] += 1
 
 
-def _served(entry: Entry) -> tuple[str, int] | None:
+def served_at(entry: Entry) -> tuple[str, int] | None:
+    """An owner record's (address, incarnation); None while claimed (its stand-in is not serving
+    yet). `ValueError` if the record is not one."""
     try:
         record = json.loads(entry.value)
         address, incarnation = str(record["address"]), int(record["incarnation"])
-    except (ValueError, KeyError, TypeError):
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not an owner record: {exc}") from None
+    return (address, incarnation) if address else None
+
+
+def _served(entry: Entry) -> tuple[str, int] | None:
+    try:
+        return served_at(entry)
+    except ValueError:
         return None
-    return (address, incarnation) if address else None   # claimed: its stand-in is not serving yet

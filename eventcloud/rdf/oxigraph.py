@@ -6,7 +6,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from eventcloud.rdf.model import IRI, Literal, Quad, Term
+from eventcloud.rdf.model import IRI, RDF_LANGSTRING, Literal, Quad, Term, trusted_iri, trusted_literal
 
 __all__ = ["to_ox", "from_ox", "quad_to_ox", "quad_from_ox"]
 
@@ -20,12 +20,14 @@ def to_ox(term: Term) -> ox.NamedNode | ox.Literal:
 
 
 def from_ox(term: Any) -> Term:
+    """Our term for pyoxigraph's. Not checked again: pyoxigraph holds only valid terms (its
+    own parser checks them) and every term a store of ours holds was checked where it entered."""
     if isinstance(term, ox.NamedNode):
-        return IRI(term.value)
+        return trusted_iri(term.value)
     if isinstance(term, ox.Literal):
         if term.language:
-            return Literal(term.value, language=term.language)
-        return Literal(term.value, term.datatype.value)
+            return trusted_literal(term.value, RDF_LANGSTRING, term.language.lower())
+        return trusted_literal(term.value, term.datatype.value)
     raise ValueError(f"not an IRI or a literal: {term!r}")
 
 
@@ -34,4 +36,5 @@ def quad_to_ox(quad: Quad) -> ox.Quad:
 
 
 def quad_from_ox(quad: ox.Quad) -> Quad:
-    return Quad(IRI(quad.graph_name.value), from_ox(quad.subject), IRI(quad.predicate.value), from_ox(quad.object))
+    return Quad(trusted_iri(quad.graph_name.value), from_ox(quad.subject), trusted_iri(quad.predicate.value),
+                from_ox(quad.object))

@@ -32,7 +32,9 @@ from eventcloud.matching.csma import PartialMatch
 from eventcloud.overlay.coordinates import DIMENSIONS, Box, CoordinateSpace, Point
 from eventcloud.overlay.plans import Neighbour
 from eventcloud.overlay.zones import Zone
-from eventcloud.rdf.model import IRI, RDF_LANGSTRING, CompoundEvent, Literal, Quad, Term, make_quad
+from eventcloud.rdf.model import (
+    IRI, RDF_LANGSTRING, CompoundEvent, Literal, Quad, Term, make_quad, trusted_iri, trusted_literal,
+)
 
 __all__ = [
     "term_to_wire", "term_from_wire", "iri_from_wire", "quad_to_wire", "quad_from_wire", "triple_to_wire",
@@ -102,27 +104,8 @@ def iri_from_wire(data: Any, what: str = "IRI", trusted: bool = False) -> IRI:
 
 _new = object.__new__
 _set = object.__setattr__
-
-
-@lru_cache(maxsize=1 << 16)
-def _trusted_iri(value: str) -> IRI:
-    """IRIs recur constantly (graphs, predicates, shared subjects); they are immutable."""
-    iri = _new(IRI)
-    _set(iri, "value", value)
-    return iri
-
-
-def trusted_iri(value: str) -> IRI:
-    """An IRI from a string another peer already validated (memoised: IRIs recur constantly)."""
-    return _trusted_iri(value)
-
-
-def _trusted_literal(lexical: str, datatype: str, language: str | None) -> Literal:
-    literal = _new(Literal)
-    _set(literal, "lexical", lexical)
-    _set(literal, "datatype", datatype)
-    _set(literal, "language", language)
-    return literal
+_trusted_iri = trusted_iri
+_trusted_literal = trusted_literal
 
 
 # --- quads and events -------------------------------------------------------------------------

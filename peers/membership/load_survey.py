@@ -84,13 +84,13 @@ class LoadSurvey:
     async def _joiner_share(self) -> float:
         """The share of this zone's quads a peer joining here would take: the newcomer's side of
         the cut a join makes now (`Splits._split_for`), on the same sample of the quads.
-        It reads the whole store, and every light peer's look asks the busiest: kept for
-        CUT_KEPT seconds while the zone stays the same."""
+        It lists the whole store (decoding only the sample), and every light peer's look asks
+        the busiest: kept for CUT_KEPT seconds while the zone stays the same."""
         zone, now = self.state.zone, trio.current_time()
         if self._cut is not None and self._cut[0] == zone and now - self._cut[2] < CUT_KEPT:
             return self._cut[1]
-        held = await self.store.find(None, None, None, None)
-        share = joiner_share(zone, [self.state.space.point(q) for q in evenly(held)])
+        sample = await self.store.sample(evenly)
+        share = joiner_share(zone, [self.state.space.point(q) for q in sample])
         self._cut = (zone, share, now)
         return share
 

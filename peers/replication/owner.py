@@ -31,7 +31,7 @@ from eventcloud.wire.messages import ReplicaOf, ReplicaState, ReplicaStatus, Rep
 from eventcloud.wire.ops import Op
 from peers.store import mailboxes as mb
 from peers.net import FAILED, Router
-from peers.store import AsyncStore, Mutation, PeerState, PeerStore, StoreError, add, decide, notified, put_subscription
+from peers.store import AsyncStore, Mutation, PeerState, PeerStore, StoreError, add_triples, decide, notified, put_subscription
 from peers.tasks import gather
 
 log = logging.getLogger(__name__)
@@ -50,8 +50,8 @@ def snapshot(store: PeerStore) -> list[list[Mutation]]:
     batch: list[Mutation] = []
     size = 0
     for graph, info in store.events().items():
-        quads = list(store.find(_iri(graph), None, None, None))
-        batch.append(add(graph, quads, info.size, info.published, committed=info.committed, tx=info.tx))
+        quads = store.wire_triples(graph)
+        batch.append(add_triples(graph, quads, info.size, info.published, committed=info.committed, tx=info.tx))
         if info.notified:
             batch.append(notified(graph))
         size += len(quads)
@@ -72,12 +72,6 @@ def snapshot(store: PeerStore) -> list[list[Mutation]]:
     if batch:
         batches.append(batch)
     return batches
-
-
-def _iri(graph: str):  # noqa: ANN202 - a trusted IRI for a stored graph name
-    from eventcloud.wire.codec import trusted_iri
-
-    return trusted_iri(graph)
 
 
 class OwnerReplication:

@@ -12,7 +12,7 @@ from peers.store.async_store import CHECKPOINT_BYTES, AsyncStore
 from peers.store.offload import Offload
 from peers.store.foreign import ForeignQuads
 from peers.store.mutations import (
-    RESERVED_GRAPHS, Mutation, abort, add, check_mutation, commit, decide, delete, drop_subscription, notified, release,
+    RESERVED_GRAPHS, Mutation, abort, add, add_triples, check_mutation, commit, decide, delete, drop_subscription, notified, release,
     put_subscription, remove,
 )
 from peers.store.peer_store import CLAIM_PREFIX, EventInfo, PeerStore, StoreError, write_atomically
@@ -22,6 +22,6 @@ from peers.store.wal import WriteAheadLog
 from peers.store.zone_guard import ZoneGuard
 
 __all__ = ["CHECKPOINT_BYTES", "GRANTED_KEPT", "AsyncStore", "CLAIM_PREFIX", "EventInfo", "ForeignQuads", "Mutation", "Offload", "PeerState", "PeerStore", "SplitUnderWay", "RESERVED_GRAPHS", "StateError",
-           "StoreError", "WriteAheadLog", "ZoneGuard", "abort", "add", "check_mutation", "commit", "decide", "delete",
+           "StoreError", "WriteAheadLog", "ZoneGuard", "abort", "add", "add_triples", "check_mutation", "commit", "decide", "delete",
            "drop_subscription", "load_state", "mailboxes", "notified", "put_subscription", "query_rows", "iter_rows", "release", "remove",
            "save_state", "write_atomically"]

@@ -10,7 +10,7 @@ empties our log (RocksDB's own log is deleted only when the store is reopened: p
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import trio
 
@@ -163,6 +163,9 @@ class AsyncStore:
     async def find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None, *,
                    committed_only: bool = False) -> list[Quad]:
         return await self.run(self.sync.find_list, g, s, p, o, committed_only)
+
+    async def sample(self, pick: Callable[[list[Any]], Sequence[Any]]) -> list[Quad]:
+        return await self.run(self.sync.sample, pick)
 
     async def checkpoint(self) -> None:
         async with self._writing:

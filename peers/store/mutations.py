@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import pyoxigraph as ox
+
 from eventcloud.errors import BadRequest, ModelError
-from eventcloud.rdf.model import IRI, Quad
-from eventcloud.wire.codec import triple_from_wire, triple_to_wire
+from eventcloud.rdf.model import IRI, RDF_LANGSTRING, Quad
+from eventcloud.wire.codec import triple_to_wire
 from peers.store import mailboxes as mb
 META_GRAPH = "urn:eventcloud:meta"
 SUBSCRIPTIONS_GRAPH = "urn:eventcloud:subscriptions"
@@ -57,8 +59,14 @@ def _is_attempt(value: Any) -> bool:
 
 def add(graph: str, quads: Iterable[Quad], size: int, published: int, *, committed: bool,
         tx: tuple[Any, ...] | None = None) -> Mutation:
+    return add_triples(graph, [triple_to_wire(q) for q in quads], size, published, committed=committed, tx=tx)
+
+
+def add_triples(graph: str, triples: list[list[Any]], size: int, published: int, *, committed: bool,
+                tx: tuple[Any, ...] | None = None) -> Mutation:
+    """`add` of triples in their wire form already (read straight from a store: a copy)."""
     attempts = [[key, list(point)] for key, point in attempts_of(tx)]
-    return ["add", graph, [triple_to_wire(q) for q in quads], size, published, committed, attempts or None]
+    return ["add", graph, triples, size, published, committed, attempts or None]
 
 
 def commit(graph: str) -> Mutation:
@@ -141,17 +149,43 @@ def check_mutation(mutation: Any) -> None:
         _check_mailbox(mutation)
     if mutation[0] in ("add", "remove", "commit", "notified", "abort", "delete"):
         try:
-            graph = IRI(mutation[1])
+            IRI(mutation[1])
         except ModelError as exc:
             raise BadRequest(f"store mutation {mutation[0]!r}: {exc.message}") from None
     if mutation[0] in ("add", "remove"):
+        if mutation[1] in RESERVED_GRAPHS:
+            raise BadRequest(f"store mutation {mutation[0]!r}: graph {mutation[1]} is reserved")
         try:
             for triple in mutation[2]:
-                quad = triple_from_wire(graph, triple)
-                if quad.g.value in RESERVED_GRAPHS:
-                    raise BadRequest(f"graph {quad.g.value} is reserved")
-        except BadRequest as exc:
-            raise BadRequest(f"store mutation {mutation[0]!r}: {exc.message}") from None
+                _check_triple(triple)
+        except (BadRequest, ValueError, TypeError) as exc:
+            raise BadRequest(f"store mutation {mutation[0]!r}: invalid triple {str(triple)[:120]}: "
+                             f"{getattr(exc, 'message', exc)}") from None
+
+
+def _check_triple(triple: list) -> None:
+    """Refuse a triple the store could not take, before it is logged (a logged one that fails
+    to apply would fail at every replay). Mutations come from peers, which checked every term
+    where it entered (`eventcloud.rdf.model`'s rules); here the store's own parser checks the
+    IRIs, ~10x cheaper than our rules again (a third of a loaded peer's CPU went there)."""
+    s, p, o = triple
+    if type(s) is not str or type(p) is not str:
+        raise BadRequest("a subject and a predicate are IRIs")
+    ox.NamedNode(s)
+    ox.NamedNode(p)
+    if type(o) is str:
+        ox.NamedNode(o)
+    elif type(o) is list and len(o) in (2, 3) and all(type(x) is str for x in o):
+        if len(o) == 3:
+            if o[1] != RDF_LANGSTRING:
+                raise BadRequest("a language-tagged literal has datatype rdf:langString")
+            ox.Literal(o[0], language=o[2])
+        elif o[1] == RDF_LANGSTRING:
+            raise BadRequest("an rdf:langString literal needs a language tag")
+        else:
+            ox.Literal(o[0], datatype=ox.NamedNode(o[1]))
+    else:
+        raise BadRequest("an object is an IRI or [lexical, datatype(, language)]")
 
 
 _BOX_FIELDS = {"sparql": str, "kind": str, "ticket": str, "home": list, "t": int, "expires": int}

@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import msgpack
 import pyoxigraph as ox
@@ -246,6 +246,12 @@ class PeerStore:
                   committed_only: bool = False) -> list[Quad]:
         return list(self.find(g, s, p, o, committed_only=committed_only))
 
+    def sample(self, pick: Callable[[list[Any]], Sequence[Any]]) -> list[Quad]:
+        """The data quads `pick` chooses among all of them (e.g. `overlay.balance.evenly`): the
+        store's own quads are listed, and only those picked become model quads (a survey of the
+        zone's data cut read every quad held, at each light peer's look)."""
+        return [quad_from_ox(quad) for quad in pick(list(self._matching(None, None, None, None)))]
+
     def count(self) -> int:
         """Quads of committed events held here (a counter, not a scan)."""
         return self.committed_quads
@@ -269,6 +275,14 @@ class PeerStore:
             wire = [quad.graph_name.value, _wire_term(quad.subject), quad.predicate.value, _wire_term(quad.object)]
             if keep(wire):
                 yield wire
+
+    def wire_triples(self, graph: str) -> list[list[Any]]:
+        """The triples of one event graph held here, in the wire form (a copy's: decoding them
+        into model terms to encode them again cost most of a zone copy)."""
+        if graph in RESERVED_GRAPHS:
+            return []
+        return [[_wire_term(q.subject), q.predicate.value, _wire_term(q.object)]
+                for q in self._store.quads_for_pattern(None, None, None, ox.NamedNode(graph))]
 
     def query_rows(self, text: str, visible: list[str] | None, limit: int | None, max_rows: int,
                    functions: Any = None) -> list[Any] | bool:

@@ -553,12 +553,12 @@ async def test_a_light_peer_does_not_move_to_a_busiest_zone_whose_cut_is_lopside
         assert looked >= 1, f"no empty peer that could leave: {loads}"
         # what a joiner would take is computed from a scan of the whole store: reused a while
         scans = []
-        find = hot.rebalancer.survey.store.find
+        sample = hot.rebalancer.survey.store.sample
 
         async def counted(*args, **kwargs):
             scans.append(args)
-            return await find(*args, **kwargs)
-        hot.rebalancer.survey.store.find = counted
+            return await sample(*args, **kwargs)
+        hot.rebalancer.survey.store.sample = counted
         hot.rebalancer.survey._cut = None
         asker = next(p for p in overlay.peers if p is not hot)
         assert [(await asker.rebalancer.survey.joiner_takes(hot.state.address)).takes for _ in range(3)] == [takes] * 3

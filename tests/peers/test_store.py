@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from eventcloud.rdf.model import IRI, XSD, Literal, Quad
@@ -255,6 +257,31 @@ def test_a_mutation_with_a_malformed_attempt_is_refused_by_name(tx):
     mutation[-1] = tx
     with pytest.raises(BadRequest, match="store mutation 'add'"):
         check_mutation(mutation)
+
+
+@pytest.mark.parametrize("triple, why", [
+    (["http://a b", "http://p", "http://o"], "invalid triple"),               # a space in an IRI
+    (["relative", "http://p", "http://o"], "invalid triple"),                 # no scheme
+    (["http://s", "http://p", ["x", "not an iri"]], "invalid triple"),        # a datatype that is no IRI
+    (["http://s", "http://p", ["x", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString", "e n"]],
+     "invalid triple"),                                                         # a malformed language tag
+    (["http://s", "http://p", ["x", "http://www.w3.org/2001/XMLSchema#string", "en"]], "rdf:langString"),
+    (["http://s", "http://p", ["x", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"]], "language tag"),
+    (["http://s", "http://p", 3], "an object is an IRI"),
+    ([["x"], "http://p", "http://o"], "subject and a predicate are IRIs"),
+])
+def test_a_mutation_with_a_triple_the_store_cannot_take_is_refused_before_it_is_logged(tmp_path, triple, why):
+    """Another peer's add is checked by the store's own parser (not our rules again): what it
+    could not store is refused by name, and nothing reaches the log (a logged write that fails
+    to apply would fail again at every replay)."""
+    from eventcloud.errors import BadRequest
+
+    store = PeerStore(tmp_path / "s")
+    mutation = ["add", "http://example.org/g1", [triple], 1, 9, True, None]
+    with pytest.raises(BadRequest, match=f"store mutation 'add'.*{re.escape(why)}"):
+        store.write([mutation])
+    assert store.log_size == 0 and store.count() == 0
+    store.close()
 
 
 def test_a_full_disk_refuses_the_write_and_applies_nothing(tmp_path, monkeypatch):

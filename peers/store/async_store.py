@@ -23,7 +23,7 @@ from peers.store.peer_store import MEMORY_ONLY, EventInfo, PeerStore, StoreError
 __all__ = ["AsyncStore", "CHECKPOINT_BYTES"]
 
 #: Bytes of log after which a store is checkpointed.
-CHECKPOINT_BYTES = 64 * 1024 * 1024
+CHECKPOINT_BYTES = 32 * 1024 * 1024
 
 
 class _Write:

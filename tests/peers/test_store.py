@@ -561,3 +561,57 @@ def test_quads_read_for_a_cursor_are_written_as_the_codec_writes_them(tmp_path):
     found = list(store.iter_wire_quads((None, None, None, None), lambda wire: kept.append(wire) or True))
     assert sorted(map(repr, found)) == sorted(repr(quad_to_wire(q)) for q in quads) == sorted(map(repr, kept))
     assert list(store.iter_wire_quads((None, None, None, None), lambda wire: False)) == []
+
+
+def _rocksdb_log_bytes(path) -> int:
+    return sum(f.stat().st_size for f in path.glob("*.log"))
+
+
+def test_a_checkpoint_drops_the_stores_own_log_and_keeps_every_quad(tmp_path):
+    """pyoxigraph's RocksDB keeps its write-ahead log after a flush (~770 bytes a quad, more
+    than the data's files); a checkpoint opens the store again, which drops it."""
+    store = PeerStore(tmp_path / "s")
+    events = sample_events(400, quads=8)
+    for index, event in enumerate(events):
+        store.write([add(event.graph.value, event.quads, len(event), index, committed=True)])
+    before = _rocksdb_log_bytes(tmp_path / "s")
+    assert before > 200_000
+    store.checkpoint()
+    assert _rocksdb_log_bytes(tmp_path / "s") < before // 20
+    assert store.count() == 3200 and len(store.find_list(None, None, None, None)) == 3200
+    store.write([add("http://example.org/after", events[0].quads[:1], 1, 1, committed=True)])
+    store.close()
+    again = PeerStore(tmp_path / "s")
+    assert again.count() == 3201
+    again.close()
+
+
+def test_a_checkpoint_while_a_reader_is_open_keeps_the_store_open_for_it(tmp_path):
+    """A cursor paging an answer holds the store: the checkpoint still makes everything durable
+    and empties our log, but opens the store again only once no reader is left (opened again
+    under it, the store's lock would refuse the new handle)."""
+    store = PeerStore(tmp_path / "s")
+    events = sample_events(50, quads=4)
+    for index, event in enumerate(events):
+        store.write([add(event.graph.value, event.quads, len(event), index, committed=True)])
+    opened = store.reopened
+    reader = store.iter_wire_quads((None, None, None, None), lambda quad: True)
+    first = [next(reader) for _ in range(10)]
+    unstarted = store.find(None, None, None, None)
+    store.checkpoint()
+    assert store.reopened == opened and store.log_size == 0
+    assert len(first) + sum(1 for _ in reader) == 200     # the reader goes on to its end
+    assert store.reopened == opened
+    store.checkpoint()
+    assert store.reopened == opened                        # `unstarted` may still open an iterator
+    del unstarted
+    store.checkpoint()
+    assert store.reopened == opened + 1
+    rows = store.iter_rows("SELECT ?s WHERE { ?s ?p ?o }", None, None)
+    next(rows)
+    store.checkpoint()
+    assert store.reopened == opened + 1
+    rows.close()
+    store.checkpoint()
+    assert store.reopened == opened + 2 and store.count() == 200
+    store.close()

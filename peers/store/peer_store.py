@@ -23,6 +23,7 @@ import errno
 import inspect
 import json
 import os
+import threading
 import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -104,6 +105,9 @@ class PeerStore:
         self._records = Records(self.path / "records" if self.path is not None else None)
         #: readers handed out that may hold the store open (see `_reopen`)
         self._readers: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
+        # cursors read in threads of their own: a reader is made and counted, and the store
+        # opened again, under this lock, so no reader takes the handle being closed unseen
+        self._handle = threading.Lock()
         self.reopened = 0
         self._events: dict[str, EventInfo] = {}
         self._dirty: set[str] = set()   # events whose metadata the store does not have yet
@@ -213,7 +217,7 @@ class PeerStore:
              committed_only: bool = False) -> Iterator[Quad]:
         """Stored data quads matching a pattern (None = any); never the reserved graphs.
         `committed_only`: only quads of committed events (what queries may see)."""
-        return self._reader(self._find(g, s, p, o, committed_only))
+        return self._reader(lambda: self._find(g, s, p, o, committed_only))
 
     def _find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None,
               committed_only: bool) -> Generator[Quad, None, None]:
@@ -273,14 +277,14 @@ class PeerStore:
     def iter_rows(self, text: str, visible: list[str] | None, limit: int | None,
                   functions: Any = None) -> Iterator[dict[str, Any]]:
         """`iter_rows` over this store's event graphs (see there: one thread, start to end)."""
-        return self._reader(iter_rows(self._store, text, visible, limit, functions))
+        return self._reader(lambda: iter_rows(self._store, text, visible, limit, functions))
 
     def iter_wire_quads(self, pattern: tuple[Any, Any, Any, Any], keep: Callable[[list[Any]], bool]
                         ) -> Iterator[list[Any]]:
         """The data quads matching `pattern` that `keep` keeps, in `find`'s wire form, one at a
         time, written straight from the store's terms (building and checking a model quad per
         match cost 29 µs; blocking; one thread, start to end, as `iter_rows`)."""
-        return self._reader(self._wire_quads(pattern, keep))
+        return self._reader(lambda: self._wire_quads(pattern, keep))
 
     def _wire_quads(self, pattern: tuple[Any, Any, Any, Any], keep: Callable[[list[Any]], bool]
                     ) -> Generator[list[Any], None, None]:
@@ -371,14 +375,20 @@ class PeerStore:
         than the data's files, two thirds of a peer's disk after a load. Skipped while a reader
         handed out may hold the store open (its lock would refuse the new handle): the next
         checkpoint does it."""
-        if any(inspect.getgeneratorstate(reader) != inspect.GEN_CLOSED for reader in list(self._readers)):
-            return
-        self._store = None   # type: ignore[assignment]  # the last handle: RocksDB closes
-        self._store = ox.Store(str(self.path))
-        self.reopened += 1
+        with self._handle:
+            if any(inspect.getgeneratorstate(reader) != inspect.GEN_CLOSED for reader in list(self._readers)):
+                return
+            self._store = None   # type: ignore[assignment]  # the last handle: RocksDB closes
+            try:
+                self._store = ox.Store(str(self.path))
+            except OSError as exc:
+                raise StoreError(f"cannot open the store of {self.path} again after a checkpoint: {exc}") from None
+            self.reopened += 1
 
-    def _reader(self, rows: Generator[Any, None, None]) -> Generator[Any, None, None]:
-        self._readers.add(rows)
+    def _reader(self, make: Callable[[], Generator[Any, None, None]]) -> Generator[Any, None, None]:
+        with self._handle:
+            rows = make()
+            self._readers.add(rows)
         return rows
 
     @property

@@ -615,3 +615,45 @@ def test_a_checkpoint_while_a_reader_is_open_keeps_the_store_open_for_it(tmp_pat
     store.checkpoint()
     assert store.reopened == opened + 2 and store.count() == 200
     store.close()
+
+
+def test_readers_made_in_other_threads_while_checkpoints_open_the_store_again(tmp_path):
+    """Cursors read the store in threads of their own while the store's thread checkpoints: a
+    reader made meanwhile never gets the handle being closed (nor None), and every one reads
+    the whole answer."""
+    import threading
+    import time
+
+    store = PeerStore(tmp_path / "s")
+    events = sample_events(50, quads=4)
+    for index, event in enumerate(events):
+        store.write([add(event.graph.value, event.quads, len(event), index, committed=True)])
+    counts, errors, done = [], [], threading.Event()
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                reader = (store.iter_wire_quads((None, None, None, None), lambda quad: True) if len(counts) % 2
+                          else store.find(None, None, None, None))
+                counts.append(sum(1 for _ in reader))
+                del reader
+                time.sleep(0.005)   # readers that never pause would defer every reopening
+        except Exception as exc:   # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for thread in readers:
+        thread.start()
+    opened = store.reopened
+    try:
+        for index in range(40):
+            store.write([add(f"http://example.org/extra/{index}", events[0].quads[:1], 1, 1, committed=True)])
+            store.checkpoint()
+    finally:
+        done.set()
+        for thread in readers:
+            thread.join(10)
+    assert not errors
+    assert counts and all(200 <= count <= 240 for count in counts)
+    assert store.reopened > opened
+    store.close()

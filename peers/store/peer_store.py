@@ -20,14 +20,11 @@ concurrent writes into one fsync, and checkpoints the log.
 from __future__ import annotations
 
 import errno
-import inspect
 import json
 import os
-import threading
-import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import msgpack
 import pyoxigraph as ox
@@ -103,12 +100,6 @@ class PeerStore:
         else:
             self._store = ox.Store()
         self._records = Records(self.path / "records" if self.path is not None else None)
-        #: readers handed out that may hold the store open (see `_reopen`)
-        self._readers: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
-        # cursors read in threads of their own: a reader is made and counted, and the store
-        # opened again, under this lock, so no reader takes the handle being closed unseen
-        self._handle = threading.Lock()
-        self.reopened = 0
         self._events: dict[str, EventInfo] = {}
         self._dirty: set[str] = set()   # events whose metadata the store does not have yet
         self._decisions: dict[str, tuple[str, list[str]]] = {}
@@ -217,10 +208,6 @@ class PeerStore:
              committed_only: bool = False) -> Iterator[Quad]:
         """Stored data quads matching a pattern (None = any); never the reserved graphs.
         `committed_only`: only quads of committed events (what queries may see)."""
-        return self._reader(lambda: self._find(g, s, p, o, committed_only))
-
-    def _find(self, g: Term | None, s: Term | None, p: Term | None, o: Term | None,
-              committed_only: bool) -> Generator[Quad, None, None]:
         events = self._events
         for quad in self._matching(g, s, p, o):
             if committed_only:
@@ -277,17 +264,13 @@ class PeerStore:
     def iter_rows(self, text: str, visible: list[str] | None, limit: int | None,
                   functions: Any = None) -> Iterator[dict[str, Any]]:
         """`iter_rows` over this store's event graphs (see there: one thread, start to end)."""
-        return self._reader(lambda: iter_rows(self._store, text, visible, limit, functions))
+        return iter_rows(self._store, text, visible, limit, functions)
 
     def iter_wire_quads(self, pattern: tuple[Any, Any, Any, Any], keep: Callable[[list[Any]], bool]
                         ) -> Iterator[list[Any]]:
         """The data quads matching `pattern` that `keep` keeps, in `find`'s wire form, one at a
         time, written straight from the store's terms (building and checking a model quad per
         match cost 29 µs; blocking; one thread, start to end, as `iter_rows`)."""
-        return self._reader(lambda: self._wire_quads(pattern, keep))
-
-    def _wire_quads(self, pattern: tuple[Any, Any, Any, Any], keep: Callable[[list[Any]], bool]
-                    ) -> Generator[list[Any], None, None]:
         for quad in self._matching(*pattern):
             wire = [quad.graph_name.value, _wire_term(quad.subject), quad.predicate.value, _wire_term(quad.object)]
             if keep(wire):
@@ -355,7 +338,6 @@ class PeerStore:
         if self._wal is not None:
             self._records.flush()
             self._store.flush()
-            self._reopen()
             if self.mailboxes.dirty:
                 write_atomically(self.path / _MAILBOXES, self.mailboxes.dump())  # type: ignore[operator]
                 self.mailboxes.dirty = False
@@ -368,28 +350,6 @@ class PeerStore:
                     self._store.flush()
                     self._legacy_subs = False
             self._wal.truncate()
-
-    def _reopen(self) -> None:
-        """Close the store and open it again, once flushed. pyoxigraph's RocksDB keeps its own
-        write-ahead log after a flush (only opening a store drops it): ~770 bytes a quad, more
-        than the data's files, two thirds of a peer's disk after a load. Skipped while a reader
-        handed out may hold the store open (its lock would refuse the new handle): the next
-        checkpoint does it."""
-        with self._handle:
-            if any(inspect.getgeneratorstate(reader) != inspect.GEN_CLOSED for reader in list(self._readers)):
-                return
-            self._store = None   # type: ignore[assignment]  # the last handle: RocksDB closes
-            try:
-                self._store = ox.Store(str(self.path))
-            except OSError as exc:
-                raise StoreError(f"cannot open the store of {self.path} again after a checkpoint: {exc}") from None
-            self.reopened += 1
-
-    def _reader(self, make: Callable[[], Generator[Any, None, None]]) -> Generator[Any, None, None]:
-        with self._handle:
-            rows = make()
-            self._readers.add(rows)
-        return rows
 
     @property
     def log_size(self) -> int:

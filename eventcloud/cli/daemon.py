@@ -219,19 +219,21 @@ async def stop_when_stdin_closes(stop: Callable[[], None]) -> None:
 def cluster(args: argparse.Namespace) -> int:
     from peers.supervisor import ClusterError, LocalCluster
 
+    stop = {"now": False}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    # before anything starts: a Ctrl-C while the authority started (a KeyboardInterrupt there)
+    # left its thread behind, and the command ended killed by SIGINT after saying "interrupted"
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     cluster = LocalCluster(args.peers, data_dir=args.data_dir, port=args.port, algorithm=args.algorithm,
                            mapping=args.mapping, host=args.host, replicas=args.replicas, fsync=not args.no_fsync,
                            secure=not args.open, tls=(args.tls_cert, args.tls_key, args.tls_ca)
                            if args.tls_cert else None, authority=args.authority or "local",
                            extra=operator_flags(args) + ([] if args.rebalance_every is None
                                                          else ["--rebalance-every", str(args.rebalance_every)]))
-    stop = {"now": False}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
 
     def started(index: int, total: int) -> None:
         print(f"  peer {index}/{total} up", file=sys.stderr, flush=True)

@@ -4,6 +4,7 @@ directories and CityBench streams; result formats; big inputs with bounded memor
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -99,9 +100,15 @@ def test_ctrl_c_while_a_cluster_starts_leaves_no_fatal_error(tmp_path):
                             start_new_session=True)
     time.sleep(1.0)
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the whole foreground process group
-    out, err = proc.communicate(timeout=90)
+    try:
+        out, err = proc.communicate(timeout=90)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)   # a cluster that did not stop leaves nothing behind
     assert "Fatal Python error" not in err and "Traceback" not in err, err
-    assert proc.returncode in (0, 130), err
+    # 130, or killed by SIGINT: CPython reports an interrupt it saw so, even one handled, when
+    # it came while Python was still importing the command (over a second on a busy machine)
+    assert proc.returncode in (0, 130, -signal.SIGINT), err
 
 
 def test_a_closed_pipe_ends_quietly(cluster, tmp_path):

@@ -6,7 +6,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from eventcloud.rdf.model import IRI, RDF_LANGSTRING, Literal, Quad, Term, trusted_iri, trusted_literal
+from eventcloud.rdf.model import IRI, RDF_LANGSTRING, Quad, Term, trusted_iri, trusted_literal
 
 __all__ = ["to_ox", "from_ox", "quad_to_ox", "quad_from_ox"]
 

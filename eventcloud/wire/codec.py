@@ -76,9 +76,9 @@ def term_from_wire(data: Any, trusted: bool = False) -> Term:
     """A term; BadRequest if `data` is not one (or, untrusted, breaks the data model)."""
     if trusted:
         if type(data) is str:
-            return _trusted_iri(data)
+            return trusted_iri(data)
         if type(data) is list and len(data) in (2, 3):
-            return _trusted_literal(data[0], data[1], data[2] if len(data) == 3 else None)
+            return trusted_literal(data[0], data[1], data[2] if len(data) == 3 else None)
     try:
         if isinstance(data, str):
             return IRI(data)
@@ -104,8 +104,6 @@ def iri_from_wire(data: Any, what: str = "IRI", trusted: bool = False) -> IRI:
 
 _new = object.__new__
 _set = object.__setattr__
-_trusted_iri = trusted_iri
-_trusted_literal = trusted_literal
 
 
 # --- quads and events -------------------------------------------------------------------------
@@ -142,7 +140,7 @@ def triple_from_wire(graph: IRI, data: Any, trusted: bool = False) -> Quad:
 
 def _t(data: Any) -> Term:
     if type(data) is str:
-        return _trusted_iri(data)
+        return trusted_iri(data)
     return term_from_wire(data, True)
 
 
